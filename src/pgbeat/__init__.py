@@ -1,0 +1,45 @@
+"""pgbeat: background jobs and replica-safe cron schedules on PostgreSQL.
+
+The public API, re-exported from the modules that implement it.
+"""
+
+from pgbeat.backoff import BackoffPolicy
+from pgbeat.errors import (
+    DatabaseUnavailable,
+    NotMigrated,
+    PayloadError,
+    PermanentError,
+    PgbeatError,
+    Retry,
+    UnknownKind,
+)
+from pgbeat.job import Job, JobContext
+from pgbeat.migrate import apply_migrations
+from pgbeat.queue import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from pgbeat.registry import Registry
+from pgbeat.worker import Worker, WorkerSettings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackoffPolicy",
+    "DatabaseUnavailable",
+    "Job",
+    "JobContext",
+    "NewJob",
+    "NotMigrated",
+    "PayloadError",
+    "PermanentError",
+    "PgbeatError",
+    "Registry",
+    "Retry",
+    "UnknownKind",
+    "Worker",
+    "WorkerSettings",
+    "__version__",
+    "apply_migrations",
+    "enqueue",
+    "enqueue_async",
+    "enqueue_many",
+    "enqueue_many_async",
+]

@@ -1,0 +1,151 @@
+"""The schedule-facing commands: ``schedules check|next``, ``scheduler`` and ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pgbeat import cli, db, migrate
+from pgbeat.config import ConfigError, load_schedules
+from pgbeat.schedule import Schedule, fire_times_after, unique_key
+from pgbeat.scheduler import Scheduler
+from pgbeat.worker import Worker
+
+DEFAULT_SCHEDULES = "schedules.toml"
+
+
+def add_commands(
+    commands: Any,
+    common: argparse.ArgumentParser,
+    add_worker_flags: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    schedules = commands.add_parser("schedules", help="check or preview schedules.toml")
+    sub = schedules.add_subparsers(dest="schedules_command", metavar="COMMAND",
+                                   parser_class=type(schedules))
+    sub.required = True
+
+    p = sub.add_parser("check", help="validate a schedules file (exit 1 on problems)")
+    p.add_argument("path", nargs="?", default=DEFAULT_SCHEDULES, metavar="PATH")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("next", help="when will schedules fire? (UTC and local)")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
+    p.add_argument("--after", type=cli._aware_datetime, metavar="ISO-8601",
+                   help="preview from this time (default: now)")
+    p.add_argument("--count", type=cli._positive_int, default=5, metavar="N")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=cmd_next)
+
+    p = commands.add_parser("scheduler", parents=[common], help="enqueue due periods, forever")
+    p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
+    p.set_defaults(func=cmd_scheduler)
+
+    p = commands.add_parser("run", parents=[common],
+                            help="migrate, then scheduler + worker in one process (demo)")
+    p.add_argument("app", nargs="?", metavar="APP",
+                   help="handler registry as module:attribute (default: the bundled demo)")
+    p.add_argument("--schedules", metavar="PATH",
+                   help="schedules file (default: the demo's, or ./schedules.toml with APP)")
+    add_worker_flags(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _load(path: str | Path) -> list[Schedule]:
+    try:
+        return load_schedules(path)
+    except ConfigError as exc:
+        raise cli.UserError(str(exc)) from None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        schedules = load_schedules(args.path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    print(f"{args.path}: {len(schedules)} schedules OK")
+    return 0
+
+
+def cmd_next(args: argparse.Namespace) -> int:
+    schedules = _load(args.schedules)
+    if args.name is not None:
+        schedules = [s for s in schedules if s.name == args.name]
+        if not schedules:
+            raise cli.UserError(f"{args.schedules}: no schedule named {args.name!r}")
+    after = args.after or cli.now_utc()
+    rows = sorted(
+        (fire, schedule)
+        for schedule in schedules
+        for fire in fire_times_after(schedule, after, args.count)
+    )
+    if args.json:
+        print(json.dumps([_fire_json(schedule, fire) for fire, schedule in rows], indent=2))
+        return 0
+    for fire, schedule in rows:
+        local = fire.astimezone(schedule.zone)
+        print(f"{schedule.name:<20} {fire:%Y-%m-%dT%H:%M:%SZ}  "
+              f"{local:%Y-%m-%d %H:%M:%S %Z} ({schedule.timezone})  {unique_key(schedule, fire)}")
+    return 0
+
+
+def _fire_json(schedule: Schedule, fire: datetime) -> dict[str, Any]:
+    return {
+        "schedule": schedule.name,
+        "kind": schedule.kind,
+        "fire_at": fire.isoformat(),
+        "fire_at_local": fire.astimezone(schedule.zone).isoformat(),
+        "timezone": schedule.timezone,
+        "unique_key": unique_key(schedule, fire),
+    }
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    schedules = _load(args.schedules)
+    url = db.resolve_url(args.database_url)
+    cli.check_database(url)
+    scheduler = Scheduler(url, schedules)
+    with cli.stop_on_signals([scheduler.stop]):
+        scheduler.run()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    registry = cli.load_registry(args.app or cli.DEMO_APP)
+    path = _run_schedules_path(args)
+    schedules = _load(path) if path is not None else []
+    url = db.resolve_url(args.database_url)
+    with db.translated_errors(url), db.connect(url) as conn:
+        migrate.apply_migrations(conn)
+        if args.app is None:
+            from pgbeat import demo
+
+            demo.seed(conn)
+    scheduler = Scheduler(url, schedules)
+    worker = Worker(url, registry, cli.worker_settings(args))
+    thread = threading.Thread(target=scheduler.run, name="pgbeat-scheduler", daemon=True)
+    with cli.stop_on_signals([scheduler.stop, worker.stop]):
+        thread.start()
+        worker.run()
+        scheduler.stop()
+        thread.join(timeout=10)
+    return 0
+
+
+def _run_schedules_path(args: argparse.Namespace) -> Path | None:
+    """--schedules; else the demo's file; else ./schedules.toml if there is one."""
+    if args.schedules:
+        return Path(args.schedules)
+    if args.app is None:
+        return Path(str(resources.files("pgbeat").joinpath("demo", "schedules.toml")))
+    default = Path(DEFAULT_SCHEDULES)
+    return default if default.exists() else None

@@ -1,0 +1,124 @@
+"""Connections: which database to use, the embedded server, and psycopg errors as pgbeat's.
+
+When neither ``--database-url`` nor ``DATABASE_URL`` is given, pgbeat starts (or reuses) an
+embedded PostgreSQL under ``./.pgbeat/`` so that the demo needs no server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import psycopg_pool
+
+from pgbeat.errors import DatabaseUnavailable
+
+log = logging.getLogger("pgbeat.db")
+
+EMBEDDED_DIR_ENV = "PGBEAT_HOME"
+_embedded_servers: dict[Path, Any] = {}
+
+
+def redact(url: str) -> str:
+    """``url`` with its password replaced by ``***``, safe to log."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable database url>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def scrub(message: str, url: str) -> str:
+    """Remove the password of ``url`` from an error message that may quote it."""
+    password = urlsplit(url).password if "://" in url else None
+    if password:
+        message = message.replace(password, "***")
+    return " ".join(message.split())
+
+
+def resolve_url(explicit: str | None) -> str:
+    """``--database-url``, else ``DATABASE_URL``, else the embedded server's URL."""
+    if explicit:
+        return explicit
+    from_env = os.environ.get("DATABASE_URL")
+    if from_env:
+        return from_env
+    return embedded_url()
+
+
+def embedded_url(directory: Path | None = None) -> str:
+    """Start (or reuse) the embedded PostgreSQL and return its URL.
+
+    The server stops when the last pgbeat process using it exits; its data stays in
+    the directory and is used again on the next start.
+    """
+    directory = (directory or Path(os.environ.get(EMBEDDED_DIR_ENV, ".pgbeat"))).resolve()
+    if directory not in _embedded_servers:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pgserver warns about XDG_RUNTIME_DIR on servers
+            import pgserver
+
+            directory.mkdir(parents=True, exist_ok=True)
+            try:
+                server = pgserver.get_server(directory, cleanup_mode="stop")
+            except Exception as exc:
+                raise DatabaseUnavailable(
+                    f"could not start the embedded PostgreSQL in {directory}: {exc}"
+                ) from None
+        _embedded_servers[directory] = server
+        print(f"pgbeat: using the embedded PostgreSQL in {directory}", file=sys.stderr)
+    return str(_embedded_servers[directory].get_uri())
+
+
+def connect(url: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
+    """Open one connection, or raise ``DatabaseUnavailable`` with a one-line reason."""
+    try:
+        return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, round(timeout)))
+    except psycopg.Error as exc:
+        raise DatabaseUnavailable(describe_failure(exc, url)) from None
+
+
+def describe_failure(exc: BaseException, url: str) -> str:
+    """A one-line, password-free description of a database failure."""
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"database unavailable ({redact(url)}): {scrub(first_line, url)}"
+
+
+def make_pool(url: str, *, max_size: int = 2, name: str = "pgbeat") -> psycopg_pool.ConnectionPool[Any]:
+    """A small autocommit pool that replaces connections the server has dropped."""
+    return psycopg_pool.ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        kwargs={"autocommit": True},
+        check=psycopg_pool.ConnectionPool.check_connection,
+        name=name,
+        open=False,
+    )
+
+
+@contextlib.contextmanager
+def translated_errors(url: str) -> Iterator[None]:
+    """Turn connection-level psycopg failures into ``DatabaseUnavailable``."""
+    try:
+        yield
+    except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+        raise DatabaseUnavailable(describe_failure(exc, url)) from None
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """True for errors that mean "the database went away", worth a reconnect and retry."""
+    return isinstance(
+        exc, psycopg.OperationalError | psycopg_pool.PoolTimeout | DatabaseUnavailable
+    )

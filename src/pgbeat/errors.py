@@ -1,0 +1,48 @@
+"""Exceptions of pgbeat: the ones handlers raise to steer a job, and the ones pgbeat raises.
+
+Everything the CLI reports to a user derives from ``PgbeatError`` and carries a one-line message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+
+class PgbeatError(Exception):
+    """Base of the errors pgbeat reports to its user in one line."""
+
+
+class DatabaseUnavailable(PgbeatError):
+    """The database could not be reached (the message never contains the password)."""
+
+
+class NotMigrated(PgbeatError):
+    """The schema is missing or older than this version of pgbeat expects."""
+
+
+class UnknownKind(PgbeatError):
+    """No handler is registered for a job's kind."""
+
+
+class PayloadError(PgbeatError):
+    """A payload is not valid JSON, or does not validate against the handler's model."""
+
+
+class PermanentError(Exception):
+    """Raised by a handler: fail the job now, without using its remaining attempts."""
+
+
+class Retry(Exception):  # noqa: N818 - read as an instruction: `raise pgbeat.Retry(after=...)`
+    """Raised by a handler: run the job again later, at a time it chooses.
+
+    ``after`` is a delay (``timedelta`` or seconds) or an aware ``datetime``. The attempt
+    still counts, so a job that keeps asking for a retry ends in ``failed`` like any other.
+    """
+
+    def __init__(self, after: timedelta | float | datetime, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        if isinstance(after, int | float):
+            after = timedelta(seconds=after)
+        if isinstance(after, datetime) and after.tzinfo is None:
+            raise ValueError("Retry(after=datetime) needs a timezone-aware datetime")
+        self.after: timedelta | datetime = after

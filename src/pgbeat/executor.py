@@ -1,0 +1,210 @@
+"""Runs handlers with bounded concurrency: sync ones on daemon threads, async ones on one loop.
+
+Each run settles exactly once, with the handler's result or with a timeout, whichever
+comes first. A synchronous handler cannot be interrupted: after its timeout its thread
+keeps its slot until the function returns, and what it returns then is discarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pgbeat.job import Job, JobContext
+from pgbeat.registry import Handler
+
+log = logging.getLogger("pgbeat.worker")
+
+
+class TimedOut(Exception):  # noqa: N818 - an outcome, not a bug
+    """The handler outlived its timeout."""
+
+
+class Released(Exception):  # noqa: N818
+    """The worker gave up on the run at shutdown; the job goes back to pending."""
+
+
+@dataclass(eq=False)
+class Run:
+    """One execution of one job: started, then settled once with an error or ``None``."""
+
+    job: Job
+    handler: Handler | None
+    context: JobContext
+    deadline: float  # time.monotonic()
+    started: float = field(default_factory=time.monotonic)
+    error: BaseException | None = None
+    settled: bool = False
+    finished_at: float = 0.0
+    _future: concurrent.futures.Future[Any] | None = None
+
+    @property
+    def duration(self) -> float:
+        return (self.finished_at or time.monotonic()) - self.started
+
+
+class Executor:
+    """Runs ``Run``s on at most ``concurrency`` slots and reports each settled one."""
+
+    def __init__(self, concurrency: int, on_settled: Callable[[Run], None]) -> None:
+        self.concurrency = concurrency
+        self._on_settled = on_settled
+        self._lock = threading.Lock()
+        self._busy = 0  # slots held, including timed-out sync handlers still running
+        self._running: set[Run] = set()  # started and not yet settled
+        self._inbox: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+
+    # -- slots --------------------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        with self._lock:
+            return self.concurrency - self._busy
+
+    def busy(self) -> int:
+        with self._lock:
+            return self._busy
+
+    def unsettled(self) -> list[Run]:
+        with self._lock:
+            return list(self._running)
+
+    # -- starting runs --------------------------------------------------------------------
+
+    def submit(self, run: Run) -> None:
+        """Start ``run`` (the caller checked that a slot is free)."""
+        with self._lock:
+            self._busy += 1
+            self._running.add(run)
+        if run.handler is not None and run.handler.is_async:
+            self._submit_async(run)
+        else:
+            self._ensure_threads()
+            self._inbox.put(run)
+
+    def _ensure_threads(self) -> None:
+        while len(self._threads) < self.concurrency:
+            thread = threading.Thread(
+                target=self._thread_main, name=f"pgbeat-handler-{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _thread_main(self) -> None:
+        while (run := self._inbox.get()) is not None:
+            error: BaseException | None = None
+            try:
+                if run.handler is None:
+                    raise RuntimeError("no handler")  # unknown kinds are settled before submit
+                run.handler.call(run.job.payload, run.context)
+            except BaseException as exc:  # the handler's failure is the job's outcome
+                error = exc
+            self._finish(run, error)
+
+    def _submit_async(self, run: Run) -> None:
+        loop = self._ensure_loop()
+        assert run.handler is not None
+        handler = run.handler
+
+        async def invoke() -> None:
+            await handler.call(run.job.payload, run.context)
+
+        future = asyncio.run_coroutine_threadsafe(invoke(), loop)
+        run._future = future
+        future.add_done_callback(lambda f: self._finish(run, _future_error(f)))
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=_run_loop, args=(self._loop,), name="pgbeat-async-handlers", daemon=True
+            )
+            self._loop_thread.start()
+        return self._loop
+
+    # -- ending runs ----------------------------------------------------------------------
+
+    def _finish(self, run: Run, error: BaseException | None) -> None:
+        with self._lock:
+            self._busy -= 1
+        if not self._settle(run, error) and not isinstance(error, Released):
+            log.warning(
+                "job %s (%s) returned after it had timed out or been released; result discarded",
+                run.job.id, run.job.kind,
+            )
+
+    def _settle(self, run: Run, error: BaseException | None) -> bool:
+        with self._lock:
+            if run.settled:
+                return False
+            run.settled = True
+            run.error = error
+            run.finished_at = time.monotonic()
+            self._running.discard(run)
+        self._on_settled(run)
+        return True
+
+    def expire(self, now: float) -> float | None:
+        """Settle runs past their deadline as timed out; return the next deadline, if any."""
+        next_deadline: float | None = None
+        for run in self.unsettled():
+            if run.deadline <= now:
+                timeout = timedelta(seconds=round(run.deadline - run.started, 3))
+                if self._settle(run, TimedOut(f"timed out after {timeout.total_seconds():g}s")):
+                    self._abandon(run)
+            elif next_deadline is None or run.deadline < next_deadline:
+                next_deadline = run.deadline
+        return next_deadline
+
+    def release_all(self) -> list[Run]:
+        """Settle every unfinished run as released (shutdown) and return them."""
+        released = []
+        for run in self.unsettled():
+            if self._settle(run, Released("worker shut down before the job finished")):
+                self._abandon(run)
+                released.append(run)
+        return released
+
+    @staticmethod
+    def _abandon(run: Run) -> None:
+        run.context.cancelled.set()
+        if run._future is not None:
+            run._future.cancel()  # async handlers really stop: CancelledError at their await
+
+    def shutdown(self) -> None:
+        """Stop idle threads and the loop; busy daemon threads die with the process."""
+        for _ in self._threads:
+            self._inbox.put(None)
+        if self._loop is not None and self._loop_thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(timeout=5)
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Run async handlers until stopped, then cancel what is left and close the loop."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+        leftovers = asyncio.all_tasks(loop)
+        for task in leftovers:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+
+
+def _future_error(future: concurrent.futures.Future[Any]) -> BaseException | None:
+    if future.cancelled():
+        return Released("cancelled")
+    return future.exception()

@@ -1,0 +1,76 @@
+"""A claimed job as a worker sees it, and the context a handler may ask for."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of ``jobs`` as returned by a claim; ``attempt`` already counts this run."""
+
+    id: int
+    kind: str
+    payload: Any
+    attempt: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    unique_key: str | None
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a handler may learn about the job it runs (its optional second parameter).
+
+    ``cancelled`` is set when the job's timeout passes or the worker gives up on it at
+    shutdown: a synchronous handler cannot be interrupted, but it can check this event
+    between steps and return early. ``connection()`` lends a connection to the worker's
+    database from a pool (autocommit; open a transaction with ``conn.transaction()``).
+    """
+
+    id: int
+    kind: str
+    attempt: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    unique_key: str | None
+    timeout: timedelta
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    connection_factory: ConnectionFactory | None = field(default=None, compare=False, repr=False)
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A pooled connection to the worker's database, for the handler's own queries."""
+        if self.connection_factory is None:
+            raise RuntimeError("this job context has no database connection")
+        return self.connection_factory()
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    @classmethod
+    def for_job(
+        cls, job: Job, timeout: timedelta, connection_factory: ConnectionFactory | None = None
+    ) -> JobContext:
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            run_at=job.run_at,
+            created_at=job.created_at,
+            unique_key=job.unique_key,
+            timeout=timeout,
+            connection_factory=connection_factory,
+        )

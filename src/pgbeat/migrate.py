@@ -1,0 +1,92 @@
+"""Applies ``migrations/NNNN_name.sql`` in order, once each, under an advisory lock.
+
+Every replica may run ``pgbeat migrate`` at start: the lock makes the others wait, and
+the record table makes them skip what the first one applied.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import psycopg
+
+from pgbeat import queries
+from pgbeat.errors import NotMigrated
+
+# pg_advisory_lock key: the first 8 bytes of "pgbeat.m" as a signed bigint, fixed forever.
+MIGRATION_LOCK_KEY = int.from_bytes(b"pgbeat.m", "big", signed=True)
+_FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def available_migrations() -> list[Migration]:
+    """The migrations shipped in the package, in version order."""
+    found = []
+    for entry in resources.files("pgbeat").joinpath("migrations").iterdir():
+        match = _FILE_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda m: m.version)
+
+
+def migration_script() -> str:
+    """All migrations as one SQL script, for teams who apply SQL with their own tool."""
+    parts = [queries.MIGRATIONS_CREATE_TABLE.strip() + ";"]
+    for migration in available_migrations():
+        parts.append(f"-- {migration.version:04d}_{migration.name}.sql\nBEGIN;")
+        parts.append(migration.sql.strip())
+        parts.append(
+            "INSERT INTO pgbeat_migrations (version, name) "
+            f"VALUES ({migration.version}, '{migration.name}') ON CONFLICT DO NOTHING;\nCOMMIT;"
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
+    """Apply the pending migrations, each in its own transaction; return those applied.
+
+    ``conn`` must be in autocommit mode: the advisory lock is held by the session across
+    the per-migration transactions, and released even when one of them fails.
+    """
+    conn.execute(queries.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
+    try:
+        conn.execute(queries.MIGRATIONS_CREATE_TABLE)
+        done = {row[0] for row in conn.execute(queries.MIGRATIONS_APPLIED)}
+        applied = []
+        for migration in available_migrations():
+            if migration.version in done:
+                continue
+            with conn.transaction():
+                conn.execute(migration.sql.encode())  # a script: several statements, no parameters
+                conn.execute(
+                    queries.MIGRATIONS_RECORD,
+                    {"version": migration.version, "name": migration.name},
+                )
+            applied.append(migration)
+        return applied
+    finally:
+        conn.execute(queries.MIGRATIONS_UNLOCK, {"key": MIGRATION_LOCK_KEY})
+
+
+def pending_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
+    """Migrations this version ships that the database has not applied."""
+    row = conn.execute(queries.MIGRATIONS_APPLIED_IF_ANY).fetchone()
+    done = set(row[0]) if row else set()
+    return [m for m in available_migrations() if m.version not in done]
+
+
+def require_current_schema(conn: psycopg.Connection[Any]) -> None:
+    """Raise ``NotMigrated`` unless every shipped migration has been applied."""
+    missing = pending_migrations(conn)
+    if missing:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in missing)
+        raise NotMigrated(f"the database is missing migrations {names}: run `pgbeat migrate`")

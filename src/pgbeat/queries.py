@@ -1,0 +1,148 @@
+"""Every SQL statement pgbeat runs, named TABLE_VERB, with ``%(name)s`` parameters.
+
+Statements that decide on time use the database clock (``now()``) or take ``now`` as a
+parameter, never a replica's clock. Each carries one comment: what it does, which index.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+# -- database clock -----------------------------------------------------------------------
+
+# The database's clock: the one time every replica agrees on.
+DATABASE_NOW: LiteralString = "SELECT now()"
+
+# -- migrations ---------------------------------------------------------------------------
+
+# Serialises `pgbeat migrate` across processes (session-level advisory lock).
+MIGRATIONS_LOCK: LiteralString = "SELECT pg_advisory_lock(%(key)s)"
+MIGRATIONS_UNLOCK: LiteralString = "SELECT pg_advisory_unlock(%(key)s)"
+
+# Where applied migrations are recorded.
+MIGRATIONS_CREATE_TABLE: LiteralString = """
+CREATE TABLE IF NOT EXISTS pgbeat_migrations (
+    version    int PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+
+# Versions already applied (primary key).
+MIGRATIONS_APPLIED: LiteralString = "SELECT version FROM pgbeat_migrations ORDER BY version"
+
+# Versions applied, or nothing if the table does not exist yet (used by health checks).
+MIGRATIONS_APPLIED_IF_ANY: LiteralString = """
+SELECT coalesce(
+    (SELECT array_agg(version ORDER BY version) FROM pgbeat_migrations), '{}'::int[])
+WHERE to_regclass('pgbeat_migrations') IS NOT NULL"""
+
+# Records one applied migration, in the migration's own transaction.
+MIGRATIONS_RECORD: LiteralString = (
+    "INSERT INTO pgbeat_migrations (version, name) VALUES (%(version)s, %(name)s)"
+)
+
+# -- enqueue ------------------------------------------------------------------------------
+
+# Inserts one job; a duplicate (kind, unique_key) inserts nothing and returns no row (jobs_unique).
+JOBS_INSERT: LiteralString = """
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts)
+VALUES (%(kind)s, %(payload)s,
+        coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
+        %(unique_key)s, %(max_attempts)s)
+ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id"""
+
+# Inserts many jobs in one statement from parallel arrays; duplicates are skipped (jobs_unique).
+JOBS_INSERT_MANY: LiteralString = """
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts)
+SELECT kind, payload, coalesce(run_at, now() + delay), unique_key, max_attempts
+FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[],
+            %(delays)s::interval[], %(unique_keys)s::text[], %(max_attempts)s::int[])
+     AS new_job(kind, payload, run_at, delay, unique_key, max_attempts)
+ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id"""
+
+# Inserts the due periods of many schedules at once; returns the keys that were new (jobs_unique).
+JOBS_INSERT_PERIODS: LiteralString = """
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, keep_until)
+SELECT kind, payload, run_at, unique_key, max_attempts, keep_until
+FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[],
+            %(unique_keys)s::text[], %(max_attempts)s::int[], %(keep_untils)s::timestamptz[])
+     AS period(kind, payload, run_at, unique_key, max_attempts, keep_until)
+ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING unique_key"""
+
+# -- worker -------------------------------------------------------------------------------
+
+# Leases up to %(limit)s due jobs, oldest run_at first, skipping rows other workers hold
+# (jobs_ready). The lease is set and committed at once: no lock outlives this statement.
+JOBS_CLAIM: LiteralString = """
+WITH due AS (
+    SELECT id FROM jobs
+    WHERE status = 'pending' AND run_at <= now()
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+    ORDER BY run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs
+SET status = 'running', attempts = jobs.attempts + 1, locked_until = now() + %(lease)s::interval
+FROM due
+WHERE jobs.id = due.id
+RETURNING jobs.id, jobs.kind, jobs.payload, jobs.attempts, jobs.max_attempts,
+          jobs.run_at, jobs.created_at, jobs.unique_key"""
+
+# Subscribes to the notifications of migrations/0002's insert trigger.
+JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
+
+# Seconds until the earliest pending job falls due, by the database clock, so an idle
+# worker wakes when a delayed job becomes due (jobs_ready).
+JOBS_SECONDS_TO_NEXT: LiteralString = """
+SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
+WHERE status = 'pending'
+  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"""
+
+# Marks finished jobs done. The attempt number fences out a run whose lease expired and
+# whose job another worker has claimed since (primary key).
+JOBS_COMPLETE: LiteralString = """
+UPDATE jobs SET status = 'done', locked_until = NULL
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS finished(id, attempt)
+WHERE jobs.id = finished.id AND jobs.attempts = finished.attempt
+  AND jobs.status IN ('running', 'pending')"""
+
+# Puts failed jobs back to pending at their retry time (primary key; fenced like JOBS_COMPLETE).
+JOBS_RETRY: LiteralString = """
+UPDATE jobs
+SET status = 'pending', locked_until = NULL, last_error = retry.error,
+    run_at = coalesce(retry.run_at, now() + retry.delay)
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[],
+            %(run_ats)s::timestamptz[], %(delays)s::interval[])
+     AS retry(id, attempt, error, run_at, delay)
+WHERE jobs.id = retry.id AND jobs.attempts = retry.attempt
+  AND jobs.status IN ('running', 'pending')"""
+
+# Parks jobs in the failed dead letter (primary key; fenced like JOBS_COMPLETE).
+JOBS_FAIL: LiteralString = """
+UPDATE jobs SET status = 'failed', locked_until = NULL, last_error = failure.error
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[])
+     AS failure(id, attempt, error)
+WHERE jobs.id = failure.id AND jobs.attempts = failure.attempt
+  AND jobs.status IN ('running', 'pending')"""
+
+# Returns running jobs to pending at shutdown without charging the attempt (primary key).
+JOBS_RELEASE: LiteralString = """
+UPDATE jobs
+SET status = 'pending', locked_until = NULL, attempts = greatest(jobs.attempts - 1, 0)
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS released(id, attempt)
+WHERE jobs.id = released.id AND jobs.attempts = released.attempt AND jobs.status = 'running'"""
+
+# Returns jobs whose lease expired (their worker died) to pending, or to failed once their
+# attempts are spent, so a job that keeps killing its worker ends (jobs_running).
+JOBS_REAP: LiteralString = """
+UPDATE jobs
+SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+    run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE now() END,
+    locked_until = NULL,
+    last_error = 'lease expired during attempt ' || attempts || ' (worker died or lost the database)'
+WHERE status = 'running' AND locked_until < now()
+RETURNING id, kind, status"""

@@ -1,0 +1,145 @@
+"""The scheduler loop: read the database clock, insert every due period, sleep until the next.
+
+Any number of replicas run this loop on the same file. They share no state but the jobs
+table: each period is inserted with ``ON CONFLICT (kind, unique_key) DO NOTHING``, so the
+first replica wins and the others find it present. No leader, no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgbeat import queries, queue
+from pgbeat.catchup import due_periods, keep_until
+from pgbeat.db import describe_failure, is_connection_failure, make_pool
+from pgbeat.schedule import Schedule, next_fire_after, unique_key
+
+log = logging.getLogger("pgbeat.scheduler")
+
+MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the schedules say
+
+
+@dataclass
+class _State:
+    schedule: Schedule
+    last_tick: datetime | None = None
+    next_fire: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TickResult:
+    inserted: list[str]
+    existing: list[str]
+    next_fire: datetime | None
+
+
+class Scheduler:
+    """Enqueues the periods of ``schedules`` into the database at ``url`` until ``stop()``."""
+
+    def __init__(self, url: str, schedules: Sequence[Schedule]) -> None:
+        self._url = url
+        self._states = [_State(s) for s in schedules if s.enabled]
+        self._pool = make_pool(url, max_size=1, name="pgbeat-scheduler")
+        self._stopping = threading.Event()
+        self._failures = 0
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        """Tick until ``stop()``; survives database outages and catches up afterwards."""
+        self._pool.open()
+        names = ", ".join(s.schedule.name for s in self._states) or "none"
+        log.info("scheduler started with %d schedules: %s", len(self._states), names)
+        try:
+            while not self._stopping.is_set():
+                self._stopping.wait(self._tick_safely())
+        finally:
+            self._pool.close()
+            log.info("scheduler stopped")
+            self.stopped.set()
+
+    def _tick_safely(self) -> float:
+        """One tick; returns how long to sleep, in seconds of the monotonic clock."""
+        started = time.monotonic()
+        try:
+            with self._pool.connection(timeout=5.0) as conn:
+                now = queue.database_now(conn)
+                result = self.tick(conn, now)
+        except Exception as exc:
+            if not is_connection_failure(exc):
+                raise
+            self._failures += 1
+            if self._failures == 1:
+                log.warning("%s; retrying with backoff", describe_failure(exc, self._url))
+            return min(0.25 * 2**self._failures, 10.0)
+        if self._failures:
+            log.warning("database reachable again after %d failed attempts", self._failures)
+            self._failures = 0
+        return _sleep_seconds(now, result.next_fire, time.monotonic() - started)
+
+    def tick(self, conn: psycopg.Connection[Any], now: datetime) -> TickResult:
+        """Insert every period due at ``now`` (the database's clock) in one statement."""
+        due_states = [s for s in self._states if _is_due(s, now)]
+        periods = [
+            (state.schedule, fire)
+            for state in due_states
+            for fire in due_periods(state.schedule, state.last_tick, now)
+        ]
+        inserted = insert_periods(conn, periods)
+        existing = [
+            key for key in (unique_key(s, fire) for s, fire in periods) if key not in inserted
+        ]
+        for key in sorted(inserted):
+            log.info("enqueued %s", key)
+        for key in existing:
+            log.debug("already enqueued %s", key)
+        for state in due_states:
+            state.last_tick = now
+            state.next_fire = next_fire_after(state.schedule, now)
+        fires = [s.next_fire for s in self._states if s.next_fire is not None]
+        return TickResult(sorted(inserted), existing, min(fires) if fires else None)
+
+
+def _is_due(state: _State, now: datetime) -> bool:
+    """First tick, or the cached next fire time has come (by the database clock)."""
+    return state.last_tick is None or (state.next_fire is not None and state.next_fire <= now)
+
+
+def insert_periods(
+    conn: psycopg.Connection[Any], periods: Sequence[tuple[Schedule, datetime]]
+) -> set[str]:
+    """Insert the jobs of these periods at once; return the unique keys that were new."""
+    if not periods:
+        return set()
+    params: dict[str, list[Any]] = {
+        "kinds": [], "payloads": [], "run_ats": [], "unique_keys": [],
+        "max_attempts": [], "keep_untils": [],
+    }
+    for schedule, fire in periods:
+        params["kinds"].append(schedule.kind)
+        params["payloads"].append(Jsonb(schedule.payload))
+        params["run_ats"].append(fire)
+        params["unique_keys"].append(unique_key(schedule, fire))
+        params["max_attempts"].append(schedule.max_attempts or queue.DEFAULT_MAX_ATTEMPTS)
+        params["keep_untils"].append(keep_until(schedule, fire))
+    rows = conn.execute(queries.JOBS_INSERT_PERIODS, params).fetchall()
+    return {row[0] for row in rows}
+
+
+def _sleep_seconds(now: datetime, next_fire: datetime | None, spent: float) -> float:
+    """Sleep until the next fire (by the database clock), but never longer than MAX_SLEEP."""
+    if next_fire is None:
+        return MAX_SLEEP.total_seconds()
+    until = (next_fire - now).total_seconds() - spent
+    return min(max(until, 0.0), MAX_SLEEP.total_seconds())

@@ -1,0 +1,337 @@
+"""The worker loop: claim due jobs into free slots, record outcomes, reap expired leases.
+
+One thread owns the database work (claims and outcomes, batched); handlers run in the
+executor's slots; a listener thread wakes the loop when jobs arrive. Nothing holds a
+transaction or a row lock while a handler runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import psycopg_pool
+
+from pgbeat import queue
+from pgbeat.backoff import BackoffPolicy
+from pgbeat.db import describe_failure, is_connection_failure, make_pool
+from pgbeat.errors import UnknownKind
+from pgbeat.executor import Executor, Run
+from pgbeat.job import Job, JobContext
+from pgbeat.listener import Listener
+from pgbeat.outcome import Outcome, decide
+from pgbeat.registry import Registry
+
+log = logging.getLogger("pgbeat.worker")
+
+DEFAULT_LEASE = timedelta(minutes=5)
+DEFAULT_TIMEOUT = timedelta(minutes=1)
+
+
+def resolve_timing(
+    lease: timedelta | None, timeout: timedelta | None
+) -> tuple[timedelta, timedelta]:
+    """Lease and timeout with defaults filled in; the timeout must be shorter than the lease."""
+    if lease is None:
+        lease = max(DEFAULT_LEASE, (timeout or DEFAULT_TIMEOUT) * 5 / 4)
+    if timeout is None:
+        timeout = min(DEFAULT_TIMEOUT, lease * 4 / 5)
+    if timeout >= lease:
+        raise ValueError(
+            f"the timeout ({timeout.total_seconds():g}s) must be shorter than the lease "
+            f"({lease.total_seconds():g}s), or a running job could be reaped and run twice"
+        )
+    return lease, timeout
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How a worker claims and runs jobs; see ``pgbeat worker --help``."""
+
+    concurrency: int = 10
+    lease: timedelta | None = None
+    timeout: timedelta | None = None
+    kinds: tuple[str, ...] | None = None
+    poll_interval: timedelta = timedelta(seconds=1)
+    grace: timedelta = timedelta(seconds=15)
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    claim_batch: int = 100
+    listen: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        resolve_timing(self.lease, self.timeout)
+
+
+class Worker:
+    """Runs the jobs of ``registry`` from the database at ``url`` until ``stop()``."""
+
+    def __init__(
+        self,
+        url: str,
+        registry: Registry,
+        settings: WorkerSettings | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings or WorkerSettings()
+        self.lease, self.timeout = resolve_timing(self.settings.lease, self.settings.timeout)
+        self._url = url
+        self._registry = registry
+        self._rng = rng or random.Random()
+        self._pool = make_pool(url, name="pgbeat-worker")
+        self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._executor = Executor(self.settings.concurrency, self._on_settled)
+        self._listener = Listener(url, self._on_notify) if self.settings.listen else None
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._hurry = threading.Event()
+        self._lock = threading.Lock()
+        self._settled: list[Run] = []
+        self._notified = False
+        self._maybe_more = True
+        self._next_poll = 0.0
+        self._next_due: float | None = None
+        self._next_reap = 0.0
+        self._db_failures = 0
+        self.stopped = threading.Event()
+
+    # -- control ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop claiming; let running jobs finish within the grace period; then return."""
+        if self._stopping.is_set():
+            self._hurry.set()  # a second request: release running jobs now
+        self._stopping.set()
+        self._wake.set()
+
+    def _on_notify(self) -> None:
+        with self._lock:
+            self._notified = True
+        self._wake.set()
+
+    def _on_settled(self, run: Run) -> None:
+        with self._lock:
+            self._settled.append(run)
+        self._wake.set()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Work until ``stop()``; unfinished jobs are returned to pending before it returns."""
+        self._pool.open()
+        if self._listener is not None:
+            self._listener.start()
+        log.info(
+            "worker started: kinds=%s concurrency=%d lease=%gs timeout=%gs",
+            ",".join(self.settings.kinds or self._registry.kinds()) or "-",
+            self.settings.concurrency, self.lease.total_seconds(), self.timeout.total_seconds(),
+        )
+        try:
+            while not self._stopping.is_set():
+                self._step()
+            self._drain()
+        finally:
+            if self._listener is not None:
+                self._listener.stop()
+            self._executor.shutdown()
+            self._pool.close()
+            if self._handler_pool is not None:
+                self._handler_pool.close()
+            log.info("worker stopped")
+            self.stopped.set()
+
+    def _step(self) -> None:
+        self._wake.clear()
+        now = time.monotonic()
+        next_deadline = self._executor.expire(now)
+        if not self._with_database(lambda conn: self._database_work(conn, now)):
+            return
+        timers = [self._next_reap]
+        if next_deadline is not None:
+            timers.append(next_deadline)
+        if self._executor.free_slots() > 0:
+            if self._maybe_more:
+                return  # the last claim was full: claim again at once
+            timers.append(self._next_poll)
+            if self._next_due is not None:
+                timers.append(self._next_due)
+        self._wake.wait(max(0.0, min(timers) - time.monotonic()))
+
+    def _database_work(self, conn: psycopg.Connection[Any], now: float) -> None:
+        self._flush(conn)
+        if now >= self._next_reap:
+            self._reap(conn)
+            self._next_reap = now + self._reap_interval()
+        with self._lock:
+            notified, self._notified = self._notified, False
+        due = self._next_due is not None and now >= self._next_due
+        if notified or due or now >= self._next_poll:
+            self._maybe_more = True
+        free = self._executor.free_slots()
+        if self._maybe_more and free > 0:
+            self._claim(conn, min(free, self.settings.claim_batch), now)
+
+    def _with_database(self, work: Any) -> bool:
+        """Run ``work(conn)``; on a lost database log once, back off, and return False."""
+        try:
+            with self._pool.connection(timeout=5.0) as conn:
+                work(conn)
+        except Exception as exc:
+            if not is_connection_failure(exc):
+                raise
+            self._db_failures += 1
+            delay = min(0.25 * 2**self._db_failures, 10.0)
+            if self._db_failures == 1:
+                log.warning("%s; retrying with backoff", describe_failure(exc, self._url))
+            self._stopping.wait(delay)
+            return False
+        if self._db_failures:
+            log.warning("database reachable again after %d failed attempts", self._db_failures)
+            self._db_failures = 0
+        return True
+
+    def _reap_interval(self) -> float:
+        return min(max(self.lease.total_seconds() / 4, 0.25), 30.0)
+
+    def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> None:
+        jobs = queue.claim_jobs(conn, limit, self.lease, self.settings.kinds)
+        self._next_poll = now + self.settings.poll_interval.total_seconds()
+        self._maybe_more = len(jobs) == limit
+        self._next_due = None
+        if not jobs:
+            seconds = queue.seconds_to_next_job(conn, self.settings.kinds)
+            if seconds is not None:  # <= 0: it fell due since the claim, or another worker holds it
+                self._next_due = now + max(seconds, 0.05)
+        for job in jobs:
+            self._start(job)
+
+    def _start(self, job: Job) -> None:
+        deadline = time.monotonic() + self.timeout.total_seconds()
+        context = JobContext.for_job(job, self.timeout, self._handler_connection)
+        try:
+            handler = self._registry.get(job.kind)
+        except UnknownKind as exc:
+            run = Run(job, None, context, deadline, error=exc, settled=True)
+            self._on_settled(run)
+            return
+        self._executor.submit(Run(job, handler, context, deadline))
+
+    def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """Connections for handlers, from their own pool so they never starve the loop."""
+        with self._lock:
+            if self._handler_pool is None:
+                self._handler_pool = make_pool(
+                    self._url, max_size=self.settings.concurrency, name="pgbeat-handlers"
+                )
+                self._handler_pool.open()
+        return self._handler_pool.connection(timeout=30.0)
+
+    def _reap(self, conn: psycopg.Connection[Any]) -> None:
+        for job_id, kind, status in queue.reap_expired(conn):
+            log.warning("job %d (%s): lease expired, now %s", job_id, kind, status)
+
+    # -- recording outcomes -------------------------------------------------------------
+
+    def _flush(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            runs, self._settled = self._settled, []
+        if not runs:
+            return
+        try:
+            self._record(conn, runs)
+        except BaseException:
+            with self._lock:  # keep them for the next attempt: an outcome is never dropped
+                self._settled[:0] = runs
+            raise
+
+    def _record(self, conn: psycopg.Connection[Any], runs: Sequence[Run]) -> None:
+        done: list[Job] = []
+        released: list[Job] = []
+        retries: list[tuple[Job, str, Any]] = []
+        failures: list[tuple[Job, str]] = []
+        decided: list[tuple[Run, Outcome]] = []
+        for run in runs:
+            outcome = decide(run.job, run.error, self.settings.backoff, self._rng)
+            decided.append((run, outcome))
+            if outcome.verdict == "done":
+                done.append(run.job)
+            elif outcome.verdict == "released":
+                released.append(run.job)
+            elif outcome.verdict == "retry":
+                retries.append((run.job, outcome.error or "", outcome.retry_at))
+            else:
+                failures.append((run.job, outcome.error or ""))
+        with conn.transaction():
+            if done:
+                queue.complete_jobs(conn, done)
+            if retries:
+                queue.retry_jobs(conn, retries)
+            if failures:
+                queue.fail_jobs(conn, failures)
+            if released:
+                queue.release_jobs(conn, released)
+        for run, outcome in decided:
+            _log_outcome(run, outcome)
+
+    # -- shutdown -----------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Let running jobs finish within the grace period, then release the rest."""
+        deadline = time.monotonic() + self.settings.grace.total_seconds()
+        running = self._executor.unsettled()
+        if running:
+            log.info("stopping: waiting up to %gs for %d running jobs",
+                     self.settings.grace.total_seconds(), len(running))
+        while self._executor.unsettled() and time.monotonic() < deadline:
+            if self._hurry.is_set():
+                break
+            self._wake.clear()
+            self._executor.expire(time.monotonic())
+            self._with_database(self._flush)
+            self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+        released = self._executor.release_all()
+        if released:
+            log.warning("returning %d unfinished jobs to pending", len(released))
+        for _ in range(5):
+            with self._lock:
+                if not self._settled:
+                    return
+            if self._with_database(self._flush):
+                continue
+        with self._lock:
+            lost = len(self._settled)
+        if lost:
+            log.error(
+                "could not record %d outcomes: the database is unreachable; their leases "
+                "will expire and the jobs will run again", lost,
+            )
+
+
+def _log_outcome(run: Run, outcome: Outcome) -> None:
+    job = run.job
+    took = f"{run.duration * 1000:.1f}ms"
+    where = f"job {job.id} {job.kind} attempt {job.attempt}/{job.max_attempts}"
+    if outcome.verdict == "done":
+        log.info("%s done in %s", where, took)
+    elif outcome.verdict == "retry":
+        when = outcome.retry_at
+        when_text = (
+            f"in {when.total_seconds():.1f}s" if isinstance(when, timedelta) else f"at {when}"
+        )
+        log.warning("%s failed in %s, retry %s: %s", where, took, when_text,
+                    (outcome.error or "").splitlines()[0])
+    elif outcome.verdict == "failed":
+        log.error("%s failed for good in %s: %s", where, took,
+                  (outcome.error or "").splitlines()[0])
+    else:
+        log.warning("%s released at shutdown after %s", where, took)
