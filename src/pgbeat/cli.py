@@ -19,9 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
-from pgbeat import db, migrate, queue
+import psycopg
+
+from pgbeat import db, logs, migrate, queue
 from pgbeat.durations import parse_duration
 from pgbeat.errors import PgbeatError
+from pgbeat.metrics import Metrics, PrometheusMetrics
 from pgbeat.registry import Registry
 from pgbeat.worker import Worker, WorkerSettings
 
@@ -99,51 +102,127 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     common = _Parser(add_help=False)
-    common.add_argument("--database-url", metavar="URL",
-                        help="PostgreSQL URL (default: $DATABASE_URL, else embedded in ./.pgbeat)")
-    common.add_argument("--log-level", default=os.environ.get("PGBEAT_LOG_LEVEL", "INFO"),
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper)
+    common.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="PostgreSQL URL (default: $DATABASE_URL, else embedded in ./.pgbeat)",
+    )
+    common.add_argument(
+        "--log-level",
+        default=os.environ.get("PGBEAT_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+    )
 
     p = commands.add_parser("migrate", parents=[common], help="create or upgrade the schema")
-    p.add_argument("--print", action="store_true", dest="print_sql",
-                   help="print the SQL instead of applying it")
+    p.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_sql",
+        help="print the SQL instead of applying it",
+    )
     p.set_defaults(func=cmd_migrate)
 
     p = commands.add_parser("worker", parents=[common], help="run jobs")
     p.add_argument("app", metavar="APP", help="the handler registry, as module:attribute")
     _add_worker_flags(p)
+    _add_metrics_flags(p)
     p.set_defaults(func=cmd_worker)
 
     p = commands.add_parser("enqueue", parents=[common], help="enqueue one job; prints its id")
     p.add_argument("kind", metavar="KIND")
     p.add_argument("--payload", type=_json_payload, default={}, help="JSON (default {})")
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--in", dest="delay", type=_duration, metavar="DURATION",
-                      help="run after this delay, e.g. 24h")
-    when.add_argument("--at", dest="run_at", type=_aware_datetime, metavar="ISO-8601",
-                      help="run at this time, e.g. 2026-12-01T09:00:00+01:00")
+    when.add_argument(
+        "--in",
+        dest="delay",
+        type=_duration,
+        metavar="DURATION",
+        help="run after this delay, e.g. 24h",
+    )
+    when.add_argument(
+        "--at",
+        dest="run_at",
+        type=_aware_datetime,
+        metavar="ISO-8601",
+        help="run at this time, e.g. 2026-12-01T09:00:00+01:00",
+    )
     p.add_argument("--unique-key", metavar="KEY")
     p.add_argument("--max-attempts", type=_positive_int, metavar="N")
     p.set_defaults(func=cmd_enqueue)
 
-    from pgbeat import cli_schedules
+    from pgbeat import cli_jobs, cli_ops, cli_schedules
 
-    cli_schedules.add_commands(commands, common, _add_worker_flags)
+    cli_schedules.add_commands(commands, common, _add_worker_flags, _add_metrics_flags)
+    cli_jobs.add_commands(commands, common)
+    cli_ops.add_commands(commands, common)
     return parser
 
 
 def _add_worker_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--concurrency", type=_positive_int, default=10, metavar="N",
-                   help="jobs run at once (default 10)")
-    p.add_argument("--lease", type=_duration, metavar="DURATION",
-                   help="how long a claimed job is reserved (default 5m)")
-    p.add_argument("--timeout", type=_duration, metavar="DURATION",
-                   help="a job's time limit, shorter than the lease (default 1m)")
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=10,
+        metavar="N",
+        help="jobs run at once (default 10)",
+    )
+    p.add_argument(
+        "--lease",
+        type=_duration,
+        metavar="DURATION",
+        help="how long a claimed job is reserved (default 5m)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_duration,
+        metavar="DURATION",
+        help="a job's time limit, shorter than the lease (default 1m)",
+    )
     p.add_argument("--kinds", type=_kinds, metavar="a,b", help="only run these kinds")
-    p.add_argument("--grace", type=_duration, default=timedelta(seconds=15), metavar="DURATION",
-                   help="on SIGTERM, how long running jobs may finish (default 15s)")
-    p.add_argument("--poll", type=_duration, default=timedelta(seconds=1), metavar="DURATION",
-                   help="polling interval when no notification arrives (default 1s)")
+    p.add_argument(
+        "--grace",
+        type=_duration,
+        default=timedelta(seconds=15),
+        metavar="DURATION",
+        help="on SIGTERM, how long running jobs may finish (default 15s)",
+    )
+    p.add_argument(
+        "--poll",
+        type=_duration,
+        default=timedelta(seconds=1),
+        metavar="DURATION",
+        help="polling interval when no notification arrives (default 1s)",
+    )
+
+
+def _add_metrics_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-port",
+        type=_positive_int,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address for --metrics-port (default 127.0.0.1)",
+    )
+
+
+def start_metrics(args: argparse.Namespace, url: str) -> Metrics | None:
+    """Serve metrics when --metrics-port is given; None otherwise."""
+    if args.metrics_port is None:
+        return None
+    metrics = PrometheusMetrics(url)
+    try:
+        metrics.serve(args.metrics_port, args.metrics_host)
+    except OSError as exc:
+        raise UserError(
+            f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc.strerror}"
+        ) from None
+    return metrics
 
 
 def _version() -> str:
@@ -174,12 +253,18 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     with db.translated_errors(url), db.connect(url) as conn:
         migrate.require_current_schema(conn)
         job_id = queue.enqueue(
-            conn, args.kind, args.payload, run_at=args.run_at, delay=args.delay,
-            unique_key=args.unique_key, max_attempts=args.max_attempts,
+            conn,
+            args.kind,
+            args.payload,
+            run_at=args.run_at,
+            delay=args.delay,
+            unique_key=args.unique_key,
+            max_attempts=args.max_attempts,
         )
     if job_id is None:
-        print(f"a {args.kind} job with unique key {args.unique_key!r} already exists",
-              file=sys.stderr)
+        print(
+            f"a {args.kind} job with unique key {args.unique_key!r} already exists", file=sys.stderr
+        )
         return 0
     print(job_id)
     return 0
@@ -189,7 +274,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     registry = load_registry(args.app)
     url = db.resolve_url(args.database_url)
     check_database(url)
-    worker = Worker(url, registry, worker_settings(args))
+    worker = Worker(url, registry, worker_settings(args), metrics=start_metrics(args, url))
     with stop_on_signals([worker.stop]):
         worker.run()
     return 0
@@ -198,8 +283,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
     try:
         return WorkerSettings(
-            concurrency=args.concurrency, lease=args.lease, timeout=args.timeout,
-            kinds=args.kinds, grace=args.grace, poll_interval=args.poll,
+            concurrency=args.concurrency,
+            lease=args.lease,
+            timeout=args.timeout,
+            kinds=args.kinds,
+            grace=args.grace,
+            poll_interval=args.poll,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None
@@ -251,22 +340,18 @@ def stop_on_signals(stoppers: Sequence[Callable[[], None]]) -> Iterator[None]:
 # -- entry point ------------------------------------------------------------------------------
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(getattr(args, "log_level", "INFO"))
+    logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     try:
         code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
         print(f"pgbeat: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    except psycopg.Error as exc:  # a database error that is not the user's input
+        message = db.scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else "", "")
+        print(f"pgbeat: error: database error: {type(exc).__name__}: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

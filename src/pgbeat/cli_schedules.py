@@ -14,6 +14,7 @@ from typing import Any
 
 from pgbeat import cli, db, migrate
 from pgbeat.config import ConfigError, load_schedules
+from pgbeat.heartbeat import schedules_hash
 from pgbeat.schedule import Schedule, fire_times_after, unique_key
 from pgbeat.scheduler import Scheduler
 from pgbeat.worker import Worker
@@ -25,10 +26,12 @@ def add_commands(
     commands: Any,
     common: argparse.ArgumentParser,
     add_worker_flags: Callable[[argparse.ArgumentParser], None],
+    add_metrics_flags: Callable[[argparse.ArgumentParser], None],
 ) -> None:
     schedules = commands.add_parser("schedules", help="check or preview schedules.toml")
-    sub = schedules.add_subparsers(dest="schedules_command", metavar="COMMAND",
-                                   parser_class=type(schedules))
+    sub = schedules.add_subparsers(
+        dest="schedules_command", metavar="COMMAND", parser_class=type(schedules)
+    )
     sub.required = True
 
     p = sub.add_parser("check", help="validate a schedules file (exit 1 on problems)")
@@ -38,31 +41,47 @@ def add_commands(
     p = sub.add_parser("next", help="when will schedules fire? (UTC and local)")
     p.add_argument("name", nargs="?", metavar="NAME")
     p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
-    p.add_argument("--after", type=cli._aware_datetime, metavar="ISO-8601",
-                   help="preview from this time (default: now)")
+    p.add_argument(
+        "--after",
+        type=cli._aware_datetime,
+        metavar="ISO-8601",
+        help="preview from this time (default: now)",
+    )
     p.add_argument("--count", type=cli._positive_int, default=5, metavar="N")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=cmd_next)
 
     p = commands.add_parser("scheduler", parents=[common], help="enqueue due periods, forever")
     p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
+    add_metrics_flags(p)
     p.set_defaults(func=cmd_scheduler)
 
-    p = commands.add_parser("run", parents=[common],
-                            help="migrate, then scheduler + worker in one process (demo)")
-    p.add_argument("app", nargs="?", metavar="APP",
-                   help="handler registry as module:attribute (default: the bundled demo)")
-    p.add_argument("--schedules", metavar="PATH",
-                   help="schedules file (default: the demo's, or ./schedules.toml with APP)")
+    p = commands.add_parser(
+        "run", parents=[common], help="migrate, then scheduler + worker in one process (demo)"
+    )
+    p.add_argument(
+        "app",
+        nargs="?",
+        metavar="APP",
+        help="handler registry as module:attribute (default: the bundled demo)",
+    )
+    p.add_argument(
+        "--schedules",
+        metavar="PATH",
+        help="schedules file (default: the demo's, or ./schedules.toml with APP)",
+    )
     add_worker_flags(p)
+    add_metrics_flags(p)
     p.set_defaults(func=cmd_run)
 
 
-def _load(path: str | Path) -> list[Schedule]:
+def _load(path: str | Path) -> tuple[list[Schedule], str]:
+    """Validated schedules and the fingerprint of the file they came from."""
     try:
-        return load_schedules(path)
+        schedules = load_schedules(path)
     except ConfigError as exc:
         raise cli.UserError(str(exc)) from None
+    return schedules, schedules_hash(Path(path).read_text(encoding="utf-8"))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -77,7 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_next(args: argparse.Namespace) -> int:
-    schedules = _load(args.schedules)
+    schedules, _ = _load(args.schedules)
     if args.name is not None:
         schedules = [s for s in schedules if s.name == args.name]
         if not schedules:
@@ -93,8 +112,10 @@ def cmd_next(args: argparse.Namespace) -> int:
         return 0
     for fire, schedule in rows:
         local = fire.astimezone(schedule.zone)
-        print(f"{schedule.name:<20} {fire:%Y-%m-%dT%H:%M:%SZ}  "
-              f"{local:%Y-%m-%d %H:%M:%S %Z} ({schedule.timezone})  {unique_key(schedule, fire)}")
+        print(
+            f"{schedule.name:<20} {fire:%Y-%m-%dT%H:%M:%SZ}  "
+            f"{local:%Y-%m-%d %H:%M:%S %Z} ({schedule.timezone})  {unique_key(schedule, fire)}"
+        )
     return 0
 
 
@@ -110,10 +131,12 @@ def _fire_json(schedule: Schedule, fire: datetime) -> dict[str, Any]:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
-    schedules = _load(args.schedules)
+    schedules, fingerprint = _load(args.schedules)
     url = db.resolve_url(args.database_url)
     cli.check_database(url)
-    scheduler = Scheduler(url, schedules)
+    scheduler = Scheduler(
+        url, schedules, schedules_hash=fingerprint, metrics=cli.start_metrics(args, url)
+    )
     with cli.stop_on_signals([scheduler.stop]):
         scheduler.run()
     return 0
@@ -122,7 +145,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     registry = cli.load_registry(args.app or cli.DEMO_APP)
     path = _run_schedules_path(args)
-    schedules = _load(path) if path is not None else []
+    schedules, fingerprint = _load(path) if path is not None else ([], None)
     url = db.resolve_url(args.database_url)
     with db.translated_errors(url), db.connect(url) as conn:
         migrate.apply_migrations(conn)
@@ -130,8 +153,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             from pgbeat import demo
 
             demo.seed(conn)
-    scheduler = Scheduler(url, schedules)
-    worker = Worker(url, registry, cli.worker_settings(args))
+    metrics = cli.start_metrics(args, url)
+    scheduler = Scheduler(url, schedules, schedules_hash=fingerprint, metrics=metrics)
+    worker = Worker(url, registry, cli.worker_settings(args), metrics=metrics)
     thread = threading.Thread(target=scheduler.run, name="pgbeat-scheduler", daemon=True)
     with cli.stop_on_signals([scheduler.stop, worker.stop]):
         thread.start()

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -95,7 +95,9 @@ def describe_failure(exc: BaseException, url: str) -> str:
     return f"database unavailable ({redact(url)}): {scrub(first_line, url)}"
 
 
-def make_pool(url: str, *, max_size: int = 2, name: str = "pgbeat") -> psycopg_pool.ConnectionPool[Any]:
+def make_pool(
+    url: str, *, max_size: int = 2, name: str = "pgbeat"
+) -> psycopg_pool.ConnectionPool[Any]:
     """A small autocommit pool that replaces connections the server has dropped."""
     return psycopg_pool.ConnectionPool(
         url,
@@ -122,3 +124,31 @@ def is_connection_failure(exc: BaseException) -> bool:
     return isinstance(
         exc, psycopg.OperationalError | psycopg_pool.PoolTimeout | DatabaseUnavailable
     )
+
+
+class OutageLog:
+    """Tracks a run of connection failures: one log line when it starts, one when it ends.
+
+    ``failed`` returns how long to wait before the next try (exponential, at most 10 s).
+    """
+
+    def __init__(
+        self, url: str, logger: logging.Logger, on_recovered: Callable[[], None] | None = None
+    ) -> None:
+        self._url = url
+        self._log = logger
+        self._on_recovered = on_recovered
+        self.failures = 0
+
+    def failed(self, exc: BaseException) -> float:
+        self.failures += 1
+        if self.failures == 1:
+            self._log.warning("%s; retrying with backoff", describe_failure(exc, self._url))
+        return float(min(0.25 * 2.0 ** min(self.failures, 6), 10.0))
+
+    def succeeded(self) -> None:
+        if self.failures:
+            self._log.warning("database reachable again after %d failed attempts", self.failures)
+            self.failures = 0
+            if self._on_recovered is not None:
+                self._on_recovered()

@@ -32,14 +32,16 @@ class PermanentError(Exception):
     """Raised by a handler: fail the job now, without using its remaining attempts."""
 
 
-class Retry(Exception):  # noqa: N818 - read as an instruction: `raise pgbeat.Retry(after=...)`
+class Retry(Exception):
     """Raised by a handler: run the job again later, at a time it chooses.
 
     ``after`` is a delay (``timedelta`` or seconds) or an aware ``datetime``. The attempt
     still counts, so a job that keeps asking for a retry ends in ``failed`` like any other.
     """
 
-    def __init__(self, after: timedelta | float | datetime, reason: str = "retry requested") -> None:
+    def __init__(
+        self, after: timedelta | float | datetime, reason: str = "retry requested"
+    ) -> None:
         super().__init__(reason)
         if isinstance(after, int | float):
             after = timedelta(seconds=after)

@@ -24,11 +24,11 @@ from pgbeat.registry import Handler
 log = logging.getLogger("pgbeat.worker")
 
 
-class TimedOut(Exception):  # noqa: N818 - an outcome, not a bug
+class TimedOut(Exception):
     """The handler outlived its timeout."""
 
 
-class Released(Exception):  # noqa: N818
+class Released(Exception):
     """The worker gave up on the run at shutdown; the job goes back to pending."""
 
 
@@ -140,7 +140,8 @@ class Executor:
         if not self._settle(run, error) and not isinstance(error, Released):
             log.warning(
                 "job %s (%s) returned after it had timed out or been released; result discarded",
-                run.job.id, run.job.kind,
+                run.job.id,
+                run.job.kind,
             )
 
     def _settle(self, run: Run, error: BaseException | None) -> bool:

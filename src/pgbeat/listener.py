@@ -18,6 +18,7 @@ from pgbeat.db import describe_failure
 
 log = logging.getLogger("pgbeat.listener")
 
+
 class Listener:
     """A daemon thread that calls ``on_notify`` for each notification of new jobs."""
 
@@ -44,7 +45,9 @@ class Listener:
                 delay = 0.5
             except psycopg.Error as exc:
                 self.connected.clear()
-                log.warning("listener: %s; retrying in %.1fs", describe_failure(exc, self._url), delay)
+                log.warning(
+                    "listener: %s; retrying in %.1fs", describe_failure(exc, self._url), delay
+                )
                 self._stopped.wait(delay)
                 delay = min(delay * 2, 10.0)
 

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from pgbeat import queries
 from pgbeat.errors import NotMigrated
@@ -44,10 +45,10 @@ def migration_script() -> str:
     for migration in available_migrations():
         parts.append(f"-- {migration.version:04d}_{migration.name}.sql\nBEGIN;")
         parts.append(migration.sql.strip())
-        parts.append(
-            "INSERT INTO pgbeat_migrations (version, name) "
-            f"VALUES ({migration.version}, '{migration.name}') ON CONFLICT DO NOTHING;\nCOMMIT;"
+        record = queries.MIGRATIONS_RECORD_SCRIPT.format(
+            version=sql.Literal(migration.version), name=sql.Literal(migration.name)
         )
+        parts.append(record.as_string(None) + "\nCOMMIT;")
     return "\n\n".join(parts) + "\n"
 
 
@@ -79,8 +80,12 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
 
 def pending_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     """Migrations this version ships that the database has not applied."""
-    row = conn.execute(queries.MIGRATIONS_APPLIED_IF_ANY).fetchone()
-    done = set(row[0]) if row else set()
+    exists = conn.execute(queries.MIGRATIONS_TABLE_EXISTS).fetchone()
+    done = (
+        {row[0] for row in conn.execute(queries.MIGRATIONS_APPLIED)}
+        if exists and exists[0]
+        else set()
+    )
     return [m for m in available_migrations() if m.version not in done]
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from psycopg import sql
+
 # -- database clock -----------------------------------------------------------------------
 
 # The database's clock: the one time every replica agrees on.
@@ -30,15 +32,18 @@ CREATE TABLE IF NOT EXISTS pgbeat_migrations (
 # Versions already applied (primary key).
 MIGRATIONS_APPLIED: LiteralString = "SELECT version FROM pgbeat_migrations ORDER BY version"
 
-# Versions applied, or nothing if the table does not exist yet (used by health checks).
-MIGRATIONS_APPLIED_IF_ANY: LiteralString = """
-SELECT coalesce(
-    (SELECT array_agg(version ORDER BY version) FROM pgbeat_migrations), '{}'::int[])
-WHERE to_regclass('pgbeat_migrations') IS NOT NULL"""
+# Whether pgbeat_migrations exists yet (before the first migrate it does not).
+MIGRATIONS_TABLE_EXISTS: LiteralString = "SELECT to_regclass('pgbeat_migrations') IS NOT NULL"
 
 # Records one applied migration, in the migration's own transaction.
 MIGRATIONS_RECORD: LiteralString = (
     "INSERT INTO pgbeat_migrations (version, name) VALUES (%(version)s, %(name)s)"
+)
+
+# The same record in `pgbeat migrate --print`'s script, where values are literals.
+MIGRATIONS_RECORD_SCRIPT = sql.SQL(
+    "INSERT INTO pgbeat_migrations (version, name) VALUES ({version}, {name}) "
+    "ON CONFLICT DO NOTHING;"
 )
 
 # -- enqueue ------------------------------------------------------------------------------
@@ -105,7 +110,7 @@ WHERE status = 'pending'
 # Marks finished jobs done. The attempt number fences out a run whose lease expired and
 # whose job another worker has claimed since (primary key).
 JOBS_COMPLETE: LiteralString = """
-UPDATE jobs SET status = 'done', locked_until = NULL
+UPDATE jobs SET status = 'done', locked_until = NULL, finished_at = now()
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS finished(id, attempt)
 WHERE jobs.id = finished.id AND jobs.attempts = finished.attempt
   AND jobs.status IN ('running', 'pending')"""
@@ -123,7 +128,8 @@ WHERE jobs.id = retry.id AND jobs.attempts = retry.attempt
 
 # Parks jobs in the failed dead letter (primary key; fenced like JOBS_COMPLETE).
 JOBS_FAIL: LiteralString = """
-UPDATE jobs SET status = 'failed', locked_until = NULL, last_error = failure.error
+UPDATE jobs
+SET status = 'failed', locked_until = NULL, last_error = failure.error, finished_at = now()
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[])
      AS failure(id, attempt, error)
 WHERE jobs.id = failure.id AND jobs.attempts = failure.attempt
@@ -142,7 +148,114 @@ JOBS_REAP: LiteralString = """
 UPDATE jobs
 SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
     run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE now() END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
     locked_until = NULL,
-    last_error = 'lease expired during attempt ' || attempts || ' (worker died or lost the database)'
+    last_error = 'lease expired during attempt ' || attempts
+                 || ' (worker died or lost the database)'
 WHERE status = 'running' AND locked_until < now()
 RETURNING id, kind, status"""
+
+# -- administration -------------------------------------------------------------------------
+
+# Job counts by status and kind (a full scan: an operator's command, not a hot path).
+JOBS_COUNT_BY_STATUS_KIND: LiteralString = """
+SELECT status, kind, count(*) FROM jobs GROUP BY status, kind ORDER BY status, kind"""
+
+# The queue's health in one row: due-but-unclaimed jobs and the oldest one's wait (jobs_ready),
+# and failures in the last hour.
+JOBS_SUMMARY: LiteralString = """
+SELECT
+    (SELECT count(*) FROM jobs WHERE status = 'pending' AND run_at <= now()),
+    (SELECT extract(epoch FROM now() - min(run_at))::float8
+       FROM jobs WHERE status = 'pending' AND run_at <= now()),
+    (SELECT count(*) FROM jobs
+       WHERE status = 'failed' AND finished_at > now() - interval '1 hour')"""
+
+# The newest jobs, optionally of one status and kind (primary key, newest first).
+JOBS_LIST: LiteralString = """
+SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
+       unique_key, last_error
+FROM jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+ORDER BY id DESC
+LIMIT %(limit)s"""
+
+# Everything about one job (primary key).
+JOBS_SHOW: LiteralString = """
+SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
+       unique_key, last_error, payload, locked_until, keep_until
+FROM jobs WHERE id = %(id)s"""
+
+# Puts one finished or waiting job back to pending, due now, with its attempts reset
+# (primary key). Running jobs are left alone: their worker still holds them.
+JOBS_RETRY_ONE: LiteralString = """
+UPDATE jobs
+SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL
+WHERE id = %(id)s AND status <> 'running'
+RETURNING id"""
+
+# Puts every failed job (of one kind, if given) back to pending with attempts reset.
+JOBS_RETRY_FAILED: LiteralString = """
+UPDATE jobs
+SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL
+WHERE status = 'failed' AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+RETURNING id"""
+
+# Cancels one pending job: it lands in failed with last_error 'cancelled' (primary key).
+JOBS_CANCEL: LiteralString = """
+UPDATE jobs SET status = 'failed', last_error = 'cancelled', finished_at = now()
+WHERE id = %(id)s AND status = 'pending'
+RETURNING id"""
+
+# The status of one job, to explain a refused retry or cancel (primary key).
+JOBS_STATUS: LiteralString = "SELECT status FROM jobs WHERE id = %(id)s"
+
+# Deletes one batch of finished jobs older than the cut-off. A scheduled job is never
+# deleted before keep_until (its schedule's catch-up window), or a restarted scheduler
+# would enqueue its period again. Batches keep locks and WAL bursts short.
+JOBS_PURGE_BATCH: LiteralString = """
+DELETE FROM jobs WHERE id IN (
+    SELECT id FROM jobs
+    WHERE status = ANY(%(statuses)s::text[])
+      AND coalesce(finished_at, created_at) < now() - %(older_than)s::interval
+      AND (keep_until IS NULL OR keep_until < now())
+    LIMIT %(batch)s
+)"""
+
+# -- processes (heartbeats) -------------------------------------------------------------------
+
+# Registers or refreshes this process (primary key).
+PROCESSES_UPSERT: LiteralString = """
+INSERT INTO pgbeat_processes (id, role, host, pid, version, schedules_hash, details)
+VALUES (%(id)s, %(role)s, %(host)s, %(pid)s, %(version)s, %(schedules_hash)s, %(details)s)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), details = excluded.details"""
+
+# Removes this process on a clean exit (primary key).
+PROCESSES_DELETE: LiteralString = "DELETE FROM pgbeat_processes WHERE id = %(id)s"
+
+# Forgets processes whose heartbeat stopped: they died without saying goodbye.
+PROCESSES_PRUNE: LiteralString = """
+DELETE FROM pgbeat_processes WHERE heartbeat_at < now() - %(stale_after)s::interval"""
+
+# The live processes, with their heartbeat's age by the database clock.
+PROCESSES_LIST: LiteralString = """
+SELECT id, role, host, pid, version, started_at,
+       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_s,
+       schedules_hash, details
+FROM pgbeat_processes
+WHERE heartbeat_at >= now() - %(stale_after)s::interval
+ORDER BY role, host, pid"""
+
+# How many workers have beaten within max_age.
+PROCESSES_FRESH_WORKERS: LiteralString = """
+SELECT count(*) FROM pgbeat_processes
+WHERE role = 'worker' AND heartbeat_at >= now() - %(max_age)s::interval"""
+
+# Which of these unique keys exist (jobs_unique), to tell a missed period from an enqueued one.
+JOBS_EXISTING_KEYS: LiteralString = """
+SELECT kind, unique_key FROM jobs
+WHERE (kind, unique_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(keys)s::text[]))"""
+
+# Queue depth for metrics: jobs by status and kind (a full scan, run at most per scrape).
+JOBS_DEPTH: LiteralString = "SELECT status, kind, count(*) FROM jobs GROUP BY status, kind"

@@ -121,8 +121,13 @@ def enqueue(
     """
     if isinstance(conn, psycopg.AsyncConnection):
         return enqueue_async(
-            conn, kind, payload, run_at=run_at, delay=delay,
-            unique_key=unique_key, max_attempts=max_attempts,
+            conn,
+            kind,
+            payload,
+            run_at=run_at,
+            delay=delay,
+            unique_key=unique_key,
+            max_attempts=max_attempts,
         )
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
     row = conn.execute(queries.JOBS_INSERT, params).fetchone()
@@ -148,8 +153,12 @@ async def enqueue_async(
 
 def _many_params(jobs: Iterable[NewJob]) -> dict[str, list[Any]]:
     columns: dict[str, list[Any]] = {
-        "kinds": [], "payloads": [], "run_ats": [], "delays": [],
-        "unique_keys": [], "max_attempts": [],
+        "kinds": [],
+        "payloads": [],
+        "run_ats": [],
+        "delays": [],
+        "unique_keys": [],
+        "max_attempts": [],
     }
     for job in jobs:
         _check_job(job.kind, job.run_at, job.delay, job.max_attempts)

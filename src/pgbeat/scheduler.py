@@ -20,7 +20,9 @@ from psycopg.types.json import Jsonb
 
 from pgbeat import queries, queue
 from pgbeat.catchup import due_periods, keep_until
-from pgbeat.db import describe_failure, is_connection_failure, make_pool
+from pgbeat.db import OutageLog, is_connection_failure, make_pool
+from pgbeat.heartbeat import Heartbeat
+from pgbeat.metrics import Metrics
 from pgbeat.schedule import Schedule, next_fire_after, unique_key
 
 log = logging.getLogger("pgbeat.scheduler")
@@ -45,12 +47,31 @@ class TickResult:
 class Scheduler:
     """Enqueues the periods of ``schedules`` into the database at ``url`` until ``stop()``."""
 
-    def __init__(self, url: str, schedules: Sequence[Schedule]) -> None:
+    def __init__(
+        self,
+        url: str,
+        schedules: Sequence[Schedule],
+        *,
+        schedules_hash: str | None = None,
+        metrics: Metrics | None = None,
+        heartbeat: bool = True,
+    ) -> None:
         self._url = url
+        self._metrics = metrics or Metrics()
+        self._heartbeat = (
+            Heartbeat(
+                url,
+                "scheduler",
+                schedules_hash=schedules_hash,
+                details={"schedules": [s.name for s in schedules]},
+            )
+            if heartbeat
+            else None
+        )
         self._states = [_State(s) for s in schedules if s.enabled]
         self._pool = make_pool(url, max_size=1, name="pgbeat-scheduler")
         self._stopping = threading.Event()
-        self._failures = 0
+        self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("scheduler"))
         self.stopped = threading.Event()
 
     def stop(self) -> None:
@@ -59,12 +80,16 @@ class Scheduler:
     def run(self) -> None:
         """Tick until ``stop()``; survives database outages and catches up afterwards."""
         self._pool.open()
+        if self._heartbeat is not None:
+            self._heartbeat.start()
         names = ", ".join(s.schedule.name for s in self._states) or "none"
         log.info("scheduler started with %d schedules: %s", len(self._states), names)
         try:
             while not self._stopping.is_set():
                 self._stopping.wait(self._tick_safely())
         finally:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
             self._pool.close()
             log.info("scheduler stopped")
             self.stopped.set()
@@ -79,13 +104,8 @@ class Scheduler:
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
-            self._failures += 1
-            if self._failures == 1:
-                log.warning("%s; retrying with backoff", describe_failure(exc, self._url))
-            return min(0.25 * 2**self._failures, 10.0)
-        if self._failures:
-            log.warning("database reachable again after %d failed attempts", self._failures)
-            self._failures = 0
+            return self._outage.failed(exc)
+        self._outage.succeeded()
         return _sleep_seconds(now, result.next_fire, time.monotonic() - started)
 
     def tick(self, conn: psycopg.Connection[Any], now: datetime) -> TickResult:
@@ -97,18 +117,32 @@ class Scheduler:
             for fire in due_periods(state.schedule, state.last_tick, now)
         ]
         inserted = insert_periods(conn, periods)
-        existing = [
-            key for key in (unique_key(s, fire) for s, fire in periods) if key not in inserted
-        ]
-        for key in sorted(inserted):
-            log.info("enqueued %s", key)
-        for key in existing:
-            log.debug("already enqueued %s", key)
+        existing = self._report(periods, inserted)
         for state in due_states:
             state.last_tick = now
             state.next_fire = next_fire_after(state.schedule, now)
         fires = [s.next_fire for s in self._states if s.next_fire is not None]
         return TickResult(sorted(inserted), existing, min(fires) if fires else None)
+
+    def _report(
+        self, periods: Sequence[tuple[Schedule, datetime]], inserted: set[str]
+    ) -> list[str]:
+        """Log and count each period as new or already present; return the present keys."""
+        existing: list[str] = []
+        counts: dict[str, list[int]] = {}
+        for schedule, fire in periods:
+            key = unique_key(schedule, fire)
+            fields = {"schedule": schedule.name, "kind": schedule.kind, "unique_key": key}
+            is_new = key in inserted
+            if is_new:
+                log.info("enqueued %s", key, extra=fields)
+            else:
+                log.debug("already enqueued %s", key, extra=fields)
+                existing.append(key)
+            counts.setdefault(schedule.name, [0, 0])[0 if is_new else 1] += 1
+        for name, (new_count, existing_count) in counts.items():
+            self._metrics.periods(name, new_count, existing_count)
+        return existing
 
 
 def _is_due(state: _State, now: datetime) -> bool:
@@ -123,8 +157,12 @@ def insert_periods(
     if not periods:
         return set()
     params: dict[str, list[Any]] = {
-        "kinds": [], "payloads": [], "run_ats": [], "unique_keys": [],
-        "max_attempts": [], "keep_untils": [],
+        "kinds": [],
+        "payloads": [],
+        "run_ats": [],
+        "unique_keys": [],
+        "max_attempts": [],
+        "keep_untils": [],
     }
     for schedule, fire in periods:
         params["kinds"].append(schedule.kind)

@@ -22,11 +22,13 @@ import psycopg_pool
 
 from pgbeat import queue
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.db import describe_failure, is_connection_failure, make_pool
+from pgbeat.db import OutageLog, is_connection_failure, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.executor import Executor, Run
+from pgbeat.heartbeat import Heartbeat
 from pgbeat.job import Job, JobContext
 from pgbeat.listener import Listener
+from pgbeat.metrics import Metrics
 from pgbeat.outcome import Outcome, decide
 from pgbeat.registry import Registry
 
@@ -65,6 +67,7 @@ class WorkerSettings:
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     claim_batch: int = 100
     listen: bool = True
+    heartbeat: bool = True
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -82,8 +85,10 @@ class Worker:
         settings: WorkerSettings | None = None,
         *,
         rng: random.Random | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings or WorkerSettings()
+        self._metrics = metrics or Metrics()
         self.lease, self.timeout = resolve_timing(self.settings.lease, self.settings.timeout)
         self._url = url
         self._registry = registry
@@ -102,7 +107,12 @@ class Worker:
         self._next_poll = 0.0
         self._next_due: float | None = None
         self._next_reap = 0.0
-        self._db_failures = 0
+        self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("worker"))
+        self._heartbeat = (
+            Heartbeat(url, "worker", details=self._heartbeat_details())
+            if self.settings.heartbeat
+            else None
+        )
         self.stopped = threading.Event()
 
     # -- control ------------------------------------------------------------------------
@@ -131,10 +141,14 @@ class Worker:
         self._pool.open()
         if self._listener is not None:
             self._listener.start()
+        if self._heartbeat is not None:
+            self._heartbeat.start()
         log.info(
             "worker started: kinds=%s concurrency=%d lease=%gs timeout=%gs",
             ",".join(self.settings.kinds or self._registry.kinds()) or "-",
-            self.settings.concurrency, self.lease.total_seconds(), self.timeout.total_seconds(),
+            self.settings.concurrency,
+            self.lease.total_seconds(),
+            self.timeout.total_seconds(),
         )
         try:
             while not self._stopping.is_set():
@@ -143,6 +157,8 @@ class Worker:
         finally:
             if self._listener is not None:
                 self._listener.stop()
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
             self._executor.shutdown()
             self._pool.close()
             if self._handler_pool is not None:
@@ -189,22 +205,25 @@ class Worker:
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
-            self._db_failures += 1
-            delay = min(0.25 * 2**self._db_failures, 10.0)
-            if self._db_failures == 1:
-                log.warning("%s; retrying with backoff", describe_failure(exc, self._url))
-            self._stopping.wait(delay)
+            self._stopping.wait(self._outage.failed(exc))
             return False
-        if self._db_failures:
-            log.warning("database reachable again after %d failed attempts", self._db_failures)
-            self._db_failures = 0
+        self._outage.succeeded()
         return True
+
+    def _heartbeat_details(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.settings.concurrency,
+            "kinds": list(self.settings.kinds or self._registry.kinds()),
+            "lease_s": self.lease.total_seconds(),
+            "timeout_s": self.timeout.total_seconds(),
+        }
 
     def _reap_interval(self) -> float:
         return min(max(self.lease.total_seconds() / 4, 0.25), 30.0)
 
     def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> None:
         jobs = queue.claim_jobs(conn, limit, self.lease, self.settings.kinds)
+        self._metrics.claimed(len(jobs))
         self._next_poll = now + self.settings.poll_interval.total_seconds()
         self._maybe_more = len(jobs) == limit
         self._next_due = None
@@ -282,6 +301,7 @@ class Worker:
                 queue.release_jobs(conn, released)
         for run, outcome in decided:
             _log_outcome(run, outcome)
+            self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
 
     # -- shutdown -----------------------------------------------------------------------
 
@@ -290,8 +310,11 @@ class Worker:
         deadline = time.monotonic() + self.settings.grace.total_seconds()
         running = self._executor.unsettled()
         if running:
-            log.info("stopping: waiting up to %gs for %d running jobs",
-                     self.settings.grace.total_seconds(), len(running))
+            log.info(
+                "stopping: waiting up to %gs for %d running jobs",
+                self.settings.grace.total_seconds(),
+                len(running),
+            )
         while self._executor.unsettled() and time.monotonic() < deadline:
             if self._hurry.is_set():
                 break
@@ -313,25 +336,34 @@ class Worker:
         if lost:
             log.error(
                 "could not record %d outcomes: the database is unreachable; their leases "
-                "will expire and the jobs will run again", lost,
+                "will expire and the jobs will run again",
+                lost,
             )
 
 
 def _log_outcome(run: Run, outcome: Outcome) -> None:
     job = run.job
-    took = f"{run.duration * 1000:.1f}ms"
+    took_ms = round(run.duration * 1000, 1)
+    fields = {
+        "job_id": job.id,
+        "kind": job.kind,
+        "attempt": job.attempt,
+        "duration_ms": took_ms,
+        "outcome": outcome.verdict,
+    }
     where = f"job {job.id} {job.kind} attempt {job.attempt}/{job.max_attempts}"
+    first_line = (outcome.error or "").splitlines()[0] if outcome.error else ""
     if outcome.verdict == "done":
-        log.info("%s done in %s", where, took)
+        log.info("%s done in %.1fms", where, took_ms, extra=fields)
     elif outcome.verdict == "retry":
         when = outcome.retry_at
         when_text = (
             f"in {when.total_seconds():.1f}s" if isinstance(when, timedelta) else f"at {when}"
         )
-        log.warning("%s failed in %s, retry %s: %s", where, took, when_text,
-                    (outcome.error or "").splitlines()[0])
+        log.warning(
+            "%s failed in %.1fms, retry %s: %s", where, took_ms, when_text, first_line, extra=fields
+        )
     elif outcome.verdict == "failed":
-        log.error("%s failed for good in %s: %s", where, took,
-                  (outcome.error or "").splitlines()[0])
+        log.error("%s failed for good in %.1fms: %s", where, took_ms, first_line, extra=fields)
     else:
-        log.warning("%s released at shutdown after %s", where, took)
+        log.warning("%s released at shutdown after %.1fms", where, took_ms, extra=fields)

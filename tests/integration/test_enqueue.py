@@ -28,7 +28,8 @@ def test_rollback_leaves_no_job_and_commit_leaves_both(database_url: str) -> Non
     with psycopg.connect(database_url) as conn:
         with pytest.raises(RuntimeError), conn.transaction():
             user_id = conn.execute(
-                "INSERT INTO users (email) VALUES ('a@x') RETURNING id").fetchone()
+                "INSERT INTO users (email) VALUES ('a@x') RETURNING id"
+            ).fetchone()
             pgbeat.enqueue(conn, "welcome_email", {"user_id": user_id})
             raise RuntimeError("the request failed after the writes")
         with conn.transaction():
@@ -68,8 +69,9 @@ def test_run_at_and_defaults(conn: psycopg.Connection[Any]) -> None:
     ).fetchone()
     assert row == ({}, at, 3, 0, "pending")
     default_id = pgbeat.enqueue(conn, "now", {"a": 1})
-    assert conn.execute("SELECT max_attempts, run_at <= now() FROM jobs WHERE id = %s",
-                        (default_id,)).fetchone() == (8, True)
+    assert conn.execute(
+        "SELECT max_attempts, run_at <= now() FROM jobs WHERE id = %s", (default_id,)
+    ).fetchone() == (8, True)
 
 
 def test_pydantic_payloads_are_dumped(conn: psycopg.Connection[Any]) -> None:
@@ -87,13 +89,17 @@ def test_pydantic_payloads_are_dumped(conn: psycopg.Connection[Any]) -> None:
     ("kwargs", "message"),
     [
         ({"run_at": datetime(2030, 1, 1), "kind": "k"}, "timezone-aware"),  # noqa: DTZ001
-        ({"run_at": datetime(2030, 1, 1, tzinfo=UTC), "delay": timedelta(1), "kind": "k"}, "not both"),
+        (
+            {"run_at": datetime(2030, 1, 1, tzinfo=UTC), "delay": timedelta(1), "kind": "k"},
+            "not both",
+        ),
         ({"max_attempts": 0, "kind": "k"}, "at least 1"),
         ({"kind": ""}, "non-empty"),
     ],
 )
-def test_bad_arguments_insert_nothing(conn: psycopg.Connection[Any], kwargs: dict[str, Any],
-                                      message: str) -> None:
+def test_bad_arguments_insert_nothing(
+    conn: psycopg.Connection[Any], kwargs: dict[str, Any], message: str
+) -> None:
     kind = kwargs.pop("kind")
     with pytest.raises(ValueError, match=message):
         pgbeat.enqueue(conn, kind, {}, **kwargs)
@@ -108,8 +114,9 @@ def test_enqueue_many_inserts_thousands_in_one_statement(conn: psycopg.Connectio
     assert count_jobs(conn) == 4000
     assert pgbeat.enqueue_many(conn, []) == []
     delayed = pgbeat.enqueue_many(conn, [pgbeat.NewJob("bulk", delay=timedelta(hours=1))])
-    row = conn.execute("SELECT run_at > now() + interval '59 minutes' FROM jobs WHERE id = %s",
-                       (delayed[0],)).fetchone()
+    row = conn.execute(
+        "SELECT run_at > now() + interval '59 minutes' FROM jobs WHERE id = %s", (delayed[0],)
+    ).fetchone()
     assert row == (True,)
 
 
@@ -120,7 +127,8 @@ def test_async_enqueue_shares_the_statement(database_url: str) -> None:
                 first = await pgbeat.enqueue(aconn, "async_kind", {"n": 1}, unique_key="u")
                 again = await pgbeat.enqueue_async(aconn, "async_kind", {"n": 2}, unique_key="u")
                 many = await pgbeat.enqueue_many_async(
-                    aconn, [pgbeat.NewJob("async_kind", {"n": i}) for i in range(3)])
+                    aconn, [pgbeat.NewJob("async_kind", {"n": i}) for i in range(3)]
+                )
             return first, again, many
 
     first, again, many = asyncio.run(scenario())
@@ -133,14 +141,29 @@ def test_async_enqueue_shares_the_statement(database_url: str) -> None:
 
 
 def test_cli_enqueue_prints_the_id(database_url: str, conn: psycopg.Connection[Any]) -> None:
-    result = run_cli(["enqueue", "reminder", "--payload", '{"user_id": 42}', "--in", "24h",
-                      "--max-attempts", "3", "--unique-key", "r-42"], database_url)
+    result = run_cli(
+        [
+            "enqueue",
+            "reminder",
+            "--payload",
+            '{"user_id": 42}',
+            "--in",
+            "24h",
+            "--max-attempts",
+            "3",
+            "--unique-key",
+            "r-42",
+        ],
+        database_url,
+    )
     assert result.returncode == 0, result.stderr
     job_id = int(result.stdout.strip())
     row = conn.execute(
         "SELECT kind, payload, max_attempts, unique_key, "
         "run_at - created_at BETWEEN interval '23h 59m' AND interval '24h 1m' "
-        "FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        "FROM jobs WHERE id = %s",
+        (job_id,),
+    ).fetchone()
     assert row == ("reminder", {"user_id": 42}, 3, "r-42", True)
 
     duplicate = run_cli(["enqueue", "reminder", "--unique-key", "r-42"], database_url)
@@ -187,9 +210,10 @@ def test_cli_enqueue_into_an_unmigrated_database(empty_database_url: str) -> Non
 
 
 def test_cli_payload_round_trips_unicode(database_url: str, conn: psycopg.Connection[Any]) -> None:
-    payload = {"name": "Zoë \"quoted\" 東京", "nested": [1, {"x": None}]}
-    result = run_cli(["enqueue", "kind with 'quotes' ✓", "--payload", json.dumps(payload)],
-                     database_url)
+    payload = {"name": 'Zoë "quoted" 東京', "nested": [1, {"x": None}]}
+    result = run_cli(
+        ["enqueue", "kind with 'quotes' ✓", "--payload", json.dumps(payload)], database_url
+    )
     assert result.returncode == 0, result.stderr
     row = conn.execute("SELECT kind, payload FROM jobs").fetchone()
     assert row == ("kind with 'quotes' ✓", payload)

@@ -49,16 +49,16 @@ def test_lesson_statements_run_unchanged(conn: psycopg.Connection[Any]) -> None:
     conn.execute(FAILED, ("gave up", third[0]))
     conn.execute(REQUEUE, (third[0],))
 
-    conn.execute("UPDATE jobs SET locked_until = now() - interval '1s', status = 'running' "
-                 "WHERE id = %s", (third[0],))
+    conn.execute(
+        "UPDATE jobs SET locked_until = now() - interval '1s', status = 'running' WHERE id = %s",
+        (third[0],),
+    )
     assert conn.execute(REAP).rowcount == 1
 
     day = datetime(2026, 3, 29, tzinfo=UTC)
     for _replica in range(3):
         conn.execute(DAILY_REPORT, (Jsonb({}), day.date().isoformat(), day + timedelta(hours=2)))
-    rows = conn.execute(
-        "SELECT id, status, attempts, last_error FROM jobs ORDER BY id"
-    ).fetchall()
+    rows = conn.execute("SELECT id, status, attempts, last_error FROM jobs ORDER BY id").fetchall()
     statuses = {row[0]: row[1] for row in rows}
     assert statuses[first[0]] == "done"
     assert statuses[second[0]] == "pending"

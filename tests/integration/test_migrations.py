@@ -25,6 +25,7 @@ EXPECTED_COLUMNS = {
     "unique_key": ("text", "YES", None),
     "created_at": ("timestamp with time zone", "NO", "now()"),
     "keep_until": ("timestamp with time zone", "YES", None),
+    "finished_at": ("timestamp with time zone", "YES", None),
 }
 
 
@@ -37,7 +38,9 @@ def schema_of(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         )
     }
     indexes = dict(
-        conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs'").fetchall()
+        conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs'"
+        ).fetchall()
     )
     checks = [
         row[0]
@@ -68,9 +71,17 @@ def test_migrated_schema_is_what_the_code_expects(conn: psycopg.Connection[Any])
     assert indexes["jobs_unique"].startswith("CREATE UNIQUE INDEX jobs_unique")
     assert "(kind, unique_key) WHERE (unique_key IS NOT NULL)" in indexes["jobs_unique"]
     assert "WHERE (status = 'running'::text)" in indexes["jobs_running"]
-    assert any("'pending'" in c and "'running'" in c and "'done'" in c and "'failed'" in c
-               for c in schema["checks"])
+    assert any(
+        "'pending'" in c and "'running'" in c and "'done'" in c and "'failed'" in c
+        for c in schema["checks"]
+    )
     assert pending_migrations(conn) == []
+    processes = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'pgbeat_processes'"
+    ).fetchall()
+    assert {"id", "role", "host", "pid", "version", "heartbeat_at", "schedules_hash"} <= {
+        r[0] for r in processes
+    }
 
 
 def test_migrations_are_idempotent(empty_database_url: str) -> None:
@@ -86,17 +97,24 @@ def test_migrations_are_idempotent(empty_database_url: str) -> None:
 def test_ten_concurrent_migrate_processes_apply_each_file_once(empty_database_url: str) -> None:
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "pgbeat", "migrate"], env=cli_env(empty_database_url),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "pgbeat", "migrate"],
+            env=cli_env(empty_database_url),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(10)
     ]
     outputs = [p.communicate(timeout=60) for p in processes]
     assert [p.returncode for p in processes] == [0] * 10, outputs
-    applied_lines = [line for out, _ in outputs for line in out.splitlines() if line.startswith("applied")]
+    applied_lines = [
+        line for out, _ in outputs for line in out.splitlines() if line.startswith("applied")
+    ]
     assert len(applied_lines) == len(available_migrations())
     with psycopg.connect(empty_database_url) as conn:
-        counts = conn.execute("SELECT version, count(*) FROM pgbeat_migrations GROUP BY 1").fetchall()
+        counts = conn.execute(
+            "SELECT version, count(*) FROM pgbeat_migrations GROUP BY 1"
+        ).fetchall()
     assert sorted(counts) == [(m.version, 1) for m in available_migrations()]
 
 

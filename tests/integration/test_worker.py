@@ -18,6 +18,7 @@ import pgbeat
 from pgbeat import queue
 from tests.helpers import statuses, wait_for
 
+
 class Welcome(pydantic.BaseModel):
     user_id: int
 
@@ -66,10 +67,14 @@ def registry() -> pgbeat.Registry:
     return pgbeat.Registry()
 
 
-def test_two_connections_claim_disjoint_jobs(database_url: str, conn: psycopg.Connection[Any]) -> None:
+def test_two_connections_claim_disjoint_jobs(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
     pgbeat.enqueue_many(conn, [pgbeat.NewJob("k", {"i": i}) for i in range(10)])
     with psycopg.connect(database_url) as a, psycopg.connect(database_url) as b:
-        claimed_a = queue.claim_jobs(a, 6, timedelta(seconds=30), None)  # a's transaction stays open
+        claimed_a = queue.claim_jobs(
+            a, 6, timedelta(seconds=30), None
+        )  # a's transaction stays open
         claimed_b = queue.claim_jobs(b, 6, timedelta(seconds=30), None)
         a.commit()
         b.commit()
@@ -88,8 +93,9 @@ def test_claim_respects_run_at_and_kinds(conn: psycopg.Connection[Any]) -> None:
     assert claimed[0].attempt == 1
 
 
-def test_runs_sync_and_async_handlers_with_context(database_url: str, conn: psycopg.Connection[Any],
-                                                   registry: pgbeat.Registry) -> None:
+def test_runs_sync_and_async_handlers_with_context(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     seen: dict[str, Any] = {}
 
     @registry.handler("sync")
@@ -129,8 +135,9 @@ def test_retries_end_in_failed_with_all_attempts_spent(
     assert calls == [1, 2, 3, 4]
 
 
-def test_success_after_retries_is_done(database_url: str, conn: psycopg.Connection[Any],
-                                       registry: pgbeat.Registry) -> None:
+def test_success_after_retries_is_done(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     @registry.handler("eventually")
     def eventually(payload: Any, job: pgbeat.JobContext) -> None:
         if job.attempt < 3:
@@ -149,16 +156,19 @@ def test_backoff_schedules_the_retry_by_the_database_clock(
     job_id = pgbeat.enqueue(conn, "fails", {})
     policy = pgbeat.BackoffPolicy(base=timedelta(minutes=10), cap=timedelta(hours=1), jitter=0.5)
     with running(database_url, registry, backoff=policy):
-        wait_for(lambda: job_row(conn, job_id)[1] == 1 and status_is(conn, job_id, "pending"),
-                 message="first retry scheduled")
+        wait_for(
+            lambda: job_row(conn, job_id)[1] == 1 and status_is(conn, job_id, "pending"),
+            message="first retry scheduled",
+        )
     row = conn.execute("SELECT run_at - now() FROM jobs WHERE id = %s", (job_id,)).fetchone()
     assert row is not None
     assert timedelta(minutes=4, seconds=50) <= row[0] <= timedelta(minutes=10)
 
 
 @pytest.mark.parametrize("kind", ["permanent", "typed", "unknown_kind"])
-def test_permanent_failures_use_one_attempt(database_url: str, conn: psycopg.Connection[Any],
-                                            registry: pgbeat.Registry, kind: str) -> None:
+def test_permanent_failures_use_one_attempt(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry, kind: str
+) -> None:
     @registry.handler("permanent")
     def permanent(payload: Any) -> None:
         raise pgbeat.PermanentError("the account was deleted")
@@ -169,16 +179,19 @@ def test_permanent_failures_use_one_attempt(database_url: str, conn: psycopg.Con
     job_id = pgbeat.enqueue(conn, kind, {"user_id": "not a number"})
     with running(database_url, registry):
         wait_for(lambda: status_is(conn, job_id, "failed"), message="job failed")
-    status, attempts, last_error, _ = job_row(conn, job_id)
+    _, attempts, last_error, _ = job_row(conn, job_id)
     assert attempts == 1
-    expected = {"permanent": "PermanentError: the account was deleted",
-                "typed": "PayloadError: payload does not match Model: user_id",
-                "unknown_kind": "UnknownKind: no handler registered for kind 'unknown_kind'"}[kind]
+    expected = {
+        "permanent": "PermanentError: the account was deleted",
+        "typed": "PayloadError: payload does not match Model: user_id",
+        "unknown_kind": "UnknownKind: no handler registered for kind 'unknown_kind'",
+    }[kind]
     assert last_error.startswith(expected)
 
 
-def test_retry_exception_chooses_the_time(database_url: str, conn: psycopg.Connection[Any],
-                                          registry: pgbeat.Registry) -> None:
+def test_retry_exception_chooses_the_time(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     at = datetime(2031, 1, 1, tzinfo=UTC)
 
     @registry.handler("snooze")
@@ -187,14 +200,17 @@ def test_retry_exception_chooses_the_time(database_url: str, conn: psycopg.Conne
 
     job_id = pgbeat.enqueue(conn, "snooze", {})
     with running(database_url, registry):
-        wait_for(lambda: job_row(conn, job_id)[1] == 1 and status_is(conn, job_id, "pending"),
-                 message="retry scheduled")
+        wait_for(
+            lambda: job_row(conn, job_id)[1] == 1 and status_is(conn, job_id, "pending"),
+            message="retry scheduled",
+        )
     row = conn.execute("SELECT run_at, last_error FROM jobs WHERE id = %s", (job_id,)).fetchone()
     assert row == (at, "Retry: rate limited until 2031")
 
 
-def test_sync_timeout_counts_as_a_failed_attempt(database_url: str, conn: psycopg.Connection[Any],
-                                                 registry: pgbeat.Registry) -> None:
+def test_sync_timeout_counts_as_a_failed_attempt(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     cancelled_seen = threading.Event()
 
     @registry.handler("slow")
@@ -203,15 +219,17 @@ def test_sync_timeout_counts_as_a_failed_attempt(database_url: str, conn: psycop
             cancelled_seen.set()
 
     job_id = pgbeat.enqueue(conn, "slow", {}, max_attempts=1)
-    with running(database_url, registry, timeout=timedelta(milliseconds=300),
-                 lease=timedelta(seconds=5)):
+    with running(
+        database_url, registry, timeout=timedelta(milliseconds=300), lease=timedelta(seconds=5)
+    ):
         wait_for(lambda: status_is(conn, job_id, "failed"), message="timed out job failed")
         assert cancelled_seen.wait(5), "the handler's cancelled event was not set"
     assert job_row(conn, job_id)[2] == "TimedOut: timed out after 0.3s"
 
 
-def test_async_timeout_cancels_the_handler(database_url: str, conn: psycopg.Connection[Any],
-                                           registry: pgbeat.Registry) -> None:
+def test_async_timeout_cancels_the_handler(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     was_cancelled = threading.Event()
 
     @registry.handler("slow_async")
@@ -223,16 +241,18 @@ def test_async_timeout_cancels_the_handler(database_url: str, conn: psycopg.Conn
             raise
 
     job_id = pgbeat.enqueue(conn, "slow_async", {}, max_attempts=2)
-    with running(database_url, registry, timeout=timedelta(milliseconds=200),
-                 lease=timedelta(seconds=5)) as worker:
+    with running(
+        database_url, registry, timeout=timedelta(milliseconds=200), lease=timedelta(seconds=5)
+    ) as worker:
         wait_for(lambda: status_is(conn, job_id, "failed"), message="job failed after 2 timeouts")
         assert was_cancelled.wait(5)
         wait_for(lambda: worker._executor.busy() == 0, message="slots freed")
     assert job_row(conn, job_id)[1] == 2
 
 
-def test_never_runs_more_than_concurrency_jobs(database_url: str, conn: psycopg.Connection[Any],
-                                               registry: pgbeat.Registry) -> None:
+def test_never_runs_more_than_concurrency_jobs(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     lock = threading.Lock()
     active = [0]
     peak = [0]
@@ -252,8 +272,9 @@ def test_never_runs_more_than_concurrency_jobs(database_url: str, conn: psycopg.
     assert peak[0] == 3
 
 
-def test_kinds_filter(database_url: str, conn: psycopg.Connection[Any],
-                      registry: pgbeat.Registry) -> None:
+def test_kinds_filter(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     registry.register("a", lambda p: None)
     registry.register("b", lambda p: None)
     a_id = pgbeat.enqueue(conn, "a", {})
@@ -264,8 +285,9 @@ def test_kinds_filter(database_url: str, conn: psycopg.Connection[Any],
     assert status_is(conn, b_id, "pending")
 
 
-def test_delayed_job_runs_when_due(database_url: str, conn: psycopg.Connection[Any],
-                                   registry: pgbeat.Registry) -> None:
+def test_delayed_job_runs_when_due(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     ran_at: list[float] = []
     registry.register("later", lambda p: ran_at.append(time.monotonic()))
     with running(database_url, registry, poll_interval=timedelta(seconds=30)):
@@ -281,8 +303,12 @@ def test_reaper_returns_expired_leases(conn: psycopg.Connection[Any]) -> None:
     spent_id = pgbeat.enqueue(conn, "k", {}, max_attempts=1)
     claimed = queue.claim_jobs(conn, 10, timedelta(milliseconds=1), None)
     assert {j.id for j in claimed} == {pending_id, spent_id}
-    wait_for(lambda: conn.execute("SELECT bool_and(locked_until < now()) FROM jobs").fetchone()
-             == (True,), message="leases expired")
+    wait_for(
+        lambda: (
+            conn.execute("SELECT bool_and(locked_until < now()) FROM jobs").fetchone() == (True,)
+        ),
+        message="leases expired",
+    )
     reaped = {job_id: status for job_id, _, status in queue.reap_expired(conn)}
     assert reaped == {pending_id: "pending", spent_id: "failed"}
     assert job_row(conn, spent_id)[2].startswith("lease expired during attempt 1")
@@ -301,8 +327,9 @@ def test_stale_completion_is_fenced_by_the_attempt(conn: psycopg.Connection[Any]
     assert job_row(conn, first.id)[0] == "done"
 
 
-def test_graceful_stop_releases_unfinished_jobs(database_url: str, conn: psycopg.Connection[Any],
-                                                registry: pgbeat.Registry) -> None:
+def test_graceful_stop_releases_unfinished_jobs(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
     started = threading.Event()
 
     @registry.handler("long")
@@ -318,8 +345,12 @@ def test_graceful_stop_releases_unfinished_jobs(database_url: str, conn: psycopg
     assert (status, attempts, locked_until) == ("pending", 0, None)
 
 
-def test_idle_pickup_latency(database_url: str, conn: psycopg.Connection[Any],
-                             registry: pgbeat.Registry, record_property: Any) -> None:
+def test_idle_pickup_latency(
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    registry: pgbeat.Registry,
+    record_property: Any,
+) -> None:
     started = threading.Event()
     stamp = [0.0]
 
@@ -352,12 +383,17 @@ def many_jobs(conn: psycopg.Connection[Any]) -> Iterator[int]:
     yield 2000
 
 
-def test_drains_a_backlog(database_url: str, conn: psycopg.Connection[Any],
-                          registry: pgbeat.Registry, many_jobs: int) -> None:
+def test_drains_a_backlog(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry, many_jobs: int
+) -> None:
     registry.register("noop", lambda p: None)
     started = time.perf_counter()
     with running(database_url, registry, concurrency=10):
-        wait_for(lambda: statuses(conn) == {"done": many_jobs}, timeout=60, interval=0.05,
-                 message="backlog drained")
+        wait_for(
+            lambda: statuses(conn) == {"done": many_jobs},
+            timeout=60,
+            interval=0.05,
+            message="backlog drained",
+        )
     rate = many_jobs / (time.perf_counter() - started)
     print(f"drained {many_jobs} no-op jobs at {rate:.0f} jobs/s")

@@ -10,7 +10,17 @@ DEFAULT = BackoffPolicy()
 
 @pytest.mark.parametrize(
     ("attempt", "ceiling"),
-    [(1, 2), (2, 4), (3, 8), (4, 16), (10, 1024), (11, 2048), (12, 3600), (50, 3600), (10_000, 3600)],
+    [
+        (1, 2),
+        (2, 4),
+        (3, 8),
+        (4, 16),
+        (10, 1024),
+        (11, 2048),
+        (12, 3600),
+        (50, 3600),
+        (10_000, 3600),
+    ],
 )
 def test_doubles_from_two_seconds_and_caps_at_one_hour(attempt: int, ceiling: float) -> None:
     rng = random.Random(attempt)
@@ -36,7 +46,9 @@ def test_no_jitter_is_exact() -> None:
     policy = BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(seconds=1), jitter=0)
     rng = random.Random(0)
     assert [retry_delay(a, policy, rng) for a in (1, 2, 3, 8)] == [
-        timedelta(milliseconds=10), timedelta(milliseconds=20), timedelta(milliseconds=40),
+        timedelta(milliseconds=10),
+        timedelta(milliseconds=20),
+        timedelta(milliseconds=40),
         timedelta(seconds=1),
     ]
 
@@ -48,8 +60,12 @@ def test_attempt_zero_is_treated_as_first() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"base": timedelta(0)}, {"base": timedelta(hours=2), "cap": timedelta(hours=1)},
-     {"jitter": 1.5}, {"jitter": -0.1}],
+    [
+        {"base": timedelta(0)},
+        {"base": timedelta(hours=2), "cap": timedelta(hours=1)},
+        {"jitter": 1.5},
+        {"jitter": -0.1},
+    ],
 )
 def test_rejects_nonsense_policies(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):

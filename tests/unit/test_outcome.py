@@ -43,9 +43,7 @@ def test_last_attempt_fails() -> None:
     assert outcome.verdict == "failed"
 
 
-@pytest.mark.parametrize(
-    "error", [PermanentError("no"), PayloadError("bad"), UnknownKind("who?")]
-)
+@pytest.mark.parametrize("error", [PermanentError("no"), PayloadError("bad"), UnknownKind("who?")])
 def test_permanent_errors_fail_on_first_attempt(error: Exception) -> None:
     assert decide(job(1), error, POLICY, random.Random(0)).verdict == "failed"
 

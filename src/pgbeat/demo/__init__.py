@@ -53,10 +53,19 @@ def simulate_signup(payload: dict[str, Any], job: pgbeat.JobContext) -> None:
     user_id = job.id  # unique, and the same if this job runs twice
     with job.connection() as conn, conn.transaction():
         email = f"user{user_id}@example.com"
-        pgbeat.enqueue(conn, "welcome_email", Welcome(user_id=user_id, email=email),
-                       unique_key=f"welcome-{user_id}")
-        pgbeat.enqueue(conn, "reminder", {"user_id": user_id},
-                       delay=timedelta(seconds=20), unique_key=f"reminder-{user_id}")
+        pgbeat.enqueue(
+            conn,
+            "welcome_email",
+            Welcome(user_id=user_id, email=email),
+            unique_key=f"welcome-{user_id}",
+        )
+        pgbeat.enqueue(
+            conn,
+            "reminder",
+            {"user_id": user_id},
+            delay=timedelta(seconds=20),
+            unique_key=f"reminder-{user_id}",
+        )
     log.info("user %d signed up", user_id)
 
 

@@ -1,0 +1,134 @@
+"""Results and the small helpers every system's benchmark shares: timing, percentiles, output.
+
+Each system's module runs as its own process (``python -m bench.<module>``), prints its
+results as one JSON array on stdout, and logs to stderr. Standard library only, so the
+peers' environment can import it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ENQUEUE_SINGLE = "enqueue_single"
+ENQUEUE_BULK = "enqueue_bulk"
+DRAIN = "drain"
+PICKUP = "pickup_latency"
+TICK = "scheduler_tick"
+
+URL_ENV = "BENCH_DATABASE_URL"  # how the runner hands a system its database (not argv: passwords)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measured number: ``value`` in ``unit``, for one system, measurement and variant."""
+
+    system: str
+    measurement: str
+    variant: str
+    value: float
+    unit: str
+    config: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rate_result(
+    system: str, measurement: str, variant: str, config: str, jobs: int, seconds: float
+) -> Result:
+    """A throughput result: ``jobs`` in ``seconds`` as jobs per second."""
+    return Result(
+        system,
+        measurement,
+        variant,
+        round(jobs / seconds, 1),
+        "jobs/s",
+        config,
+        {"jobs": jobs, "seconds": round(seconds, 4)},
+    )
+
+
+def latency_result(system: str, variant: str, config: str, samples: Sequence[float]) -> Result:
+    """Pickup latency: ``samples`` in seconds, reported as p50 (``value``) and p99, in ms."""
+    millis = sorted(s * 1000 for s in samples)
+    return Result(
+        system,
+        PICKUP,
+        variant,
+        round(percentile(millis, 50), 3),
+        "ms p50",
+        config,
+        {
+            "p50_ms": round(percentile(millis, 50), 3),
+            "p99_ms": round(percentile(millis, 99), 3),
+            "mean_ms": round(statistics.fmean(millis), 3),
+            "max_ms": round(millis[-1], 3),
+            "samples": len(millis),
+        },
+    )
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile of sorted ``ordered`` by linear interpolation between ranks."""
+    if not ordered:
+        raise ValueError("no samples")
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class Stopwatch:
+    """``with Stopwatch() as watch: ...`` then ``watch.seconds`` (monotonic clock)."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.seconds = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.seconds = time.perf_counter() - self.started
+
+
+def system_arguments(description: str) -> argparse.ArgumentParser:
+    """The flags every system's module takes; the runner passes the same values to all."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--url", default=os.environ.get(URL_ENV), help=f"database (${URL_ENV})")
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per drain")
+    parser.add_argument("--enqueue-jobs", type=int, default=5_000, help="single enqueues")
+    parser.add_argument("--bulk-jobs", type=int, default=20_000, help="jobs enqueued in bulk")
+    parser.add_argument("--batch", type=int, default=1_000, help="jobs per bulk statement")
+    parser.add_argument("--latency-samples", type=int, default=50)
+    parser.add_argument("--latency-gap", type=float, default=0.1, help="seconds between samples")
+    parser.add_argument("--quick-drain", action="store_true", help="measure one drain config only")
+    return parser
+
+
+def parse_system_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    args = parser.parse_args()
+    if not args.url:
+        parser.error(f"give --url or set {URL_ENV}")
+    return args
+
+
+def emit(results: Sequence[Result]) -> None:
+    """Print the results as one JSON array on stdout (the runner reads the last line)."""
+    sys.stdout.write(json.dumps([r.as_dict() for r in results]) + "\n")
+    sys.stdout.flush()
+
+
+def log(message: str) -> None:
+    """Progress for the person watching, on stderr."""
+    print(f"  {message}", file=sys.stderr, flush=True)

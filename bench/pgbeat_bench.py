@@ -1,0 +1,194 @@
+"""pgbeat through its public API: enqueue, enqueue_many, and Worker draining no-op jobs.
+
+Drains try a few ``WorkerSettings`` (concurrency, claim batch, sync or async handler)
+and report each; pickup latency runs an idle worker and enqueues one job at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+import pgbeat
+from bench import database
+from bench.measure import (
+    DRAIN,
+    ENQUEUE_BULK,
+    ENQUEUE_SINGLE,
+    Result,
+    Stopwatch,
+    emit,
+    latency_result,
+    log,
+    parse_system_arguments,
+    rate_result,
+    system_arguments,
+)
+
+SYSTEM = "pgbeat"
+DRAIN_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    concurrency: int
+    claim_batch: int
+    is_async: bool
+
+    @property
+    def variant(self) -> str:
+        kind = "async" if self.is_async else "sync"
+        return f"c{self.concurrency}-b{self.claim_batch}-{kind}"
+
+    @property
+    def description(self) -> str:
+        kind = "async" if self.is_async else "sync"
+        return (
+            f"Worker concurrency={self.concurrency} claim_batch={self.claim_batch}, "
+            f"{kind} no-op handler, 1 process"
+        )
+
+
+DRAIN_CONFIGS = (
+    DrainConfig(10, 100, is_async=False),
+    DrainConfig(100, 100, is_async=False),
+    DrainConfig(100, 100, is_async=True),
+    DrainConfig(200, 200, is_async=True),
+)
+QUICK_DRAIN_CONFIGS = (DrainConfig(100, 100, is_async=True),)
+
+
+def enqueue_single(url: str, jobs: int) -> Result:
+    """``pgbeat.enqueue`` on an autocommit connection: one statement, one transaction each."""
+    with psycopg.connect(url, autocommit=True) as conn, Stopwatch() as watch:
+        for _ in range(jobs):
+            pgbeat.enqueue(conn, "noop", {})
+    config = "pgbeat.enqueue, one per transaction (autocommit), 1 connection"
+    return rate_result(SYSTEM, ENQUEUE_SINGLE, "enqueue", config, jobs, watch.seconds)
+
+
+def enqueue_bulk(url: str, jobs: int, batch: int) -> Result:
+    """``pgbeat.enqueue_many`` with ``batch`` jobs per call (one statement each)."""
+    with psycopg.connect(url, autocommit=True) as conn, Stopwatch() as watch:
+        _enqueue_many(conn, jobs, batch)
+    config = f"pgbeat.enqueue_many, {batch} jobs per call"
+    return rate_result(SYSTEM, ENQUEUE_BULK, "enqueue_many", config, jobs, watch.seconds)
+
+
+def _enqueue_many(conn: psycopg.Connection[Any], jobs: int, batch: int) -> None:
+    for start in range(0, jobs, batch):
+        size = min(batch, jobs - start)
+        pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", {}) for _ in range(size)])
+
+
+def drain(url: str, jobs: int, config: DrainConfig) -> Result:
+    """Time one Worker from its start until the database shows every job done."""
+    _load(url, jobs)
+    finished = threading.Event()
+    counter = itertools.count(1)
+    registry = pgbeat.Registry()
+    if config.is_async:
+
+        async def noop_async(payload: Any) -> None:
+            if next(counter) >= jobs:
+                finished.set()
+
+        registry.register("noop", noop_async)
+    else:
+
+        def noop(payload: Any) -> None:
+            if next(counter) >= jobs:
+                finished.set()
+
+        registry.register("noop", noop)
+    settings = pgbeat.WorkerSettings(
+        concurrency=config.concurrency, claim_batch=config.claim_batch
+    )
+    worker = pgbeat.Worker(url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with psycopg.connect(url, autocommit=True) as conn, Stopwatch() as watch:
+        thread.start()
+        if not finished.wait(DRAIN_TIMEOUT):
+            raise RuntimeError("pgbeat drain timed out")
+        _wait_all_done(conn, jobs)
+    worker.stop()
+    thread.join(30)
+    return rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, watch.seconds)
+
+
+def _wait_all_done(conn: psycopg.Connection[Any], jobs: int) -> None:
+    """Poll until every job is recorded done (the worker writes outcomes in batches)."""
+    deadline = time.monotonic() + 60
+    while database.count_rows(conn, "jobs", "done") < jobs:
+        if time.monotonic() > deadline:
+            raise RuntimeError("pgbeat never recorded every job as done")
+        time.sleep(0.005)
+
+
+def _load(url: str, jobs: int) -> None:
+    database.truncate(url, "jobs")
+    with psycopg.connect(url, autocommit=True) as conn:
+        _enqueue_many(conn, jobs, 10_000)
+    database.vacuum_analyze(url)
+
+
+def pickup_latency(url: str, samples: int, gap: float) -> Result:
+    """From an enqueue's commit (``enqueue`` returned) to the handler starting, idle worker."""
+    database.truncate(url, "jobs")
+    started: dict[int, float] = {}
+    arrived = threading.Condition()
+    registry = pgbeat.Registry()
+
+    def probe(payload: dict[str, int]) -> None:
+        with arrived:
+            started[payload["i"]] = time.perf_counter()
+            arrived.notify_all()
+
+    registry.register("probe", probe)
+    worker = pgbeat.Worker(url, registry, pgbeat.WorkerSettings())
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    latencies = []
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for i in range(-3, samples):  # three warm-up jobs, not counted
+                time.sleep(gap)
+                pgbeat.enqueue(conn, "probe", {"i": i})
+                committed = time.perf_counter()
+                with arrived:
+                    if not arrived.wait_for(lambda i=i: i in started, timeout=10):
+                        raise RuntimeError(f"probe job {i} was not picked up within 10 s")
+                if i >= 0:
+                    latencies.append(started[i] - committed)
+    finally:
+        worker.stop()
+        thread.join(30)
+    config = "idle Worker (default settings, LISTEN/NOTIFY), enqueue on another connection"
+    return latency_result(SYSTEM, "listen_notify", config, latencies)
+
+
+def main() -> None:
+    args = parse_system_arguments(system_arguments(__doc__ or ""))
+    with psycopg.connect(args.url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+    results = []
+    log("pgbeat: enqueue, one per transaction")
+    results.append(enqueue_single(args.url, args.enqueue_jobs))
+    database.truncate(args.url, "jobs")
+    log("pgbeat: bulk enqueue")
+    results.append(enqueue_bulk(args.url, args.bulk_jobs, args.batch))
+    for config in QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS:
+        log(f"pgbeat: drain {args.jobs} jobs, {config.variant}")
+        results.append(drain(args.url, args.jobs, config))
+    log("pgbeat: pickup latency")
+    results.append(pickup_latency(args.url, args.latency_samples, args.latency_gap))
+    emit(results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Raw-SQL baselines on pgbeat's own ``jobs`` table: what plain psycopg loops achieve.
+
+The floor every queue is compared with: one INSERT per transaction, bulk INSERT from
+``unnest`` and COPY, and two drain loops on 4 connections (threads): the lesson's claim
+of one job + mark done per job, and a batched claim of 100 + one UPDATE to mark them done.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, LiteralString
+
+import psycopg
+
+from bench import database
+from bench.measure import (
+    DRAIN,
+    ENQUEUE_BULK,
+    ENQUEUE_SINGLE,
+    Result,
+    Stopwatch,
+    emit,
+    log,
+    parse_system_arguments,
+    rate_result,
+    system_arguments,
+)
+
+SYSTEM = "raw_sql"
+CONNECTIONS = 4
+PAYLOAD = "{}"
+
+# The lesson's enqueue: one row, the column defaults do the rest.
+INSERT_ONE: LiteralString = "INSERT INTO jobs (kind, payload) VALUES (%s, %s::jsonb)"
+
+# Many rows in one statement from parallel arrays.
+INSERT_UNNEST: LiteralString = """
+INSERT INTO jobs (kind, payload)
+SELECT kind, payload FROM unnest(%s::text[], %s::jsonb[]) AS new_job(kind, payload)"""
+
+COPY_JOBS: LiteralString = "COPY jobs (kind, payload) FROM STDIN"
+
+# Lease up to %(limit)s due jobs (the lesson's claim, generalised from LIMIT 1).
+CLAIM: LiteralString = """
+UPDATE jobs
+SET status = 'running', attempts = attempts + 1, locked_until = now() + interval '5 minutes'
+WHERE id = ANY(ARRAY(
+    SELECT id FROM jobs
+    WHERE status = 'pending' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED))
+RETURNING id, kind, payload, attempts, max_attempts"""
+
+# The lesson's mark-done, for one job.
+COMPLETE_ONE: LiteralString = (
+    "UPDATE jobs SET status = 'done', locked_until = NULL WHERE id = %(id)s"
+)
+
+# The same for a whole claimed batch.
+COMPLETE_MANY: LiteralString = (
+    "UPDATE jobs SET status = 'done', locked_until = NULL WHERE id = ANY(%(ids)s)"
+)
+
+
+def noop(payload: Any) -> None:
+    """The handler every drain runs."""
+
+
+def enqueue_single(url: str, jobs: int) -> Result:
+    """One autocommit INSERT (one transaction) per job."""
+    with psycopg.connect(url, autocommit=True) as conn, Stopwatch() as watch:
+        for _ in range(jobs):
+            conn.execute(INSERT_ONE, ("noop", PAYLOAD))
+    config = "one INSERT per transaction (autocommit), 1 connection"
+    return rate_result(SYSTEM, ENQUEUE_SINGLE, "insert", config, jobs, watch.seconds)
+
+
+def enqueue_unnest(url: str, jobs: int, batch: int) -> Result:
+    """``INSERT ... SELECT FROM unnest(arrays)``, ``batch`` rows per statement."""
+    with psycopg.connect(url, autocommit=True) as conn, Stopwatch() as watch:
+        for size in _batches(jobs, batch):
+            conn.execute(INSERT_UNNEST, (["noop"] * size, [PAYLOAD] * size))
+    config = f"INSERT ... SELECT unnest, {batch} rows per statement"
+    return rate_result(SYSTEM, ENQUEUE_BULK, "unnest", config, jobs, watch.seconds)
+
+
+def enqueue_copy(url: str, jobs: int, batch: int) -> Result:
+    """COPY FROM STDIN, ``batch`` rows per COPY (each its own transaction)."""
+    with psycopg.connect(url, autocommit=True) as conn, Stopwatch() as watch:
+        copy_rows(conn, jobs, batch)
+    config = f"COPY, {batch} rows per COPY"
+    return rate_result(SYSTEM, ENQUEUE_BULK, "copy", config, jobs, watch.seconds)
+
+
+def copy_rows(conn: psycopg.Connection[Any], jobs: int, batch: int) -> None:
+    for size in _batches(jobs, batch):
+        with conn.cursor() as cursor, cursor.copy(COPY_JOBS) as copy:
+            for _ in range(size):
+                copy.write_row(("noop", PAYLOAD))
+
+
+def drain(url: str, jobs: int, limit: int) -> Result:
+    """Drain ``jobs`` pending no-op jobs on 4 connections, claiming ``limit`` at a time."""
+    _load(url, jobs)
+    loop = _claim_loop_batched if limit > 1 else _claim_loop_single
+    connections = [psycopg.connect(url, autocommit=True) for _ in range(CONNECTIONS)]
+    try:
+        seconds = _run_threads([lambda c=c: loop(c, limit) for c in connections])
+    finally:
+        for conn in connections:
+            conn.close()
+    _check_done(url, jobs)
+    if limit > 1:
+        variant, config = "batched", f"claim LIMIT {limit} + one UPDATE ... = ANY, 4 threads"
+    else:
+        variant, config = "per_job", "claim LIMIT 1 + UPDATE per job (the lesson), 4 threads"
+    return rate_result(SYSTEM, DRAIN, variant, config, jobs, seconds)
+
+
+def _claim_loop_batched(conn: psycopg.Connection[Any], limit: int) -> None:
+    while rows := conn.execute(CLAIM, {"limit": limit}).fetchall():
+        for row in rows:
+            noop(row[2])
+        conn.execute(COMPLETE_MANY, {"ids": [row[0] for row in rows]})
+
+
+def _claim_loop_single(conn: psycopg.Connection[Any], limit: int) -> None:
+    while row := conn.execute(CLAIM, {"limit": 1}).fetchone():
+        noop(row[2])
+        conn.execute(COMPLETE_ONE, {"id": row[0]})
+
+
+def _run_threads(targets: list[Callable[[], None]]) -> float:
+    """Start one thread per target at once; seconds until the last one returns."""
+    errors: list[BaseException] = []
+
+    def guarded(target: Callable[[], None]) -> None:
+        try:
+            target()
+        except BaseException as exc:  # reported after the join
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
+    with Stopwatch() as watch:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    return watch.seconds
+
+
+def _load(url: str, jobs: int) -> None:
+    database.truncate(url, "jobs")
+    with psycopg.connect(url, autocommit=True) as conn:
+        copy_rows(conn, jobs, 10_000)
+    database.vacuum_analyze(url)
+
+
+def _check_done(url: str, jobs: int) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        done = database.count_rows(conn, "jobs", "done")
+    if done != jobs:
+        raise RuntimeError(f"drain finished with {done} of {jobs} jobs done")
+
+
+def _batches(total: int, size: int) -> list[int]:
+    return [min(size, total - start) for start in range(0, total, size)]
+
+
+def migrate(url: str) -> None:
+    """pgbeat's schema, so the baselines run on exactly the table pgbeat uses."""
+    import pgbeat
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+
+
+def main() -> None:
+    args = parse_system_arguments(system_arguments(__doc__ or ""))
+    migrate(args.url)
+    results = []
+    log("raw_sql: enqueue, one INSERT per transaction")
+    results.append(enqueue_single(args.url, args.enqueue_jobs))
+    database.truncate(args.url, "jobs")
+    log("raw_sql: bulk enqueue, unnest and COPY")
+    results.append(enqueue_unnest(args.url, args.bulk_jobs, args.batch))
+    database.truncate(args.url, "jobs")
+    results.append(enqueue_copy(args.url, args.bulk_jobs, args.batch))
+    log(f"raw_sql: drain {args.jobs} jobs, batched and per job")
+    results.append(drain(args.url, args.jobs, 100))
+    results.append(drain(args.url, args.jobs, 1))
+    emit(results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Operators' actions on jobs: statistics, listing, retry, cancel, purge. One statement each.
+
+These run on demand from ``pgbeat jobs ...``; nothing here is on a worker's hot path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from pgbeat import queries
+from pgbeat.errors import PgbeatError
+
+STATUSES = ("pending", "running", "done", "failed")
+FINISHED = ("done", "failed")
+
+
+class JobNotFound(PgbeatError):
+    """No job has this id."""
+
+
+class Refused(PgbeatError):
+    """The job is in a state that does not allow the action."""
+
+
+@dataclass(frozen=True)
+class Stats:
+    counts: dict[str, dict[str, int]]  # status -> kind -> count
+    due_unclaimed: int
+    oldest_due_age_s: float | None
+    failed_last_hour: int
+
+    def totals(self) -> dict[str, int]:
+        return {status: sum(self.counts.get(status, {}).values()) for status in STATUSES}
+
+
+def stats(conn: psycopg.Connection[Any]) -> Stats:
+    """Counts by status and kind, plus the queue's backlog and recent failures."""
+    counts: dict[str, dict[str, int]] = {}
+    for status, kind, count in conn.execute(queries.JOBS_COUNT_BY_STATUS_KIND):
+        counts.setdefault(status, {})[kind] = int(count)
+    row = conn.execute(queries.JOBS_SUMMARY).fetchone()
+    assert row is not None
+    due, oldest, failed = row
+    return Stats(counts, int(due), None if oldest is None else float(oldest), int(failed))
+
+
+def list_jobs(
+    conn: psycopg.Connection[Any], *, status: str | None, kind: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """The newest jobs, newest first."""
+    with conn.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(queries.JOBS_LIST, {"status": status, "kind": kind, "limit": limit})
+        return cursor.fetchall()
+
+
+def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
+    """Every column of one job; ``JobNotFound`` if there is none."""
+    with conn.cursor(row_factory=dict_row) as cursor:
+        row = cursor.execute(queries.JOBS_SHOW, {"id": job_id}).fetchone()
+    if row is None:
+        raise JobNotFound(f"no job with id {job_id}")
+    return row
+
+
+def retry_job(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """Back to pending, due now, attempts reset; refused while the job is running."""
+    if conn.execute(queries.JOBS_RETRY_ONE, {"id": job_id}).fetchone() is None:
+        _explain(conn, job_id, "retry", "it is running; cancel it or wait for its outcome")
+
+
+def retry_failed(conn: psycopg.Connection[Any], kind: str | None) -> list[int]:
+    """Every failed job (of ``kind``) back to pending; returns their ids."""
+    return [int(r[0]) for r in conn.execute(queries.JOBS_RETRY_FAILED, {"kind": kind})]
+
+
+def cancel_job(conn: psycopg.Connection[Any], job_id: int) -> None:
+    """A pending job goes to failed with last_error 'cancelled'; others are refused."""
+    if conn.execute(queries.JOBS_CANCEL, {"id": job_id}).fetchone() is None:
+        _explain(conn, job_id, "cancel", "only pending jobs can be cancelled")
+
+
+def purge_jobs(
+    conn: psycopg.Connection[Any],
+    older_than: timedelta,
+    statuses: tuple[str, ...] = FINISHED,
+    batch: int = 5000,
+) -> int:
+    """Delete finished jobs older than ``older_than``, in batches; returns how many.
+
+    Scheduled jobs younger than their schedule's catch-up window (``keep_until``) stay.
+    """
+    unknown = [s for s in statuses if s not in FINISHED]
+    if unknown:
+        raise Refused(f"purge deletes finished jobs only (done, failed), not {', '.join(unknown)}")
+    deleted = 0
+    while True:
+        params = {"statuses": list(statuses), "older_than": older_than, "batch": batch}
+        count = conn.execute(queries.JOBS_PURGE_BATCH, params).rowcount
+        deleted += count
+        if count < batch:
+            return deleted
+
+
+def _explain(conn: psycopg.Connection[Any], job_id: int, action: str, why_running: str) -> None:
+    row = conn.execute(queries.JOBS_STATUS, {"id": job_id}).fetchone()
+    if row is None:
+        raise JobNotFound(f"no job with id {job_id}")
+    status = row[0]
+    if status == "running":
+        raise Refused(f"cannot {action} job {job_id}: {why_running}")
+    raise Refused(f"cannot {action} job {job_id}: it is {status}")
+
+
+def age_text(seconds: float | None) -> str:
+    """A short human age: '3.2s', '4m10s', '-' for none."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

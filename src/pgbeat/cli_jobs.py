@@ -1,0 +1,187 @@
+"""``pgbeat jobs ...``: the operator's view of the queue.
+
+stats, list, show, retry, cancel and purge, each a thin wrapper around ``admin``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from pgbeat import admin, cli, db, migrate
+
+
+def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    jobs = commands.add_parser("jobs", help="inspect and manage jobs")
+    sub = jobs.add_subparsers(dest="jobs_command", metavar="COMMAND", parser_class=type(jobs))
+    sub.required = True
+
+    p = sub.add_parser("stats", parents=[common], help="counts by status and kind, backlog")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("list", parents=[common], help="the newest jobs")
+    p.add_argument("--status", choices=admin.STATUSES)
+    p.add_argument("--kind")
+    p.add_argument("--limit", type=cli._positive_int, default=50, metavar="N")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", parents=[common], help="everything about one job")
+    p.add_argument("id", type=_job_id, metavar="ID")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("retry", parents=[common], help="back to pending, attempts reset")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("id", type=_job_id, nargs="?", metavar="ID")
+    target.add_argument("--failed", action="store_true", help="every failed job")
+    p.add_argument("--kind", help="with --failed: only this kind")
+    p.set_defaults(func=cmd_retry)
+
+    p = sub.add_parser("cancel", parents=[common], help="a pending job goes to failed")
+    p.add_argument("id", type=_job_id, metavar="ID")
+    p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("purge", parents=[common], help="delete old finished jobs, in batches")
+    p.add_argument("--older-than", type=cli._duration, required=True, metavar="DURATION")
+    p.add_argument(
+        "--status", type=_finished_statuses, default=admin.FINISHED, metavar="done,failed"
+    )
+    p.set_defaults(func=cmd_purge)
+
+
+def _job_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a job id is a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a job id is positive, got {value}")
+    return value
+
+
+def _finished_statuses(text: str) -> tuple[str, ...]:
+    statuses = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in statuses if s not in admin.FINISHED]
+    if not statuses or bad:
+        raise argparse.ArgumentTypeError(f"purge takes done and/or failed, got {text!r}")
+    return statuses
+
+
+@contextmanager
+def _connection(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
+    url = db.resolve_url(args.database_url)
+    with db.translated_errors(url), db.connect(url) as conn:
+        migrate.require_current_schema(conn)
+        yield conn
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _connection(args) as conn:
+        stats = admin.stats(conn)
+    if args.json:
+        _print_json(
+            {
+                "by_status": stats.totals(),
+                "by_status_and_kind": stats.counts,
+                "due_unclaimed": stats.due_unclaimed,
+                "oldest_due_age_seconds": stats.oldest_due_age_s,
+                "failed_last_hour": stats.failed_last_hour,
+            }
+        )
+        return 0
+    totals = stats.totals()
+    print("  ".join(f"{status}: {totals[status]}" for status in admin.STATUSES))
+    print(
+        f"due and unclaimed: {stats.due_unclaimed}   oldest waiting: "
+        f"{admin.age_text(stats.oldest_due_age_s)}   failed in the last hour: "
+        f"{stats.failed_last_hour}"
+    )
+    kinds = sorted({kind for by_kind in stats.counts.values() for kind in by_kind})
+    if kinds:
+        print(f"\n{'kind':<24}" + "".join(f"{s:>10}" for s in admin.STATUSES))
+        for kind in kinds:
+            row = "".join(f"{stats.counts.get(s, {}).get(kind, 0):>10}" for s in admin.STATUSES)
+            print(f"{kind:<24}{row}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _connection(args) as conn:
+        rows = admin.list_jobs(conn, status=args.status, kind=args.kind, limit=args.limit)
+    if args.json:
+        _print_json(rows)
+        return 0
+    print(f"{'id':>8}  {'kind':<20} {'status':<8} {'tries':>5}  {'run_at':<25} last_error")
+    for row in rows:
+        error = (row["last_error"] or "").splitlines()[0][:60] if row["last_error"] else ""
+        print(
+            f"{row['id']:>8}  {row['kind'][:20]:<20} {row['status']:<8} "
+            f"{row['attempts']:>2}/{row['max_attempts']:<2}  {row['run_at']:%Y-%m-%d %H:%M:%S%z}"
+            f"  {error}"
+        )
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _connection(args) as conn:
+        row = admin.show_job(conn, args.id)
+    if args.json:
+        _print_json(row)
+        return 0
+    for key, value in row.items():
+        if key == "payload":
+            value = json.dumps(value)
+        if key == "last_error" and value:
+            print("last_error:")
+            for line in str(value).splitlines():
+                print(f"    {line}")
+            continue
+        print(f"{key}: {'-' if value is None else value}")
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    if args.kind and not args.failed:
+        raise cli.UserError("--kind goes with --failed")
+    with _connection(args) as conn:
+        if args.failed:
+            ids = admin.retry_failed(conn, args.kind)
+            print(f"{len(ids)} failed jobs back to pending")
+            return 0
+        admin.retry_job(conn, args.id)
+    print(f"job {args.id} back to pending")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with _connection(args) as conn:
+        admin.cancel_job(conn, args.id)
+    print(f"job {args.id} cancelled")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    with _connection(args) as conn:
+        deleted = admin.purge_jobs(conn, args.older_than, args.status)
+    print(f"deleted {deleted} jobs")
+    return 0

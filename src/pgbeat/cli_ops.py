@@ -1,0 +1,186 @@
+"""``pgbeat status`` and ``pgbeat health``: what runs, what is missing, and a health check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from pgbeat import cli, db, migrate, queries, queue
+from pgbeat.catchup import ON_TIME, latest_fire_between
+from pgbeat.config import ConfigError, load_schedules
+from pgbeat.heartbeat import STALE_AFTER
+from pgbeat.schedule import Schedule, next_fire_after, unique_key
+
+MISSED_GRACE = timedelta(seconds=30)  # a period younger than this may still be on its way
+
+
+def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser(
+        "status", parents=[common], help="live processes, schedules, missed periods"
+    )
+    p.add_argument("--schedules", default="schedules.toml", metavar="PATH")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = commands.add_parser(
+        "health", parents=[common], help="exit 0 when the database, schema and a worker are alive"
+    )
+    p.add_argument(
+        "--max-age",
+        type=cli._duration,
+        default=STALE_AFTER,
+        metavar="DURATION",
+        help="how fresh a worker heartbeat must be (default 30s)",
+    )
+    p.set_defaults(func=cmd_health)
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    url = db.resolve_url(args.database_url)
+    try:
+        with db.translated_errors(url), db.connect(url, timeout=3) as conn:
+            migrate.require_current_schema(conn)
+            row = conn.execute(
+                queries.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
+            ).fetchone()
+    except Exception as exc:
+        print(f"unhealthy: {cli._one_line(str(exc))}")
+        return 1
+    workers = int(row[0]) if row else 0
+    if workers == 0:
+        print(f"unhealthy: no worker heartbeat in the last {args.max_age.total_seconds():g}s")
+        return 1
+    print(f"healthy: database reachable, schema current, {workers} live workers")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    schedules, problem = _schedules_if_any(args.schedules)
+    url = db.resolve_url(args.database_url)
+    with db.translated_errors(url), db.connect(url) as conn:
+        migrate.require_current_schema(conn)
+        now = queue.database_now(conn)
+        with conn.cursor(row_factory=dict_row) as cursor:
+            processes = cursor.execute(
+                queries.PROCESSES_LIST, {"stale_after": STALE_AFTER}
+            ).fetchall()
+        schedule_rows = _schedule_status(conn, schedules, now)
+    warnings = _warnings(processes, schedule_rows)
+    if problem:
+        warnings.insert(0, problem)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "now": now,
+                    "processes": processes,
+                    "schedules": schedule_rows,
+                    "warnings": warnings,
+                },
+                indent=2,
+                default=_json_default,
+            )
+        )
+        return 0
+    _print_status(now, processes, schedule_rows, warnings)
+    return 0
+
+
+def _schedules_if_any(path: str) -> tuple[list[Schedule], str | None]:
+    if not Path(path).exists():
+        return [], None
+    try:
+        return load_schedules(path), None
+    except ConfigError as exc:
+        return [], f"{path} is invalid: {exc.problems[0]}"
+
+
+def _schedule_status(
+    conn: psycopg.Connection[Any], schedules: list[Schedule], now: datetime
+) -> list[dict[str, Any]]:
+    rows = []
+    for schedule in schedules:
+        # the last period that should exist by now, if it is young enough to be checked
+        checked_from = now - schedule.catch_up_window
+        latest = latest_fire_between(schedule, checked_from, now - MISSED_GRACE - ON_TIME)
+        rows.append(
+            {
+                "schedule": schedule.name,
+                "kind": schedule.kind,
+                "enabled": schedule.enabled,
+                "latest_due": latest,
+                "latest_due_key": unique_key(schedule, latest) if latest else None,
+                "next_fire": next_fire_after(schedule, now),
+                "present": None,
+            }
+        )
+    checked = [r for r in rows if r["latest_due_key"] and r["enabled"]]
+    if checked:
+        found = set(
+            conn.execute(
+                queries.JOBS_EXISTING_KEYS,
+                {
+                    "kinds": [r["kind"] for r in checked],
+                    "keys": [r["latest_due_key"] for r in checked],
+                },
+            ).fetchall()
+        )
+        for r in checked:
+            r["present"] = (r["kind"], r["latest_due_key"]) in found
+    return rows
+
+
+def _warnings(processes: list[dict[str, Any]], schedules: list[dict[str, Any]]) -> list[str]:
+    warnings = [
+        f"schedule {r['schedule']}: period {r['latest_due_key']} is missing (missed period)"
+        for r in schedules
+        if r["present"] is False
+    ]
+    hashes = {p["schedules_hash"] for p in processes if p["role"] == "scheduler"}
+    if len(hashes) > 1:
+        warnings.append(
+            f"schedulers run {len(hashes)} different schedules files: {', '.join(sorted(hashes))}"
+        )
+    if not any(p["role"] == "worker" for p in processes):
+        warnings.append("no live worker")
+    if schedules and not any(p["role"] == "scheduler" for p in processes):
+        warnings.append("no live scheduler")
+    return warnings
+
+
+def _print_status(
+    now: datetime,
+    processes: list[dict[str, Any]],
+    schedules: list[dict[str, Any]],
+    warnings: list[str],
+) -> None:
+    print(f"database time {now:%Y-%m-%d %H:%M:%S %Z}")
+    print(f"\n{len(processes)} live processes")
+    for p in processes:
+        print(
+            f"  {p['role']:<9} {p['host']}:{p['pid']:<7} v{p['version']:<7} "
+            f"up since {p['started_at']:%Y-%m-%d %H:%M:%S}  beat {p['heartbeat_age_s']:.1f}s ago"
+            + (f"  schedules {p['schedules_hash']}" if p["schedules_hash"] else "")
+        )
+    if schedules:
+        print(f"\n{len(schedules)} schedules")
+        for r in schedules:
+            state = {True: "enqueued", False: "MISSING", None: "-"}[r["present"]]
+            print(
+                f"  {r['schedule']:<20} last due {r['latest_due_key'] or '-':<40} {state:<9}"
+                f" next {r['next_fire']:%Y-%m-%dT%H:%M:%SZ}"
+            )
+    for warning in warnings:
+        print(f"warning: {warning}")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)

@@ -1,0 +1,100 @@
+"""Each scheduler and worker registers itself in ``pgbeat_processes`` and beats every few seconds.
+
+``pgbeat status`` and ``pgbeat health`` read that table; rows of processes that died without
+a clean exit go stale and are pruned by the next beat of any live process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgbeat import queries
+from pgbeat.db import OutageLog, is_connection_failure
+
+log = logging.getLogger("pgbeat.heartbeat")
+
+BEAT_EVERY = timedelta(seconds=5)
+STALE_AFTER = timedelta(seconds=30)  # six missed beats: the process is gone
+
+
+def schedules_hash(text: str) -> str:
+    """A short fingerprint of a schedules file, to spot replicas running different versions."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class Heartbeat:
+    """Registers this process under ``role`` and refreshes its row on a daemon thread."""
+
+    def __init__(
+        self,
+        url: str,
+        role: str,
+        *,
+        schedules_hash: str | None = None,
+        details: dict[str, Any] | None = None,
+        every: timedelta = BEAT_EVERY,
+    ) -> None:
+        from pgbeat import __version__
+
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._url = url
+        self._row = {
+            "id": self.id,
+            "role": role,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": __version__,
+            "schedules_hash": schedules_hash,
+            "details": Jsonb(details or {}),
+        }
+        self._every = every.total_seconds()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="pgbeat-heartbeat", daemon=True)
+        self._outage = OutageLog(url, log)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop beating and remove this process's row (best effort)."""
+        self._stopped.set()
+        self._thread.join(timeout=self._every + 5)
+        try:
+            with psycopg.connect(self._url, autocommit=True, connect_timeout=3) as conn:
+                conn.execute(queries.PROCESSES_DELETE, {"id": self.id})
+        except psycopg.Error:
+            pass  # the row goes stale and is pruned by another process
+
+    def beat(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(queries.PROCESSES_UPSERT, self._row)
+        conn.execute(queries.PROCESSES_PRUNE, {"stale_after": STALE_AFTER})
+
+    def _main(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        while not self._stopped.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
+                self.beat(conn)
+                self._outage.succeeded()
+                wait = self._every
+            except Exception as exc:
+                if not is_connection_failure(exc):
+                    log.exception("heartbeat failed")
+                if conn is not None:
+                    conn.close()
+                conn = None
+                wait = self._outage.failed(exc)
+            self._stopped.wait(wait)
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,45 @@
+"""Log output: one line per event, as text or as JSON (``--log-format``).
+
+Structured fields (``job_id``, ``kind``, ``attempt``, ``duration_ms``, ``outcome``) are
+passed with ``extra=`` and appear as JSON keys, or as ``key=value`` in text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+FIELDS = ("job_id", "kind", "attempt", "duration_ms", "outcome", "schedule", "unique_key")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for field in FIELDS:
+            if hasattr(record, field):
+                entry[field] = getattr(record, field)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def configure(level: str = "INFO", fmt: str = "text") -> None:
+    """Send pgbeat's logs to stderr in the chosen format (replaces earlier handlers)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    logging.getLogger("psycopg.pool").setLevel(max(logging.getLevelName(level), logging.WARNING))

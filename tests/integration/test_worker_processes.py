@@ -1,0 +1,147 @@
+"""Real `pgbeat worker` processes: kill -9 loses nothing, SIGTERM finishes the running job."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgbeat
+from tests.apps.jobs_app import SETUP
+from tests.helpers import run_cli, start_cli, statuses, wait_for
+
+ROOT = str(Path(__file__).resolve().parents[2])
+APP = "tests.apps.jobs_app:registry"
+
+
+def count(conn: psycopg.Connection[Any], sql: str) -> int:
+    row = conn.execute(sql).fetchone()  # type: ignore[call-overload]
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.fixture
+def app_tables(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    conn.execute(SETUP.encode())
+    return conn
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_loses_no_job(
+    database_url: str, app_tables: psycopg.Connection[Any]
+) -> None:
+    conn = app_tables
+    total = 300
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.02}) for _ in range(total)])
+    flags = ["--concurrency", "8", "--lease", "2s", "--timeout", "1s"]
+    first = start_cli(["worker", APP, *flags], database_url, cwd=ROOT)
+    try:
+        wait_for(
+            lambda: count(conn, "SELECT count(*) FROM effects") >= 40,
+            timeout=30,
+            message="the first worker made progress",
+        )
+        first.kill()  # SIGKILL mid-run: jobs are left `running` under their lease
+        first.wait(10)
+        stranded = count(conn, "SELECT count(*) FROM jobs WHERE status = 'running'")
+        second = start_cli(["worker", APP, *flags], database_url, cwd=ROOT)
+        try:
+            wait_for(
+                lambda: statuses(conn) == {"done": total},
+                timeout=90,
+                interval=0.1,
+                message="every job done",
+            )
+        finally:
+            output = second.stop()
+    finally:
+        first.stop(signal.SIGKILL)
+    assert stranded > 0, "the kill did not interrupt any job; the test proved nothing"
+    assert count(conn, "SELECT count(*) FROM effects") == total
+    reruns = count(conn, "SELECT count(*) FROM executions") - total
+    assert 0 < reruns <= stranded + 8
+    assert "lease expired" in output
+
+
+@pytest.mark.slow
+def test_sigterm_lets_the_running_job_finish(
+    database_url: str, app_tables: psycopg.Connection[Any]
+) -> None:
+    conn = app_tables
+    job_id = pgbeat.enqueue(conn, "effect", {"sleep": 2})
+    worker = start_cli(["worker", APP, "--grace", "10s"], database_url, cwd=ROOT)
+    try:
+        wait_for(lambda: count(conn, "SELECT count(*) FROM executions") == 1, timeout=20,
+                 message="the job started")
+        worker.send_signal(signal.SIGTERM)
+        wait_for(lambda: "received SIGTERM" in worker.output(), message="SIGTERM handled")
+        late_id = pgbeat.enqueue(conn, "effect", {"sleep": 0})  # must not be claimed now
+        worker.wait(20)
+    finally:
+        output = worker.stop(signal.SIGKILL)
+    assert worker.returncode == 0, output
+    assert statuses(conn) == {"done": 1, "pending": 1}
+    row = conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row == ("done",)
+    assert count(conn, "SELECT count(*) FROM effects") == 1
+    late = conn.execute("SELECT status, attempts FROM jobs WHERE id = %s", (late_id,)).fetchone()
+    assert late == ("pending", 0)
+
+
+@pytest.mark.slow
+def test_sigterm_past_grace_returns_the_job_to_pending(
+    database_url: str, app_tables: psycopg.Connection[Any]
+) -> None:
+    conn = app_tables
+    job_id = pgbeat.enqueue(conn, "effect", {"sleep": 20})
+    worker = start_cli(
+        ["worker", APP, "--grace", "300ms", "--timeout", "30s"], database_url, cwd=ROOT
+    )
+    try:
+        wait_for(lambda: count(conn, "SELECT count(*) FROM executions") == 1, timeout=20,
+                 message="the job started")
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(20)
+    finally:
+        output = worker.stop(signal.SIGKILL)
+    assert worker.returncode == 0, output
+    row = conn.execute(
+        "SELECT status, attempts, locked_until FROM jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert row == ("pending", 0, None)
+    assert "returning 1 unfinished jobs to pending" in output
+
+
+def test_worker_with_unreachable_database_exits_1_in_one_line() -> None:
+    result = run_cli(["worker", APP], "postgresql://u:hunter2@127.0.0.1:1/db", cwd=ROOT)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "database unavailable" in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("app", "fragment"),
+    [
+        ("no_such_module:registry", "cannot import"),
+        ("tests.apps.jobs_app:nothing", "not a pgbeat.Registry"),
+        ("justamodule", "module:attribute"),
+    ],
+)
+def test_worker_with_bad_app_exits_1_in_one_line(
+    database_url: str, app: str, fragment: str
+) -> None:
+    result = run_cli(["worker", app], database_url, cwd=ROOT)
+    assert result.returncode == 1
+    assert fragment in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_worker_rejects_timeout_not_shorter_than_lease(database_url: str) -> None:
+    result = run_cli(["worker", APP, "--lease", "10s", "--timeout", "10s"], database_url, cwd=ROOT)
+    assert result.returncode == 1
+    assert "shorter than the lease" in result.stderr
+    assert result.stderr.count("\n") == 1
