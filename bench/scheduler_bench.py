@@ -15,7 +15,15 @@ import psycopg
 
 import pgbeat
 from bench import database
-from bench.measure import TICK, Result, Stopwatch, emit, log, system_arguments
+from bench.measure import (
+    TICK,
+    Result,
+    Stopwatch,
+    emit,
+    log,
+    parse_system_arguments,
+    system_arguments,
+)
 from pgbeat.schedule import Schedule
 from pgbeat.scheduler import Scheduler
 
@@ -87,7 +95,7 @@ def _result(count: int, kind: str, millis: list[float]) -> Result:
 def main() -> None:
     parser = system_arguments(__doc__ or "")
     parser.add_argument("--schedules", default="1000,10000", help="comma-separated counts")
-    args = parser.parse_args()
+    args = parse_system_arguments(parser)
     with psycopg.connect(args.url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
     results = []

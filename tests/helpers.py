@@ -64,10 +64,14 @@ def run_cli(
 class CliProcess:
     """A background ``pgbeat`` process whose output is collected as it comes."""
 
-    def __init__(self, args: Sequence[str], env: dict[str, str], cwd: str | None) -> None:
+    def __init__(self, command: Sequence[str], env: dict[str, str], cwd: str | None) -> None:
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "pgbeat", *args], env=env, cwd=cwd,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            list(command),
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self._lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -113,10 +117,11 @@ class CliProcess:
         return self.output()
 
 
-def start_cli(args: Sequence[str], database_url: str | None, cwd: str | None = None,
-              **env: str) -> CliProcess:
+def start_cli(
+    args: Sequence[str], database_url: str | None, cwd: str | None = None, **env: str
+) -> CliProcess:
     """Start ``pgbeat ARGS`` in the background (stdout and stderr collected together)."""
-    return CliProcess(args, cli_env(database_url, **env), cwd)
+    return CliProcess([sys.executable, "-m", "pgbeat", *args], cli_env(database_url, **env), cwd)
 
 
 def statuses(conn: psycopg.Connection[Any]) -> dict[str, int]:

@@ -42,4 +42,6 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    logging.getLogger("psycopg.pool").setLevel(max(logging.getLevelName(level), logging.WARNING))
+    quieter = max(logging.getLevelName(level), logging.WARNING)
+    for noisy in ("psycopg.pool", "pgserver"):  # routine chatter at INFO
+        logging.getLogger(noisy).setLevel(quieter)

@@ -74,8 +74,11 @@ def test_sigterm_lets_the_running_job_finish(
     job_id = pgbeat.enqueue(conn, "effect", {"sleep": 2})
     worker = start_cli(["worker", APP, "--grace", "10s"], database_url, cwd=ROOT)
     try:
-        wait_for(lambda: count(conn, "SELECT count(*) FROM executions") == 1, timeout=20,
-                 message="the job started")
+        wait_for(
+            lambda: count(conn, "SELECT count(*) FROM executions") == 1,
+            timeout=20,
+            message="the job started",
+        )
         worker.send_signal(signal.SIGTERM)
         wait_for(lambda: "received SIGTERM" in worker.output(), message="SIGTERM handled")
         late_id = pgbeat.enqueue(conn, "effect", {"sleep": 0})  # must not be claimed now
@@ -101,8 +104,11 @@ def test_sigterm_past_grace_returns_the_job_to_pending(
         ["worker", APP, "--grace", "300ms", "--timeout", "30s"], database_url, cwd=ROOT
     )
     try:
-        wait_for(lambda: count(conn, "SELECT count(*) FROM executions") == 1, timeout=20,
-                 message="the job started")
+        wait_for(
+            lambda: count(conn, "SELECT count(*) FROM executions") == 1,
+            timeout=20,
+            message="the job started",
+        )
         worker.send_signal(signal.SIGTERM)
         worker.wait(20)
     finally:

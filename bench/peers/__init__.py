@@ -1,0 +1,1 @@
+"""Benchmarks of other PostgreSQL queues, run with the peers' own virtual environment."""

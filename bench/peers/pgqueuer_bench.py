@@ -1,0 +1,178 @@
+"""pgqueuer through its public API, on its asyncpg or its psycopg driver.
+
+Runs in ``bench/.venv-peers``. Drains use ``QueueManager.run(mode=drain)``, which returns
+once the queue is empty and every job's status has been flushed to the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+from pgqueuer import AsyncpgDriver, PsycopgDriver, Queries, QueueManager
+from pgqueuer.models import Job
+from pgqueuer.types import QueueExecutionMode
+
+from bench import database
+from bench.measure import (
+    DRAIN,
+    ENQUEUE_BULK,
+    ENQUEUE_SINGLE,
+    Result,
+    Stopwatch,
+    emit,
+    latency_result,
+    log,
+    parse_system_arguments,
+    rate_result,
+    system_arguments,
+)
+
+DRAIN_BATCH_SIZES = (10, 100)
+QUICK_DRAIN_BATCH_SIZES = (100,)
+PAYLOAD = b"{}"
+
+
+@contextlib.asynccontextmanager
+async def connected(url: str, driver: str) -> AsyncIterator[Any]:
+    """A pgqueuer driver on a new connection of the chosen kind."""
+    if driver == "asyncpg":
+        import asyncpg
+
+        connection = await asyncpg.connect(url)
+        try:
+            yield AsyncpgDriver(connection)
+        finally:
+            await connection.close()
+    else:
+        aconn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        try:
+            yield PsycopgDriver(aconn)
+        finally:
+            await aconn.close()
+
+
+async def enqueue_single(system: str, queries: Queries, jobs: int) -> Result:
+    with Stopwatch() as watch:
+        for _ in range(jobs):
+            await queries.enqueue("noop", PAYLOAD)
+    config = "Queries.enqueue, one per transaction, 1 connection"
+    return rate_result(system, ENQUEUE_SINGLE, "enqueue", config, jobs, watch.seconds)
+
+
+async def enqueue_bulk(system: str, queries: Queries, jobs: int, batch: int) -> Result:
+    with Stopwatch() as watch:
+        await _enqueue_many(queries, jobs, batch)
+    config = f"Queries.enqueue with lists, {batch} jobs per call"
+    return rate_result(system, ENQUEUE_BULK, "enqueue_list", config, jobs, watch.seconds)
+
+
+async def _enqueue_many(queries: Queries, jobs: int, batch: int) -> None:
+    for start in range(0, jobs, batch):
+        size = min(batch, jobs - start)
+        await queries.enqueue(["noop"] * size, [PAYLOAD] * size, [0] * size)
+
+
+async def drain(system: str, url: str, driver: str, jobs: int, batch_size: int) -> Result:
+    async with connected(url, driver) as loader:
+        queries = Queries(loader)
+        await _clear(queries)
+        await _enqueue_many(queries, jobs, 10_000)
+    database.vacuum_analyze(url)
+    async with connected(url, driver) as connection:
+        manager = QueueManager(Queries(connection))
+
+        @manager.entrypoint("noop")
+        async def noop(job: Job) -> None:
+            """The no-op job."""
+
+        with Stopwatch() as watch:
+            await manager.run(batch_size=batch_size, mode=QueueExecutionMode.drain)
+    _check_empty(url)
+    config = f"QueueManager.run batch_size={batch_size}, {driver} driver, 1 process"
+    return rate_result(system, DRAIN, f"b{batch_size}", config, jobs, watch.seconds)
+
+
+async def pickup_latency(system: str, url: str, driver: str, samples: int, gap: float) -> Result:
+    """From ``enqueue`` returning (committed) to the entrypoint starting, idle manager."""
+    started: dict[int, float] = {}
+    async with connected(url, driver) as worker_driver, connected(url, driver) as producer:
+        queries = Queries(producer)
+        await _clear(queries)
+        manager = QueueManager(Queries(worker_driver))
+
+        @manager.entrypoint("probe")
+        async def probe(job: Job) -> None:
+            started[int(job.payload or b"0")] = time.perf_counter()
+
+        running = asyncio.create_task(manager.run())
+        latencies = []
+        try:
+            for i in range(-3, samples):  # three warm-up jobs, not counted
+                await asyncio.sleep(gap)
+                await queries.enqueue("probe", str(i).encode())
+                committed = time.perf_counter()
+                await _wait_for(lambda i=i: i in started, 10)
+                if i >= 0:
+                    latencies.append(started[i] - committed)
+        finally:
+            manager.shutdown.set()
+            await running
+    config = f"idle QueueManager (defaults, LISTEN/NOTIFY), enqueue on another {driver} connection"
+    return latency_result(system, "listen_notify", config, latencies)
+
+
+async def _wait_for(condition: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError("a probe job was not picked up in time")
+        await asyncio.sleep(0.0002)
+
+
+async def _clear(queries: Queries) -> None:
+    await queries.clear_queue()
+    await queries.clear_queue_log()
+
+
+def _check_empty(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        left = database.count_rows(conn, "pgqueuer", None)
+    if left:
+        raise RuntimeError(f"drain finished with {left} jobs left in the queue")
+
+
+async def run(args: Any) -> list[Result]:
+    system = f"pgqueuer[{args.driver}]"
+    async with connected(args.url, args.driver) as driver:
+        queries = Queries(driver)
+        await queries.install()
+        log(f"{system}: enqueue, one per transaction")
+        results = [await enqueue_single(system, queries, args.enqueue_jobs)]
+        await _clear(queries)
+        log(f"{system}: bulk enqueue")
+        results.append(await enqueue_bulk(system, queries, args.bulk_jobs, args.batch))
+    for batch_size in QUICK_DRAIN_BATCH_SIZES if args.quick_drain else DRAIN_BATCH_SIZES:
+        log(f"{system}: drain {args.jobs} jobs, batch_size {batch_size}")
+        results.append(await drain(system, args.url, args.driver, args.jobs, batch_size))
+    log(f"{system}: pickup latency")
+    results.append(
+        await pickup_latency(
+            system, args.url, args.driver, args.latency_samples, args.latency_gap
+        )
+    )
+    return results
+
+
+def main() -> None:
+    parser = system_arguments(__doc__ or "")
+    parser.add_argument("--driver", choices=("asyncpg", "psycopg"), default="asyncpg")
+    emit(asyncio.run(run(parse_system_arguments(parser))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Real `pgbeat scheduler` replicas: kill -9 and restarts, yet every period exactly once."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.helpers import CliProcess, run_cli, start_cli, wait_for
+
+SCHEDULES = """
+[defaults]
+catch_up = "all"
+catch_up_window = "1m"
+
+[schedules.tick]
+every = "1s"
+
+[schedules.minutely]
+cron = "* * * * *"
+timezone = "Europe/Berlin"
+"""
+
+
+def seconds_of(conn: psycopg.Connection[Any], name: str) -> list[Any]:
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT run_at FROM jobs WHERE unique_key LIKE %s ORDER BY run_at", (name + "@%",)
+        )
+    ]
+
+
+@pytest.mark.slow
+def test_eight_replicas_with_kills_and_restarts_enqueue_each_period_once(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "schedules.toml"
+    path.write_text(SCHEDULES)
+    args = ["scheduler", "--schedules", str(path), "--log-level", "WARNING"]
+    replicas: list[CliProcess] = [start_cli(args, database_url) for _ in range(8)]
+    rng = random.Random(8)
+    try:
+        wait_for(lambda: len(seconds_of(conn, "tick")) >= 3, timeout=30, message="ticks")
+        victims = rng.sample(replicas, 3)
+        for victim in victims:
+            victim.kill()
+            time.sleep(0.4)  # spread the kills over different periods
+        for victim in victims:
+            victim.wait(10)
+        time.sleep(1.5)
+        replicas += [start_cli(args, database_url) for _ in range(2)]
+        before = len(seconds_of(conn, "tick"))
+        wait_for(
+            lambda: len(seconds_of(conn, "tick")) >= before + 4,
+            timeout=30,
+            message="ticks after the restarts",
+        )
+    finally:
+        stopped_at = time.monotonic()
+        outputs = [replica.stop(signal.SIGTERM, timeout=20) for replica in replicas]
+        stop_seconds = time.monotonic() - stopped_at
+
+    survivors = [r for r in replicas if r not in victims]
+    assert [r.returncode for r in survivors] == [0] * len(survivors), outputs
+    assert stop_seconds < 10, "SIGTERM did not stop the schedulers promptly"
+    assert not any("Traceback" in out for out in outputs), outputs
+
+    ticks = seconds_of(conn, "tick")
+    first, last = ticks[0], ticks[-1]
+    expected = int((last - first).total_seconds()) + 1
+    assert ticks == [first + timedelta(seconds=i) for i in range(expected)], "gap or duplicate"
+    assert expected >= 8
+    minutes = seconds_of(conn, "minutely")
+    assert len(minutes) == len(set(minutes))
+    assert all(m.second == 0 for m in minutes)
+    keys = conn.execute("SELECT count(*), count(DISTINCT (kind, unique_key)) FROM jobs").fetchone()
+    assert keys is not None and keys[0] == keys[1]
+
+
+def test_scheduler_refuses_a_bad_file(database_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "schedules.toml"
+    path.write_text('[schedules.report]\ncron = "61 * * * *"\n\n[schedules.beat]\nevery = "soon"\n')
+    result = run_cli(["scheduler", "--schedules", str(path)], database_url)
+    assert result.returncode == 1
+    assert "report" in result.stderr and "beat" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_scheduler_with_missing_file(database_url: str, tmp_path: Path) -> None:
+    result = run_cli(["scheduler", "--schedules", str(tmp_path / "nope.toml")], database_url)
+    assert result.returncode == 1
+    assert "nope.toml" in result.stderr
+    assert result.stderr.count("\n") == 1
