@@ -1,4 +1,4 @@
-"""The README's first command on a fresh checkout: install, then `pgbeat run` on the embedded server."""
+"""The README's first command on a fresh checkout: install, then `pgbeat run` (embedded)."""
 
 from __future__ import annotations
 
