@@ -57,6 +57,21 @@ def rate_result(
     )
 
 
+def best_of(runs: Sequence[Result]) -> Result:
+    """The fastest of repeated runs of one configuration, with every run's value kept."""
+    fastest = max(runs, key=lambda r: r.value)
+    detail = {**fastest.detail, "runs": [r.value for r in runs]}
+    return Result(
+        fastest.system,
+        fastest.measurement,
+        fastest.variant,
+        fastest.value,
+        fastest.unit,
+        fastest.config,
+        detail,
+    )
+
+
 def latency_result(system: str, variant: str, config: str, samples: Sequence[float]) -> Result:
     """Pickup latency: ``samples`` in seconds, reported as p50 (``value``) and p99, in ms."""
     millis = sorted(s * 1000 for s in samples)
@@ -112,6 +127,7 @@ def system_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, default=1_000, help="jobs per bulk statement")
     parser.add_argument("--latency-samples", type=int, default=50)
     parser.add_argument("--latency-gap", type=float, default=0.1, help="seconds between samples")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each drain (best kept)")
     parser.add_argument("--quick-drain", action="store_true", help="measure one drain config only")
     return parser
 

@@ -24,6 +24,7 @@ from bench.measure import (
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
+    best_of,
     emit,
     latency_result,
     log,
@@ -32,7 +33,7 @@ from bench.measure import (
     system_arguments,
 )
 
-DRAIN_BATCH_SIZES = (10, 100)
+DRAIN_BATCH_SIZES = (10, 100, 1000)
 QUICK_DRAIN_BATCH_SIZES = (100,)
 PAYLOAD = b"{}"
 
@@ -158,12 +159,14 @@ async def run(args: Any) -> list[Result]:
         results.append(await enqueue_bulk(system, queries, args.bulk_jobs, args.batch))
     for batch_size in QUICK_DRAIN_BATCH_SIZES if args.quick_drain else DRAIN_BATCH_SIZES:
         log(f"{system}: drain {args.jobs} jobs, batch_size {batch_size}")
-        results.append(await drain(system, args.url, args.driver, args.jobs, batch_size))
+        runs = [
+            await drain(system, args.url, args.driver, args.jobs, batch_size)
+            for _ in range(args.repeat)
+        ]
+        results.append(best_of(runs))
     log(f"{system}: pickup latency")
     results.append(
-        await pickup_latency(
-            system, args.url, args.driver, args.latency_samples, args.latency_gap
-        )
+        await pickup_latency(system, args.url, args.driver, args.latency_samples, args.latency_gap)
     )
     return results
 

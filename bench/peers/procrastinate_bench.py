@@ -20,6 +20,7 @@ from bench.measure import (
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
+    best_of,
     emit,
     latency_result,
     log,
@@ -147,7 +148,8 @@ async def run(args: Any) -> list[Result]:
         results.append(await enqueue_bulk(app, args.bulk_jobs, args.batch))
         for concurrency in QUICK_DRAIN_CONCURRENCY if args.quick_drain else DRAIN_CONCURRENCY:
             log(f"procrastinate: drain {args.jobs} jobs, concurrency {concurrency}")
-            results.append(await drain(app, args.url, args.jobs, concurrency))
+            runs = [await drain(app, args.url, args.jobs, concurrency) for _ in range(args.repeat)]
+            results.append(best_of(runs))
         log("procrastinate: pickup latency")
         results.append(
             await pickup_latency(app, started, args.url, args.latency_samples, args.latency_gap)

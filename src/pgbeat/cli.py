@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         type=str.upper,
     )
+    common.add_argument(
+        "--log-format",
+        default=os.environ.get("PGBEAT_LOG_FORMAT", "text"),
+        choices=["text", "json"],
+        help="one line per event, as text or JSON (default text)",
+    )
 
     p = commands.add_parser("migrate", parents=[common], help="create or upgrade the schema")
     p.add_argument(

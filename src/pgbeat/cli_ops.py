@@ -17,7 +17,7 @@ from pgbeat.config import ConfigError, load_schedules
 from pgbeat.heartbeat import STALE_AFTER
 from pgbeat.schedule import Schedule, next_fire_after, unique_key
 
-MISSED_GRACE = timedelta(seconds=30)  # a period younger than this may still be on its way
+MISSED_GRACE = timedelta(seconds=2)  # beyond ON_TIME: a period this young may be on its way
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:

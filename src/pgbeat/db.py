@@ -103,7 +103,7 @@ def make_pool(
         url,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True},
+        kwargs={"autocommit": True, "application_name": name},  # visible in pg_stat_activity
         check=psycopg_pool.ConnectionPool.check_connection,
         name=name,
         open=False,

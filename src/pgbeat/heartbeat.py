@@ -84,7 +84,12 @@ class Heartbeat:
         while not self._stopped.is_set():
             try:
                 if conn is None or conn.closed:
-                    conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
+                    conn = psycopg.connect(
+                        self._url,
+                        autocommit=True,
+                        connect_timeout=5,
+                        application_name="pgbeat-heartbeat",
+                    )
                 self.beat(conn)
                 self._outage.succeeded()
                 wait = self._every

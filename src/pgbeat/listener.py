@@ -52,7 +52,9 @@ class Listener:
                 delay = min(delay * 2, 10.0)
 
     def _listen(self) -> None:
-        with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(
+            self._url, autocommit=True, connect_timeout=5, application_name="pgbeat-listener"
+        ) as conn:
             conn.execute(queries.JOBS_LISTEN)
             self.connected.set()
             self._on_notify()  # anything inserted while we were not listening is due now

@@ -34,6 +34,7 @@ CatchUp = Literal["none", "latest", "all"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
+_MINUTE = timedelta(minutes=1)
 _DAY = timedelta(days=1)
 _ALIASES = {
     "@hourly": "0 * * * *",
@@ -321,9 +322,18 @@ def _cron_fires(schedule: Schedule, after: datetime) -> Iterator[tuple[datetime,
     zone, fixed = schedule.zone, schedule.is_fixed_time
     matches = _wall_clock_matches(schedule.cron, _scan_start(after, zone))
     while True:
-        instants = _instants(matches.get_next(datetime), zone, fixed)
+        local = matches.get_next(datetime)
+        instants = _instants(local, zone)
         if instants:
-            yield instants
+            # Fixed-time jobs run once, in the first pass; wildcard jobs follow the clock.
+            yield instants[:1] if fixed else instants
+            continue
+        gap_end = _gap_end(local, zone)
+        if fixed:
+            yield (gap_end,)  # skipped by the clock: run the moment the gap ends
+        # Later times in the gap fire at the same instant, or (wildcard) not at all.
+        resume = max(local, _wall_time(gap_end, zone) - _MINUTE)
+        matches.set_current(resume, force=True)
 
 
 def _scan_start(after: datetime, zone: ZoneInfo) -> datetime:
@@ -333,11 +343,10 @@ def _scan_start(after: datetime, zone: ZoneInfo) -> datetime:
     # happens, read in the new offset) may come before `after`'s wall time, yet fire
     # later. A day ahead covers every real transition.
     utc = after.astimezone(UTC)
-    offset = _utc_offset(utc, zone)
-    start = utc.replace(tzinfo=None) + offset
-    if _utc_offset(utc + _DAY, zone) < offset:
+    start = _wall_time(utc, zone)
+    if _utc_offset(utc + _DAY, zone) < _utc_offset(utc, zone):
         change = _transition_between(utc, utc + _DAY, zone)
-        start = min(start, (change - _SECOND).replace(tzinfo=None) + _utc_offset(change, zone))
+        start = min(start, _wall_time(change, zone) - _SECOND)
     return start.replace(second=0, microsecond=0)
 
 
@@ -347,22 +356,24 @@ def _utc_offset(instant: datetime, zone: ZoneInfo) -> timedelta:
     return offset
 
 
-def _instants(local: datetime, zone: ZoneInfo, fixed: bool) -> tuple[datetime, ...]:
-    """The UTC instants naive ``local`` fires at, by pgbeat's DST policy, ascending."""
+def _instants(local: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:
+    """The UTC instants naive ``local`` occurs at: one, two (fall-back) or none (gap)."""
     first, second = local.replace(tzinfo=zone), local.replace(tzinfo=zone, fold=1)
     if first.utcoffset() == second.utcoffset():
         return (first.astimezone(UTC),)
     # Round-trip each reading: a repeated wall time has two real instants, a skipped one none.
     candidates = {first.astimezone(UTC), second.astimezone(UTC)}
-    real = sorted(t for t in candidates if t.astimezone(zone).replace(tzinfo=None) == local)
-    if real:
-        # Fixed-time jobs run once, in the first pass; wildcard jobs follow the clock.
-        return (real[0],) if fixed else tuple(real)
-    # Skipped: fixed-time jobs run at the moment the gap ends; wildcard jobs skip it.
-    if not fixed:
-        return ()
-    before, after = sorted(candidates)
-    return (_transition_between(before, after, zone),)
+    return tuple(sorted(t for t in candidates if _wall_time(t, zone) == local))
+
+
+def _gap_end(local: datetime, zone: ZoneInfo) -> datetime:
+    """The instant the spring-forward gap containing naive ``local`` ends."""
+    before, after = sorted(local.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1))
+    return _transition_between(before, after, zone)
+
+
+def _wall_time(instant: datetime, zone: ZoneInfo) -> datetime:
+    return instant.astimezone(zone).replace(tzinfo=None)
 
 
 def _transition_between(before: datetime, after: datetime, zone: ZoneInfo) -> datetime:

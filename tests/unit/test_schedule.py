@@ -358,6 +358,19 @@ CASES = [
          "2026-04-04 15:15"],  # 04:00 +12:45
         id="chatham-fall-hourly",
     ),
+    # Europe/Amsterdam 1937-07-01 00:00 +1:19:32 -> 00:00:28 +1:20 at 1937-06-30
+    # 22:40:28Z: a 28-second gap whose end is not on a whole minute.
+    pytest.param(
+        "Europe/Amsterdam", "0 0 * * *", "1937-06-30 12:00", "1937-07-01 12:00",
+        ["1937-06-30 22:40:28"],  # midnight skipped -> 00:00:28 +1:20
+        id="amsterdam-1937-seconds-gap-fixed",
+    ),
+    pytest.param(
+        "Europe/Amsterdam", "0 * * * *", "1937-06-30 21:00", "1937-06-30 23:45",
+        ["1937-06-30 21:40:28",  # 23:00 +1:19:32
+         "1937-06-30 23:40"],  # 01:00 +1:20 (midnight skipped)
+        id="amsterdam-1937-seconds-gap-wildcard",
+    ),
     # UTC: no surprises.
     pytest.param(
         "UTC", "30 2 * * *", "2026-03-28 12:00", "2026-03-30 12:00",

@@ -1,0 +1,165 @@
+"""``python -m bench``: pgbeat, its peers and raw SQL, measured on one PostgreSQL in one run.
+
+Prints a table with each result's ratio to the raw-SQL baseline and writes the run to
+``bench/results/<UTC timestamp>.json``. See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import database, machine, peers_env, report
+from bench.runner import SYSTEMS, System, SystemFailed, run_system
+
+# name: (jobs, enqueue_jobs, bulk_jobs, batch, latency_samples, schedules, repeat, quick_drain)
+PROFILES: dict[str, dict[str, Any]] = {
+    "full": {
+        "jobs": 20_000,
+        "enqueue_jobs": 5_000,
+        "bulk_jobs": 50_000,
+        "batch": 1_000,
+        "latency_samples": 50,
+        "schedules": "1000,10000",
+        "repeat": 2,
+        "quick_drain": False,
+    },
+    "quick": {
+        "jobs": 5_000,
+        "enqueue_jobs": 1_000,
+        "bulk_jobs": 10_000,
+        "batch": 1_000,
+        "latency_samples": 20,
+        "schedules": "1000",
+        "repeat": 1,
+        "quick_drain": True,
+    },
+    "smoke": {
+        "jobs": 300,
+        "enqueue_jobs": 200,
+        "bulk_jobs": 500,
+        "batch": 100,
+        "latency_samples": 5,
+        "schedules": "100",
+        "repeat": 1,
+        "quick_drain": True,
+    },
+}
+SYSTEM_TIMEOUT = 600.0
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="smaller counts, one drain config")
+    mode.add_argument(
+        "--smoke", action="store_true", help="a few hundred jobs, pgbeat and raw SQL only"
+    )
+    parser.add_argument("--jobs", type=int, help="no-op jobs per drain (20,000)")
+    parser.add_argument("--enqueue-jobs", type=int, help="jobs enqueued one by one (5,000)")
+    parser.add_argument("--bulk-jobs", type=int, help="jobs enqueued in bulk (50,000)")
+    parser.add_argument("--batch", type=int, help="jobs per bulk statement (1,000)")
+    parser.add_argument("--latency-samples", type=int, help="pickup samples (50)")
+    parser.add_argument("--schedules", help="scheduler sizes, comma-separated (1000,10000)")
+    parser.add_argument("--repeat", type=int, help="runs of each drain config, best kept (2)")
+    parser.add_argument("--no-peers", action="store_true", help="skip procrastinate, pgqueuer")
+    parser.add_argument(
+        "--only", help="comma-separated systems: " + ",".join(s.key for s in SYSTEMS)
+    )
+    parser.add_argument("--output", type=Path, help="JSON file (bench/results/<time>.json)")
+    args = parser.parse_args(argv)
+    profile = PROFILES["smoke" if args.smoke else "quick" if args.quick else "full"]
+    for name, value in profile.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    return args
+
+
+def child_arguments(args: argparse.Namespace) -> list[str]:
+    """The flags every system's module gets, so all measure the same amounts."""
+    flags = [
+        "--jobs", str(args.jobs),
+        "--enqueue-jobs", str(args.enqueue_jobs),
+        "--bulk-jobs", str(args.bulk_jobs),
+        "--batch", str(args.batch),
+        "--latency-samples", str(args.latency_samples),
+        "--repeat", str(args.repeat),
+    ]  # fmt: skip
+    return [*flags, "--quick-drain"] if args.quick_drain else flags
+
+
+def chosen_systems(args: argparse.Namespace) -> list[System]:
+    only = set(args.only.split(",")) if args.only else None
+    unknown = (only or set()) - {s.key for s in SYSTEMS}
+    if unknown:
+        raise SystemExit(f"bench: unknown systems {', '.join(sorted(unknown))}")
+    peers_wanted = not (args.smoke or args.no_peers)
+    return [
+        s
+        for s in SYSTEMS
+        if (only is None or s.key in only) and (peers_wanted or not s.is_peer or only)
+    ]
+
+
+def peer_python(systems: list[System]) -> tuple[Path | None, str, dict[str, str]]:
+    """The peers' python if any peer is wanted (installing it if needed), why, versions."""
+    if not any(s.is_peer for s in systems):
+        return None, "not requested", {}
+    python, status = peers_env.ensure()
+    return python, status, peers_env.versions(python) if python else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    started, clock = datetime.now(UTC), time.monotonic()
+    try:
+        admin = database.admin_url()
+        server = database.server_facts(admin)
+    except Exception as exc:
+        print(f"bench: no database: {exc}", file=sys.stderr)
+        return 1
+    systems = chosen_systems(args)
+    python, peer_status, versions = peer_python(systems)
+    results: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for system in systems:
+        if system.is_peer and python is None:
+            skipped.append({"system": system.key, "reason": peer_status})
+            continue
+        extra = ["--schedules", args.schedules] if system.key == "pgbeat_scheduler" else []
+        try:
+            results += run_system(
+                system,
+                python if system.is_peer and python else sys.executable,
+                admin,
+                child_arguments(args) + extra,
+                SYSTEM_TIMEOUT,
+            )
+        except SystemFailed as exc:
+            skipped.append({"system": system.key, "reason": str(exc)})
+    print(report.table(results, skipped))
+    document = {
+        "started_at": started.isoformat(),
+        "seconds": round(time.monotonic() - clock, 1),
+        "command": ["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)],
+        "settings": {k: v for k, v in vars(args).items() if k != "output"},
+        "machine": machine.facts(),
+        "server": server,
+        "peers": {"status": peer_status, "versions": versions},
+        "results": results,
+        "skipped": skipped,
+    }
+    path = report.write_json(document, args.output)
+    print(f"\nresults written to {path} ({document['seconds']:.0f}s)")
+    return 0 if results and not any(s["system"] in _OWN for s in skipped) else 1
+
+
+_OWN = {"raw_sql", "pgbeat", "pgbeat_scheduler"}  # a failure of these fails the run
+
+
+if __name__ == "__main__":
+    sys.exit(main())

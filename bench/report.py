@@ -1,0 +1,164 @@
+"""The results as a table with ratios to the raw-SQL baselines, the targets, and the JSON file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.measure import DRAIN, ENQUEUE_BULK, ENQUEUE_SINGLE, PICKUP, TICK
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+Row = dict[str, Any]
+
+# Which raw-SQL result each throughput measurement is divided by.
+BASELINES = {
+    ENQUEUE_SINGLE: "insert",
+    ENQUEUE_BULK: "copy",
+    DRAIN: "batched",
+}
+TITLES = {
+    ENQUEUE_SINGLE: "Enqueue, one job per transaction",
+    ENQUEUE_BULK: "Bulk enqueue",
+    DRAIN: "Drain of no-op jobs",
+    PICKUP: "Idle pickup latency (enqueue commit -> handler start)",
+    TICK: "pgbeat scheduler tick",
+}
+
+
+def baseline(results: Sequence[Row], measurement: str) -> float | None:
+    """The raw-SQL value the ``measurement``'s ratios are taken against."""
+    variant = BASELINES.get(measurement)
+    for row in results:
+        key = (row["system"], row["measurement"], row["variant"])
+        if key == ("raw_sql", measurement, variant):
+            return float(row["value"])
+    return None
+
+
+def with_ratios(results: Sequence[Row]) -> list[Row]:
+    """Each result with ``ratio`` to its baseline (``None`` where there is none)."""
+    rows = []
+    for row in results:
+        base = baseline(results, row["measurement"])
+        ratio = round(row["value"] / base, 3) if base else None
+        rows.append({**row, "ratio": ratio})
+    return rows
+
+
+def best(results: Sequence[Row], measurement: str, system_prefix: str) -> Row | None:
+    """The best result of the systems named ``system_prefix...`` (highest rate, lowest ms)."""
+    rows = [
+        r
+        for r in results
+        if r["measurement"] == measurement and r["system"].startswith(system_prefix)
+    ]
+    if not rows:
+        return None
+    if measurement == PICKUP:
+        return min(rows, key=lambda r: r["value"])
+    return max(rows, key=lambda r: r["value"])
+
+
+def targets(results: Sequence[Row]) -> list[Row]:
+    """pgbeat's performance targets, each with what was measured and whether it is met."""
+    drain = best(results, DRAIN, "pgbeat")
+    pgqueuer = best(results, DRAIN, "pgqueuer")
+    raw_drain = baseline(results, DRAIN)
+    bulk = best(results, ENQUEUE_BULK, "pgbeat")
+    single = best(results, ENQUEUE_SINGLE, "pgbeat")
+    raw_single = baseline(results, ENQUEUE_SINGLE)
+    pickup = best(results, PICKUP, "pgbeat")
+    checks = [
+        ("drain >= 3x pgqueuer's best", _ratio(drain, pgqueuer), 3.0, "x"),
+        ("drain >= 50% of the raw batched loop", _ratio(drain, raw_drain), 0.5, "x"),
+        ("bulk enqueue >= 50,000 jobs/s", bulk and bulk["value"], 50_000.0, "jobs/s"),
+        ("single enqueue >= 80% of raw INSERT", _ratio(single, raw_single), 0.8, "x"),
+        ("single enqueue >= 80% of raw INSERT, paired", _paired(single), 0.8, "x"),
+    ]
+    rows = [_check(name, measured, floor, unit) for name, measured, floor, unit in checks]
+    latency = pickup["detail"] if pickup else {}
+    rows.append(_check("pickup p50 < 10 ms", latency.get("p50_ms"), 10.0, "ms", below=True))
+    rows.append(_check("pickup p99 < 50 ms", latency.get("p99_ms"), 50.0, "ms", below=True))
+    return rows
+
+
+def _ratio(row: Row | None, other: Row | float | None) -> float | None:
+    base = other["value"] if isinstance(other, dict) else other
+    if row is None or not base:
+        return None
+    return round(float(row["value"]) / float(base), 3)
+
+
+def _paired(single: Row | None) -> float | None:
+    return None if single is None else single["detail"].get("paired_ratio")
+
+
+def _check(
+    name: str, measured: float | None, limit: float, unit: str, *, below: bool = False
+) -> Row:
+    met = None if measured is None else (measured < limit if below else measured >= limit)
+    return {"target": name, "measured": measured, "unit": unit, "met": met}
+
+
+def table(results: Sequence[Row], skipped: Sequence[Row]) -> str:
+    """The human-readable report: one section per measurement, then the targets."""
+    rows = with_ratios(results)
+    lines: list[str] = []
+    for measurement, title in TITLES.items():
+        section = [r for r in rows if r["measurement"] == measurement]
+        if section:
+            lines += ["", _heading(measurement, title, section), *_section(section)]
+    lines += ["", "pgbeat targets"]
+    for check in targets(results):
+        verdict = {True: "met", False: "NOT MET", None: "n/a"}[check["met"]]
+        measured = _number(check["measured"], check["unit"])
+        lines.append(f"  {verdict:8} {check['target']:46} measured {measured} {check['unit']}")
+    for skip in skipped:
+        lines.append(f"\nskipped {skip['system']}: {skip['reason']}")
+    return "\n".join(lines)
+
+
+def _number(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if unit == "jobs/s" else f"{value:,.2f}"
+
+
+def _heading(measurement: str, title: str, section: Sequence[Row]) -> str:
+    variant = BASELINES.get(measurement)
+    jobs = section[0]["detail"].get("jobs")
+    size = f" ({jobs:,} jobs)" if jobs else ""
+    against = f"; ratio = value / raw_sql {variant}" if variant else ""
+    return f"{title}{size}{against}"
+
+
+def _section(section: Sequence[Row]) -> list[str]:
+    lines = [f"  {'system':18} {'variant':16} {'value':>12} {'unit':8} {'ratio':>6}  config"]
+    for row in section:
+        value = f"{row['value']:,.1f}" if row["unit"] == "jobs/s" else f"{row['value']:,.2f}"
+        unit = row["unit"]
+        if row["measurement"] == PICKUP:
+            value = f"{row['detail']['p50_ms']:.2f}/{row['detail']['p99_ms']:.2f}"
+            unit = "ms p50/99"
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        lines.append(
+            f"  {row['system']:18} {row['variant']:16} {value:>12} {unit:8} {ratio:>6}  "
+            f"{row['config']}"
+        )
+    return lines
+
+
+def write_json(document: dict[str, Any], output: Path | None) -> Path:
+    """Write the run to ``output`` or ``bench/results/<UTC timestamp>.json``; return the path."""
+    if output is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        output = RESULTS_DIR / f"{stamp}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    rows = with_ratios(document["results"])
+    full = {**document, "results": rows, "targets": targets(document["results"])}
+    output.write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
+    return output

@@ -1,0 +1,56 @@
+"""The benchmark's smoke mode: ``python -m bench --smoke`` runs pgbeat and raw SQL end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "smoke.json"
+    env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--output", str(output)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Drain of no-op jobs" in done.stdout
+    assert "pgbeat targets" in done.stdout
+    document = json.loads(output.read_text())
+    assert document["skipped"] == []
+    measured = {(r["system"], r["measurement"], r["variant"]) for r in document["results"]}
+    assert {
+        ("raw_sql", "enqueue_single", "insert"),
+        ("raw_sql", "enqueue_bulk", "unnest"),
+        ("raw_sql", "enqueue_bulk", "copy"),
+        ("raw_sql", "drain", "batched"),
+        ("raw_sql", "drain", "per_job"),
+        ("pgbeat", "enqueue_single", "enqueue"),
+        ("pgbeat", "enqueue_bulk", "enqueue_many"),
+        ("pgbeat", "pickup_latency", "listen_notify"),
+        ("pgbeat", "scheduler_tick", "100-new"),
+        ("pgbeat", "scheduler_tick", "100-existing"),
+    } <= measured
+    assert any(key[:2] == ("pgbeat", "drain") for key in measured)
+    for result in document["results"]:
+        assert result["value"] > 0, result
+        assert {"system", "measurement", "variant", "value", "unit", "config", "ratio"} <= set(
+            result
+        )
+    pickup = next(r for r in document["results"] if r["measurement"] == "pickup_latency")
+    assert {"p50_ms", "p99_ms"} <= set(pickup["detail"])
+    assert {t["target"] for t in document["targets"]} >= {"bulk enqueue >= 50,000 jobs/s"}

@@ -1,0 +1,80 @@
+"""Backends killed under a running worker and scheduler: both reconnect and lose nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgbeat
+from pgbeat.config import parse_schedules
+from pgbeat.scheduler import Scheduler
+from tests.apps.jobs_app import SETUP, registry
+from tests.helpers import statuses, wait_for
+
+TERMINATE = """
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = current_database() AND application_name LIKE 'pgbeat-%%'
+  AND pid <> pg_backend_pid()"""
+
+
+@pytest.mark.slow
+def test_worker_survives_terminated_backends(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute(SETUP.encode())
+    total = 300
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.01}) for _ in range(total)])
+    worker = pgbeat.Worker(database_url, registry, pgbeat.WorkerSettings(concurrency=4))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    kills = 0
+    try:
+        while statuses(conn).get("done", 0) < total and kills < 6:
+            time.sleep(0.3)  # spacing between faults, not synchronisation
+            kills += conn.execute(TERMINATE).fetchone()[0] > 0  # type: ignore[index]
+        wait_for(lambda: statuses(conn) == {"done": total}, timeout=60, message="all done")
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+    assert kills >= 3, "the backends were never terminated: the test proved nothing"
+    assert conn.execute("SELECT count(*) FROM effects").fetchone() == (total,)
+    assert not thread.is_alive()
+
+
+@pytest.mark.slow
+def test_scheduler_survives_terminated_backends(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    schedules = parse_schedules('[schedules.s]\nevery = "1s"\ncatch_up = "all"\n')
+    scheduler = Scheduler(database_url, schedules)
+    thread = threading.Thread(target=scheduler.run, daemon=True)
+    thread.start()
+    started = datetime.now(UTC)
+    try:
+        wait_for(lambda: statuses(conn).get("pending", 0) >= 2, timeout=20, message="first ticks")
+        for _ in range(3):
+            conn.execute(TERMINATE)
+            time.sleep(0.7)
+        before = statuses(conn)["pending"]
+        wait_for(
+            lambda: statuses(conn)["pending"] >= before + 3,
+            timeout=20,
+            message="ticks after the kills",
+        )
+    finally:
+        scheduler.stop()
+        thread.join(timeout=30)
+    runs = [
+        r[0]
+        for r in conn.execute(
+            "SELECT run_at FROM jobs WHERE run_at >= %s ORDER BY 1",
+            (started.replace(microsecond=0),),
+        )
+    ]
+    gaps = [(b - a).total_seconds() for a, b in zip(runs, runs[1:], strict=False)]
+    assert gaps and all(gap == 1.0 for gap in gaps), gaps  # catch_up = "all" filled every second
