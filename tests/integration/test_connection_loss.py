@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from datetime import UTC, datetime
@@ -76,5 +77,5 @@ def test_scheduler_survives_terminated_backends(
             (started.replace(microsecond=0),),
         )
     ]
-    gaps = [(b - a).total_seconds() for a, b in zip(runs, runs[1:], strict=False)]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(runs)]
     assert gaps and all(gap == 1.0 for gap in gaps), gaps  # catch_up = "all" filled every second
