@@ -50,7 +50,7 @@ def load_schedules(path: str | Path) -> list[Schedule]:
     except UnicodeDecodeError as error:
         raise ConfigError([f"{path}: not UTF-8 text (byte {error.start})"]) from None
     except OSError as error:
-        raise ConfigError([f"{path}: cannot read file: {error.strerror}"]) from None
+        raise ConfigError([f"{path}: cannot read file: {error.strerror or error}"]) from None
     return parse_schedules(text, source=str(path))
 
 

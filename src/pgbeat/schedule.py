@@ -44,8 +44,9 @@ _ALIASES = {
     "@yearly": "0 0 1 1 *",
 }
 _NAME = re.compile(r"[A-Za-z0-9_.:-]+")
-# "localtime" is the host's zone and "right/*" clocks count leap seconds: replicas on
-# different hosts would disagree, so neither is accepted even when zoneinfo loads it.
+# "localtime" (and "posixrules") are whatever the host's zone files point at, and
+# "right/*" clocks count leap seconds: replicas on different hosts would disagree, so
+# none is accepted even when zoneinfo loads it.
 _HOST_ZONES = frozenset({"localtime", "posixrules"})
 # No clock is read: fire times repeat with the calendar, so "fires within ten years of
 # a fixed date" is the same test as "ever fires" (Feb 29 included). Naive on purpose:

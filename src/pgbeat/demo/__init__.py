@@ -40,6 +40,7 @@ def welcome_email(payload: Welcome, job: pgbeat.JobContext) -> None:
     if random.random() < 0.5:
         raise ConnectionError("simulated provider 503")
     with job.connection() as conn, conn.transaction():
+        conn.execute(CREATE_EMAILS_SENT)  # `pgbeat worker` on the demo runs without seed()
         inserted = conn.execute(RECORD_EMAIL_SENT, {"user_id": payload.user_id}).rowcount
         if inserted == 0:
             log.info("welcome email to user %d already sent, skipping", payload.user_id)
