@@ -8,5 +8,8 @@ RUN pip install --no-cache-dir . && useradd --create-home --uid 10001 pgbeat
 COPY schedules.toml ./
 
 USER pgbeat
+# Time zones from the pinned tzdata package only, so every replica computes the same
+# fire times and unique keys whatever the host image ships (see docs/dst.md).
+ENV PYTHONTZPATH=""
 ENTRYPOINT ["pgbeat"]
 CMD ["--help"]

@@ -122,6 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"bench: no database: {exc}", file=sys.stderr)
         return 1
+    load_at_start = machine.load()
+    if load_at_start > machine.BUSY_LOAD:
+        print(
+            f"bench: warning: load average {load_at_start} before the run; something else is "
+            "using the CPU and will skew the numbers",
+            file=sys.stderr,
+        )
     systems = chosen_systems(args)
     python, peer_status, versions = peer_python(systems)
     results: list[dict[str, Any]] = []
@@ -147,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.monotonic() - clock, 1),
         "command": ["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)],
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
-        "machine": machine.facts(),
+        "machine": {**machine.facts(), "load_average_1m_at_start": load_at_start},
         "server": server,
         "peers": {"status": peer_status, "versions": versions},
         "results": results,

@@ -6,16 +6,27 @@ import os
 import platform
 from pathlib import Path
 
+BUSY_LOAD = 0.5  # a 1-minute load average above this means something else is running
 
-def facts() -> dict[str, str | int]:
+
+def facts() -> dict[str, str | int | float]:
     """Cores, memory and processor of this machine, and the Python that ran the run."""
     return {
         "cpus": os.cpu_count() or 0,
+        "load_average_1m": load(),
         "memory": _meminfo("MemTotal"),
         "cpu_model": _cpu_model(),
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+
+
+def load() -> float:
+    """The 1-minute load average: other work on the machine skews every number."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return -1.0
 
 
 def _meminfo(key: str) -> str:

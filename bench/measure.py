@@ -23,6 +23,7 @@ DRAIN = "drain"
 PICKUP = "pickup_latency"
 TICK = "scheduler_tick"
 
+REPEAT_BUDGET = 20.0  # seconds: a drain slower than this is not repeated (keeps runs short)
 URL_ENV = "BENCH_DATABASE_URL"  # how the runner hands a system its database (not argv: passwords)
 
 
@@ -55,6 +56,12 @@ def rate_result(
         config,
         {"jobs": jobs, "seconds": round(seconds, 4)},
     )
+
+
+def should_repeat(runs: Sequence[Result], times: int, budget: float = REPEAT_BUDGET) -> bool:
+    """Whether to run a drain again: fewer than ``times`` runs and under ``budget`` seconds."""
+    spent = sum(float(r.detail.get("seconds", 0.0)) for r in runs)
+    return not runs or (len(runs) < times and spent < budget)
 
 
 def best_of(runs: Sequence[Result]) -> Result:

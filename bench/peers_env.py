@@ -6,6 +6,7 @@ editable), never into the project's environment. If that fails, the peers are sk
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import venv
@@ -51,8 +52,6 @@ def versions(python: Path) -> dict[str, str]:
     )
     if done.returncode != 0:
         return {}
-    import json
-
     parsed: dict[str, str] = json.loads(done.stdout)
     return parsed
 

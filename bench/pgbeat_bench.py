@@ -28,6 +28,7 @@ from bench.measure import (
     log,
     parse_system_arguments,
     rate_result,
+    should_repeat,
     system_arguments,
 )
 
@@ -201,7 +202,10 @@ def main() -> None:
     results.append(enqueue_bulk(args.url, args.bulk_jobs, args.batch))
     for config in QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS:
         log(f"pgbeat: drain {args.jobs} jobs, {config.variant}")
-        results.append(best_of([drain(args.url, args.jobs, config) for _ in range(args.repeat)]))
+        runs: list[Result] = []
+        while should_repeat(runs, args.repeat):
+            runs.append(drain(args.url, args.jobs, config))
+        results.append(best_of(runs))
     log("pgbeat: pickup latency")
     results.append(pickup_latency(args.url, args.latency_samples, args.latency_gap))
     emit(results)

@@ -30,6 +30,7 @@ from bench.measure import (
     log,
     parse_system_arguments,
     rate_result,
+    should_repeat,
     system_arguments,
 )
 
@@ -159,10 +160,9 @@ async def run(args: Any) -> list[Result]:
         results.append(await enqueue_bulk(system, queries, args.bulk_jobs, args.batch))
     for batch_size in QUICK_DRAIN_BATCH_SIZES if args.quick_drain else DRAIN_BATCH_SIZES:
         log(f"{system}: drain {args.jobs} jobs, batch_size {batch_size}")
-        runs = [
-            await drain(system, args.url, args.driver, args.jobs, batch_size)
-            for _ in range(args.repeat)
-        ]
+        runs: list[Result] = []
+        while should_repeat(runs, args.repeat):
+            runs.append(await drain(system, args.url, args.driver, args.jobs, batch_size))
         results.append(best_of(runs))
     log(f"{system}: pickup latency")
     results.append(

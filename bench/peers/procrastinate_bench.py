@@ -26,6 +26,7 @@ from bench.measure import (
     log,
     parse_system_arguments,
     rate_result,
+    should_repeat,
     system_arguments,
 )
 
@@ -148,7 +149,9 @@ async def run(args: Any) -> list[Result]:
         results.append(await enqueue_bulk(app, args.bulk_jobs, args.batch))
         for concurrency in QUICK_DRAIN_CONCURRENCY if args.quick_drain else DRAIN_CONCURRENCY:
             log(f"procrastinate: drain {args.jobs} jobs, concurrency {concurrency}")
-            runs = [await drain(app, args.url, args.jobs, concurrency) for _ in range(args.repeat)]
+            runs: list[Result] = []
+            while should_repeat(runs, args.repeat):
+                runs.append(await drain(app, args.url, args.jobs, concurrency))
             results.append(best_of(runs))
         log("procrastinate: pickup latency")
         results.append(

@@ -152,3 +152,37 @@ class OutageLog:
             self.failures = 0
             if self._on_recovered is not None:
                 self._on_recovered()
+
+
+class Connector:
+    """One connection, opened on demand and dropped after a failure, for a single loop.
+
+    A loop that owns its connection skips the pool's per-checkout health query: on the
+    worker's hot path that query would cost one round trip per claim.
+    """
+
+    def __init__(self, url: str, application_name: str, **settings: str) -> None:
+        self._url = url
+        self._application_name = application_name
+        ours = " ".join(f"-c {name}={value}" for name, value in settings.items())
+        theirs = str(psycopg.conninfo.conninfo_to_dict(url).get("options") or "")
+        self._options = f"{theirs} {ours}".strip()  # keep the URL's own options (search_path...)
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def get(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = psycopg.connect(
+                self._url, autocommit=True, connect_timeout=5,
+                application_name=self._application_name,
+                options=self._options or None,
+            )
+        return self._conn
+
+    def discard(self) -> None:
+        """Close the connection after a failure; the next ``get`` opens a new one."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        self.discard()

@@ -45,3 +45,6 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     quieter = max(logging.getLevelName(level), logging.WARNING)
     for noisy in ("psycopg.pool", "pgserver"):  # routine chatter at INFO
         logging.getLogger(noisy).setLevel(quieter)
+    # psycopg warns again about a pipeline it abandons after a lost connection, which our
+    # own one-line "database unavailable" already reported.
+    logging.getLogger("psycopg").setLevel(max(logging.getLevelName(level), logging.ERROR))

@@ -81,21 +81,20 @@ RETURNING unique_key"""
 
 # Leases up to %(limit)s due jobs, oldest run_at first, skipping rows other workers hold
 # (jobs_ready). The lease is set and committed at once: no lock outlives this statement.
+# `id = ANY(ARRAY(...))` keeps the plan a primary-key lookup even before ANALYZE has seen
+# the table (a join here turned into a sequential scan per claim on a fresh table).
 JOBS_CLAIM: LiteralString = """
-WITH due AS (
+UPDATE jobs
+SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+WHERE id = ANY(ARRAY(
     SELECT id FROM jobs
     WHERE status = 'pending' AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
     ORDER BY run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-)
-UPDATE jobs
-SET status = 'running', attempts = jobs.attempts + 1, locked_until = now() + %(lease)s::interval
-FROM due
-WHERE jobs.id = due.id
-RETURNING jobs.id, jobs.kind, jobs.payload, jobs.attempts, jobs.max_attempts,
-          jobs.run_at, jobs.created_at, jobs.unique_key"""
+))
+RETURNING id, kind, payload, attempts, max_attempts, run_at, created_at, unique_key"""
 
 # Subscribes to the notifications of migrations/0002's insert trigger.
 JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
@@ -107,40 +106,45 @@ SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
 WHERE status = 'pending'
   AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"""
 
-# Marks finished jobs done. The attempt number fences out a run whose lease expired and
-# whose job another worker has claimed since (primary key).
+# Outcome statements take parallel arrays (ids[i] ran as attempts[i]) and look rows up by
+# primary key with `id = ANY(...)`; array_position picks each row's own values. The attempt
+# fences out a run whose lease expired and whose job was claimed again since.
+
+# Marks finished runs done (primary key).
 JOBS_COMPLETE: LiteralString = """
 UPDATE jobs SET status = 'done', locked_until = NULL, finished_at = now()
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS finished(id, attempt)
-WHERE jobs.id = finished.id AND jobs.attempts = finished.attempt
-  AND jobs.status IN ('running', 'pending')"""
+WHERE id = ANY(%(ids)s::bigint[])
+  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+  AND status IN ('running', 'pending')"""
 
-# Puts failed jobs back to pending at their retry time (primary key; fenced like JOBS_COMPLETE).
+# Puts failed runs back to pending at their retry time: an absolute run_at, or a delay
+# from the database clock (primary key).
 JOBS_RETRY: LiteralString = """
 UPDATE jobs
-SET status = 'pending', locked_until = NULL, last_error = retry.error,
-    run_at = coalesce(retry.run_at, now() + retry.delay)
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[],
-            %(run_ats)s::timestamptz[], %(delays)s::interval[])
-     AS retry(id, attempt, error, run_at, delay)
-WHERE jobs.id = retry.id AND jobs.attempts = retry.attempt
-  AND jobs.status IN ('running', 'pending')"""
+SET status = 'pending', locked_until = NULL,
+    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)],
+    run_at = coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
+                      now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
+WHERE id = ANY(%(ids)s::bigint[])
+  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+  AND status IN ('running', 'pending')"""
 
-# Parks jobs in the failed dead letter (primary key; fenced like JOBS_COMPLETE).
+# Parks runs in the failed dead letter with their error (primary key).
 JOBS_FAIL: LiteralString = """
 UPDATE jobs
-SET status = 'failed', locked_until = NULL, last_error = failure.error, finished_at = now()
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[])
-     AS failure(id, attempt, error)
-WHERE jobs.id = failure.id AND jobs.attempts = failure.attempt
-  AND jobs.status IN ('running', 'pending')"""
+SET status = 'failed', locked_until = NULL, finished_at = now(),
+    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
+WHERE id = ANY(%(ids)s::bigint[])
+  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+  AND status IN ('running', 'pending')"""
 
 # Returns running jobs to pending at shutdown without charging the attempt (primary key).
 JOBS_RELEASE: LiteralString = """
 UPDATE jobs
-SET status = 'pending', locked_until = NULL, attempts = greatest(jobs.attempts - 1, 0)
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS released(id, attempt)
-WHERE jobs.id = released.id AND jobs.attempts = released.attempt AND jobs.status = 'running'"""
+SET status = 'pending', locked_until = NULL, attempts = greatest(attempts - 1, 0)
+WHERE id = ANY(%(ids)s::bigint[])
+  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+  AND status = 'running'"""
 
 # Returns jobs whose lease expired (their worker died) to pending, or to failed once their
 # attempts are spent, so a job that keeps killing its worker ends (jobs_running).

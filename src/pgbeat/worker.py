@@ -22,7 +22,7 @@ import psycopg_pool
 
 from pgbeat import queue
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.db import OutageLog, is_connection_failure, make_pool
+from pgbeat.db import Connector, OutageLog, is_connection_failure, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.executor import Executor, Run
 from pgbeat.heartbeat import Heartbeat
@@ -36,6 +36,7 @@ log = logging.getLogger("pgbeat.worker")
 
 DEFAULT_LEASE = timedelta(minutes=5)
 DEFAULT_TIMEOUT = timedelta(minutes=1)
+BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a round trip
 
 
 def resolve_timing(
@@ -93,7 +94,15 @@ class Worker:
         self._url = url
         self._registry = registry
         self._rng = rng or random.Random()
-        self._pool = make_pool(url, name="pgbeat-worker")
+        # Claims and outcomes commit without waiting for the WAL flush. A database crash
+        # can then forget the last few hundred milliseconds of them, which only means those
+        # jobs run again (at-least-once, as always); enqueues stay fully durable.
+        # Bitmap scans are off because they never mark dead index entries: every status
+        # change leaves one in each index, and plain index scans clean them up as they pass
+        # (measured: 2,450 -> 17,000 claims+completions/s on a fresh 20,000-job table).
+        self._connector = Connector(
+            url, "pgbeat-worker", synchronous_commit="off", enable_bitmapscan="off"
+        )
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._executor = Executor(self.settings.concurrency, self._on_settled)
         self._listener = Listener(url, self._on_notify) if self.settings.listen else None
@@ -102,6 +111,11 @@ class Worker:
         self._hurry = threading.Event()
         self._lock = threading.Lock()
         self._settled: list[Run] = []
+        self._settled_since: float | None = None  # when the oldest unrecorded outcome arrived
+        self._last_claim = 0.0
+        self._claim_threshold = max(
+            1, min(self.settings.claim_batch, self.settings.concurrency) // 2
+        )
         self._notified = False
         self._maybe_more = True
         self._next_poll = 0.0
@@ -131,6 +145,8 @@ class Worker:
 
     def _on_settled(self, run: Run) -> None:
         with self._lock:
+            if not self._settled:
+                self._settled_since = time.monotonic()
             self._settled.append(run)
         self._wake.set()
 
@@ -138,7 +154,6 @@ class Worker:
 
     def run(self) -> None:
         """Work until ``stop()``; unfinished jobs are returned to pending before it returns."""
-        self._pool.open()
         if self._listener is not None:
             self._listener.start()
         if self._heartbeat is not None:
@@ -160,7 +175,7 @@ class Worker:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
             self._executor.shutdown()
-            self._pool.close()
+            self._connector.close()
             if self._handler_pool is not None:
                 self._handler_pool.close()
             log.info("worker stopped")
@@ -170,41 +185,80 @@ class Worker:
         self._wake.clear()
         now = time.monotonic()
         next_deadline = self._executor.expire(now)
-        if not self._with_database(lambda conn: self._database_work(conn, now)):
-            return
-        timers = [self._next_reap]
-        if next_deadline is not None:
-            timers.append(next_deadline)
-        if self._executor.free_slots() > 0:
-            if self._maybe_more:
-                return  # the last claim was full: claim again at once
-            timers.append(self._next_poll)
-            if self._next_due is not None:
-                timers.append(self._next_due)
-        self._wake.wait(max(0.0, min(timers) - time.monotonic()))
+        self._note_wake_reasons(now)
+        claim = self._claim_size(now)
+        if claim or self._flush_due(now) or now >= self._next_reap:
+            work = lambda conn: self._database_work(conn, now, claim)  # noqa: E731
+            if not self._with_database(work):
+                return
+        self._wait(next_deadline)
 
-    def _database_work(self, conn: psycopg.Connection[Any], now: float) -> None:
-        self._flush(conn)
-        if now >= self._next_reap:
-            self._reap(conn)
-            self._next_reap = now + self._reap_interval()
+    def _note_wake_reasons(self, now: float) -> None:
+        """A notification, a delayed job falling due or the poll timer: look for work."""
         with self._lock:
             notified, self._notified = self._notified, False
         due = self._next_due is not None and now >= self._next_due
         if notified or due or now >= self._next_poll:
             self._maybe_more = True
+
+    def _claim_size(self, now: float) -> int:
+        """How many jobs to claim now: 0 while a few more finishing jobs are worth awaiting.
+
+        Claiming for one freed slot at a time would cost a round trip per job; waiting up
+        to BATCH_WINDOW for half the slots to free turns many small claims into one.
+        """
         free = self._executor.free_slots()
-        if self._maybe_more and free > 0:
-            self._claim(conn, min(free, self.settings.claim_batch), now)
+        if not self._maybe_more or free == 0:
+            return 0
+        if (
+            free >= self._claim_threshold
+            or self._executor.busy() == 0
+            or now - self._last_claim >= BATCH_WINDOW
+        ):
+            return min(free, self.settings.claim_batch)
+        return 0
+
+    def _flush_due(self, now: float) -> bool:
+        with self._lock:
+            count, since = len(self._settled), self._settled_since
+        if count == 0 or since is None:
+            return False
+        return count >= self._claim_threshold or now - since >= BATCH_WINDOW
+
+    def _wait(self, next_deadline: float | None) -> None:
+        timers = [self._next_reap]
+        if next_deadline is not None:
+            timers.append(next_deadline)
+        with self._lock:
+            if self._settled_since is not None:
+                timers.append(self._settled_since + BATCH_WINDOW)
+        if self._executor.free_slots() > 0:
+            if self._maybe_more:
+                timers.append(self._last_claim + BATCH_WINDOW)
+            else:
+                timers.append(self._next_poll)
+                if self._next_due is not None:
+                    timers.append(self._next_due)
+        self._wake.wait(max(0.0, min(timers) - time.monotonic()))
+
+    def _database_work(self, conn: psycopg.Connection[Any], now: float, claim: int) -> None:
+        """Record outcomes, reap and claim, pipelined: one round trip in the common case."""
+        with conn.pipeline():
+            self._flush(conn)
+            if now >= self._next_reap:
+                self._reap(conn)
+                self._next_reap = now + self._reap_interval()
+            if claim:
+                self._claim(conn, claim, now)
 
     def _with_database(self, work: Any) -> bool:
         """Run ``work(conn)``; on a lost database log once, back off, and return False."""
         try:
-            with self._pool.connection(timeout=5.0) as conn:
-                work(conn)
+            work(self._connector.get())
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
+            self._connector.discard()
             self._stopping.wait(self._outage.failed(exc))
             return False
         self._outage.succeeded()
@@ -223,6 +277,7 @@ class Worker:
 
     def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> None:
         jobs = queue.claim_jobs(conn, limit, self.lease, self.settings.kinds)
+        self._last_claim = now
         self._metrics.claimed(len(jobs))
         self._next_poll = now + self.settings.poll_interval.total_seconds()
         self._maybe_more = len(jobs) == limit
@@ -263,7 +318,7 @@ class Worker:
 
     def _flush(self, conn: psycopg.Connection[Any]) -> None:
         with self._lock:
-            runs, self._settled = self._settled, []
+            runs, self._settled, self._settled_since = self._settled, [], None
         if not runs:
             return
         try:
@@ -271,6 +326,7 @@ class Worker:
         except BaseException:
             with self._lock:  # keep them for the next attempt: an outcome is never dropped
                 self._settled[:0] = runs
+                self._settled_since = self._settled_since or time.monotonic()
             raise
 
     def _record(self, conn: psycopg.Connection[Any], runs: Sequence[Run]) -> None:
@@ -279,7 +335,7 @@ class Worker:
         retries: list[tuple[Job, str, Any]] = []
         failures: list[tuple[Job, str]] = []
         decided: list[tuple[Run, Outcome]] = []
-        for run in runs:
+        for run in _latest_attempts(runs):
             outcome = decide(run.job, run.error, self.settings.backoff, self._rng)
             decided.append((run, outcome))
             if outcome.verdict == "done":
@@ -290,15 +346,16 @@ class Worker:
                 retries.append((run.job, outcome.error or "", outcome.retry_at))
             else:
                 failures.append((run.job, outcome.error or ""))
-        with conn.transaction():
-            if done:
-                queue.complete_jobs(conn, done)
-            if retries:
-                queue.retry_jobs(conn, retries)
-            if failures:
-                queue.fail_jobs(conn, failures)
-            if released:
-                queue.release_jobs(conn, released)
+        # No transaction: each statement is fenced by (id, attempt), so replaying the
+        # whole batch after a failure part-way is harmless.
+        if done:
+            queue.complete_jobs(conn, done)
+        if retries:
+            queue.retry_jobs(conn, retries)
+        if failures:
+            queue.fail_jobs(conn, failures)
+        if released:
+            queue.release_jobs(conn, released)
         for run, outcome in decided:
             _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
@@ -341,7 +398,20 @@ class Worker:
             )
 
 
+def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
+    """One run per job: a late, timed-out run of an earlier attempt is already fenced out."""
+    latest: dict[int, Run] = {}
+    for run in runs:
+        kept = latest.get(run.job.id)
+        if kept is None or run.job.attempt > kept.job.attempt:
+            latest[run.job.id] = run
+    return list(latest.values())
+
+
 def _log_outcome(run: Run, outcome: Outcome) -> None:
+    if not log.isEnabledFor(logging.ERROR if outcome.verdict == "failed" else
+                            logging.INFO if outcome.verdict == "done" else logging.WARNING):
+        return  # a busy worker finishes thousands of jobs a second: skip building the line
     job = run.job
     took_ms = round(run.duration * 1000, 1)
     fields = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -30,7 +30,10 @@ def test_worker_survives_terminated_backends(
     conn.execute(SETUP.encode())
     total = 300
     pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.01}) for _ in range(total)])
-    worker = pgbeat.Worker(database_url, registry, pgbeat.WorkerSettings(concurrency=4))
+    # A claim whose reply is lost with the connection leaves its jobs running until their
+    # lease expires: a short lease lets the reaper bring them back within the test.
+    settings = pgbeat.WorkerSettings(concurrency=4, lease=timedelta(seconds=2))
+    worker = pgbeat.Worker(database_url, registry, settings)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     kills = 0
