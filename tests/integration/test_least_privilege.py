@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
