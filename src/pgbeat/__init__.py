@@ -17,7 +17,8 @@ from pgbeat.job import Job, JobContext
 from pgbeat.migrate import apply_migrations
 from pgbeat.queue import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from pgbeat.registry import Registry
-from pgbeat.worker import Worker, WorkerSettings
+from pgbeat.settings import WorkerSettings
+from pgbeat.worker import Worker
 
 __version__ = "0.1.0"
 

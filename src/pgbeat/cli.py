@@ -26,7 +26,8 @@ from pgbeat.durations import parse_duration
 from pgbeat.errors import PgbeatError
 from pgbeat.metrics import Metrics, PrometheusMetrics
 from pgbeat.registry import Registry
-from pgbeat.worker import Worker, WorkerSettings
+from pgbeat.settings import WorkerSettings
+from pgbeat.worker import Worker
 
 log = logging.getLogger("pgbeat")
 

@@ -11,17 +11,13 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 import psycopg_pool
 
 from pgbeat import queue
-from pgbeat.backoff import BackoffPolicy
 from pgbeat.db import Connector, OutageLog, is_connection_failure, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.executor import Executor, Run
@@ -29,51 +25,15 @@ from pgbeat.heartbeat import Heartbeat
 from pgbeat.job import Job, JobContext
 from pgbeat.listener import Listener
 from pgbeat.metrics import Metrics
-from pgbeat.outcome import Outcome, decide
+from pgbeat.recorder import Recorder
 from pgbeat.registry import Registry
+from pgbeat.settings import WorkerSettings, resolve_timing
+
+__all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 
 log = logging.getLogger("pgbeat.worker")
 
-DEFAULT_LEASE = timedelta(minutes=5)
-DEFAULT_TIMEOUT = timedelta(minutes=1)
 BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a round trip
-
-
-def resolve_timing(
-    lease: timedelta | None, timeout: timedelta | None
-) -> tuple[timedelta, timedelta]:
-    """Lease and timeout with defaults filled in; the timeout must be shorter than the lease."""
-    if lease is None:
-        lease = max(DEFAULT_LEASE, (timeout or DEFAULT_TIMEOUT) * 5 / 4)
-    if timeout is None:
-        timeout = min(DEFAULT_TIMEOUT, lease * 4 / 5)
-    if timeout >= lease:
-        raise ValueError(
-            f"the timeout ({timeout.total_seconds():g}s) must be shorter than the lease "
-            f"({lease.total_seconds():g}s), or a running job could be reaped and run twice"
-        )
-    return lease, timeout
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """How a worker claims and runs jobs; see ``pgbeat worker --help``."""
-
-    concurrency: int = 10
-    lease: timedelta | None = None
-    timeout: timedelta | None = None
-    kinds: tuple[str, ...] | None = None
-    poll_interval: timedelta = timedelta(seconds=1)
-    grace: timedelta = timedelta(seconds=15)
-    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
-    claim_batch: int = 100
-    listen: bool = True
-    heartbeat: bool = True
-
-    def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        resolve_timing(self.lease, self.timeout)
 
 
 class Worker:
@@ -93,7 +53,6 @@ class Worker:
         self.lease, self.timeout = resolve_timing(self.settings.lease, self.settings.timeout)
         self._url = url
         self._registry = registry
-        self._rng = rng or random.Random()
         # Claims and outcomes commit without waiting for the WAL flush. A database crash
         # can then forget the last few hundred milliseconds of them, which only means those
         # jobs run again (at-least-once, as always); enqueues stay fully durable.
@@ -110,8 +69,7 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._lock = threading.Lock()
-        self._settled: list[Run] = []
-        self._settled_since: float | None = None  # when the oldest unrecorded outcome arrived
+        self._recorder = Recorder(self.settings.backoff, rng or random.Random(), self._metrics)
         self._last_claim = 0.0
         self._claim_threshold = max(
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
@@ -144,10 +102,7 @@ class Worker:
         self._wake.set()
 
     def _on_settled(self, run: Run) -> None:
-        with self._lock:
-            if not self._settled:
-                self._settled_since = time.monotonic()
-            self._settled.append(run)
+        self._recorder.add(run)
         self._wake.set()
 
     # -- the loop -----------------------------------------------------------------------
@@ -219,8 +174,7 @@ class Worker:
         return 0
 
     def _flush_due(self, now: float) -> bool:
-        with self._lock:
-            count, since = len(self._settled), self._settled_since
+        count, since = self._recorder.waiting()
         if count == 0 or since is None:
             return False
         return count >= self._claim_threshold or now - since >= BATCH_WINDOW
@@ -229,9 +183,9 @@ class Worker:
         timers = [self._next_reap]
         if next_deadline is not None:
             timers.append(next_deadline)
-        with self._lock:
-            if self._settled_since is not None:
-                timers.append(self._settled_since + BATCH_WINDOW)
+        _, settled_since = self._recorder.waiting()
+        if settled_since is not None:
+            timers.append(settled_since + BATCH_WINDOW)
         if self._executor.free_slots() > 0:
             if self._maybe_more:
                 timers.append(self._last_claim + BATCH_WINDOW)
@@ -244,7 +198,7 @@ class Worker:
     def _database_work(self, conn: psycopg.Connection[Any], now: float, claim: int) -> None:
         """Record outcomes, reap and claim, pipelined: one round trip in the common case."""
         with conn.pipeline():
-            self._flush(conn)
+            self._recorder.flush(conn)
             if now >= self._next_reap:
                 self._reap(conn)
                 self._next_reap = now + self._reap_interval()
@@ -314,52 +268,6 @@ class Worker:
         for job_id, kind, status in queue.reap_expired(conn):
             log.warning("job %d (%s): lease expired, now %s", job_id, kind, status)
 
-    # -- recording outcomes -------------------------------------------------------------
-
-    def _flush(self, conn: psycopg.Connection[Any]) -> None:
-        with self._lock:
-            runs, self._settled, self._settled_since = self._settled, [], None
-        if not runs:
-            return
-        try:
-            self._record(conn, runs)
-        except BaseException:
-            with self._lock:  # keep them for the next attempt: an outcome is never dropped
-                self._settled[:0] = runs
-                self._settled_since = self._settled_since or time.monotonic()
-            raise
-
-    def _record(self, conn: psycopg.Connection[Any], runs: Sequence[Run]) -> None:
-        done: list[Job] = []
-        released: list[Job] = []
-        retries: list[tuple[Job, str, Any]] = []
-        failures: list[tuple[Job, str]] = []
-        decided: list[tuple[Run, Outcome]] = []
-        for run in _latest_attempts(runs):
-            outcome = decide(run.job, run.error, self.settings.backoff, self._rng)
-            decided.append((run, outcome))
-            if outcome.verdict == "done":
-                done.append(run.job)
-            elif outcome.verdict == "released":
-                released.append(run.job)
-            elif outcome.verdict == "retry":
-                retries.append((run.job, outcome.error or "", outcome.retry_at))
-            else:
-                failures.append((run.job, outcome.error or ""))
-        # No transaction: each statement is fenced by (id, attempt), so replaying the
-        # whole batch after a failure part-way is harmless.
-        if done:
-            queue.complete_jobs(conn, done)
-        if retries:
-            queue.retry_jobs(conn, retries)
-        if failures:
-            queue.fail_jobs(conn, failures)
-        if released:
-            queue.release_jobs(conn, released)
-        for run, outcome in decided:
-            _log_outcome(run, outcome)
-            self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
-
     # -- shutdown -----------------------------------------------------------------------
 
     def _drain(self) -> None:
@@ -377,63 +285,19 @@ class Worker:
                 break
             self._wake.clear()
             self._executor.expire(time.monotonic())
-            self._with_database(self._flush)
+            self._with_database(self._recorder.flush)
             self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
         released = self._executor.release_all()
         if released:
             log.warning("returning %d unfinished jobs to pending", len(released))
         for _ in range(5):
-            with self._lock:
-                if not self._settled:
-                    return
-            if self._with_database(self._flush):
-                continue
-        with self._lock:
-            lost = len(self._settled)
+            if self._recorder.waiting()[0] == 0:
+                return
+            self._with_database(self._recorder.flush)
+        lost = self._recorder.waiting()[0]
         if lost:
             log.error(
                 "could not record %d outcomes: the database is unreachable; their leases "
                 "will expire and the jobs will run again",
                 lost,
             )
-
-
-def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
-    """One run per job: a late, timed-out run of an earlier attempt is already fenced out."""
-    latest: dict[int, Run] = {}
-    for run in runs:
-        kept = latest.get(run.job.id)
-        if kept is None or run.job.attempt > kept.job.attempt:
-            latest[run.job.id] = run
-    return list(latest.values())
-
-
-def _log_outcome(run: Run, outcome: Outcome) -> None:
-    if not log.isEnabledFor(logging.ERROR if outcome.verdict == "failed" else
-                            logging.INFO if outcome.verdict == "done" else logging.WARNING):
-        return  # a busy worker finishes thousands of jobs a second: skip building the line
-    job = run.job
-    took_ms = round(run.duration * 1000, 1)
-    fields = {
-        "job_id": job.id,
-        "kind": job.kind,
-        "attempt": job.attempt,
-        "duration_ms": took_ms,
-        "outcome": outcome.verdict,
-    }
-    where = f"job {job.id} {job.kind} attempt {job.attempt}/{job.max_attempts}"
-    first_line = (outcome.error or "").splitlines()[0] if outcome.error else ""
-    if outcome.verdict == "done":
-        log.info("%s done in %.1fms", where, took_ms, extra=fields)
-    elif outcome.verdict == "retry":
-        when = outcome.retry_at
-        when_text = (
-            f"in {when.total_seconds():.1f}s" if isinstance(when, timedelta) else f"at {when}"
-        )
-        log.warning(
-            "%s failed in %.1fms, retry %s: %s", where, took_ms, when_text, first_line, extra=fields
-        )
-    elif outcome.verdict == "failed":
-        log.error("%s failed for good in %.1fms: %s", where, took_ms, first_line, extra=fields)
-    else:
-        log.warning("%s released at shutdown after %.1fms", where, took_ms, extra=fields)

@@ -1,0 +1,143 @@
+"""Finished runs waiting to be written, and the statements that write them in batches.
+
+Handler threads add runs as they settle; the worker loop writes them all at once. An
+outcome is only dropped from the buffer once its statement has been sent without error.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from pgbeat import queue
+from pgbeat.backoff import BackoffPolicy
+from pgbeat.executor import Run
+from pgbeat.job import Job
+from pgbeat.metrics import Metrics
+from pgbeat.outcome import Outcome, decide
+
+log = logging.getLogger("pgbeat.worker")
+
+
+class Recorder:
+    """A thread-safe buffer of settled runs, flushed by the worker loop."""
+
+    def __init__(self, backoff: BackoffPolicy, rng: random.Random, metrics: Metrics) -> None:
+        self._backoff = backoff
+        self._rng = rng
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._runs: list[Run] = []
+        self._since: float | None = None  # when the oldest unwritten run settled
+
+    def add(self, run: Run) -> None:
+        with self._lock:
+            if not self._runs:
+                self._since = time.monotonic()
+            self._runs.append(run)
+
+    def waiting(self) -> tuple[int, float | None]:
+        """How many runs wait to be written, and since when (monotonic seconds)."""
+        with self._lock:
+            return len(self._runs), self._since
+
+    def flush(self, conn: psycopg.Connection[Any]) -> None:
+        """Write every waiting run; on failure they wait for the next flush."""
+        with self._lock:
+            runs, self._runs, self._since = self._runs, [], None
+        if not runs:
+            return
+        try:
+            decided = self._write(conn, runs)
+        except BaseException:
+            with self._lock:  # an outcome is never dropped
+                self._runs[:0] = runs
+                self._since = self._since or time.monotonic()
+            raise
+        for run, outcome in decided:
+            _log_outcome(run, outcome)
+            self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
+
+    def _write(
+        self, conn: psycopg.Connection[Any], runs: Sequence[Run]
+    ) -> list[tuple[Run, Outcome]]:
+        done: list[Job] = []
+        released: list[Job] = []
+        retries: list[tuple[Job, str, Any]] = []
+        failures: list[tuple[Job, str]] = []
+        decided: list[tuple[Run, Outcome]] = []
+        for run in _latest_attempts(runs):
+            outcome = decide(run.job, run.error, self._backoff, self._rng)
+            decided.append((run, outcome))
+            if outcome.verdict == "done":
+                done.append(run.job)
+            elif outcome.verdict == "released":
+                released.append(run.job)
+            elif outcome.verdict == "retry":
+                retries.append((run.job, outcome.error or "", outcome.retry_at))
+            else:
+                failures.append((run.job, outcome.error or ""))
+        # No transaction: each statement is fenced by (id, attempt), so replaying the
+        # whole batch after a failure part-way is harmless.
+        if done:
+            queue.complete_jobs(conn, done)
+        if retries:
+            queue.retry_jobs(conn, retries)
+        if failures:
+            queue.fail_jobs(conn, failures)
+        if released:
+            queue.release_jobs(conn, released)
+        return decided
+
+
+def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
+    """One run per job: a late, timed-out run of an earlier attempt is already fenced out."""
+    latest: dict[int, Run] = {}
+    for run in runs:
+        kept = latest.get(run.job.id)
+        if kept is None or run.job.attempt > kept.job.attempt:
+            latest[run.job.id] = run
+    return list(latest.values())
+
+
+def _log_outcome(run: Run, outcome: Outcome) -> None:
+    if not log.isEnabledFor(
+        logging.ERROR
+        if outcome.verdict == "failed"
+        else logging.INFO
+        if outcome.verdict == "done"
+        else logging.WARNING
+    ):
+        return  # a busy worker finishes thousands of jobs a second: skip building the line
+    job = run.job
+    took_ms = round(run.duration * 1000, 1)
+    fields = {
+        "job_id": job.id,
+        "kind": job.kind,
+        "attempt": job.attempt,
+        "duration_ms": took_ms,
+        "outcome": outcome.verdict,
+    }
+    where = f"job {job.id} {job.kind} attempt {job.attempt}/{job.max_attempts}"
+    first_line = (outcome.error or "").splitlines()[0] if outcome.error else ""
+    if outcome.verdict == "done":
+        log.info("%s done in %.1fms", where, took_ms, extra=fields)
+    elif outcome.verdict == "retry":
+        when = outcome.retry_at
+        when_text = (
+            f"in {when.total_seconds():.1f}s" if isinstance(when, timedelta) else f"at {when}"
+        )
+        log.warning(
+            "%s failed in %.1fms, retry %s: %s", where, took_ms, when_text, first_line, extra=fields
+        )
+    elif outcome.verdict == "failed":
+        log.error("%s failed for good in %.1fms: %s", where, took_ms, first_line, extra=fields)
+    else:
+        log.warning("%s released at shutdown after %.1fms", where, took_ms, extra=fields)
