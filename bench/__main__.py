@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.monotonic() - clock, 1),
         "command": ["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)],
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
+        "pgbeat_revision": machine.source_revision(peers_env.REPO_ROOT),
         "machine": {**machine.facts(), "load_average_1m_at_start": load_at_start},
         "server": server,
         "peers": {"status": peer_status, "versions": versions},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 BUSY_LOAD = 0.5  # a 1-minute load average above this means something else is running
@@ -19,6 +20,20 @@ def facts() -> dict[str, str | int | float]:
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+
+
+def source_revision(repo: Path) -> str:
+    """The checkout's commit, with ``+dirty`` when ``src/`` has uncommitted changes."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "src"], cwd=repo, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return "?"
+    return (commit or "?") + ("+dirty" if dirty else "")
 
 
 def load() -> float:

@@ -13,7 +13,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,6 +62,22 @@ def should_repeat(runs: Sequence[Result], times: int, budget: float = REPEAT_BUD
     """Whether to run a drain again: fewer than ``times`` runs and under ``budget`` seconds."""
     spent = sum(float(r.detail.get("seconds", 0.0)) for r in runs)
     return not runs or (len(runs) < times and spent < budget)
+
+
+def best_run(run: Callable[[], Result], times: int) -> Result:
+    """Run ``run`` up to ``times`` times (within the repeat budget); keep the fastest."""
+    runs: list[Result] = []
+    while should_repeat(runs, times):
+        runs.append(run())
+    return best_of(runs)
+
+
+async def best_run_async(run: Callable[[], Awaitable[Result]], times: int) -> Result:
+    """``best_run`` for a coroutine function."""
+    runs: list[Result] = []
+    while should_repeat(runs, times):
+        runs.append(await run())
+    return best_of(runs)
 
 
 def best_of(runs: Sequence[Result]) -> Result:
@@ -134,7 +150,9 @@ def system_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, default=1_000, help="jobs per bulk statement")
     parser.add_argument("--latency-samples", type=int, default=50)
     parser.add_argument("--latency-gap", type=float, default=0.1, help="seconds between samples")
-    parser.add_argument("--repeat", type=int, default=2, help="runs of each drain (best kept)")
+    parser.add_argument(
+        "--repeat", type=int, default=2, help="runs of each drain and bulk enqueue (best kept)"
+    )
     parser.add_argument("--quick-drain", action="store_true", help="measure one drain config only")
     return parser
 

@@ -16,7 +16,10 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 VENV_DIR = BENCH_DIR / ".venv-peers"
 PEER_PACKAGES = ("procrastinate", "pgqueuer", "asyncpg", "psycopg[binary]")
-IMPORT_CHECK = "import procrastinate, pgqueuer, asyncpg, psycopg, pgbeat"
+# pgbeat is only looked up, not imported: a half-edited checkout must not re-install the peers.
+IMPORT_CHECK = (
+    "import procrastinate, pgqueuer, asyncpg, psycopg, importlib.metadata as m; m.version('pgbeat')"
+)
 INSTALL_TIMEOUT = 600
 
 
@@ -30,7 +33,8 @@ def ensure() -> tuple[Path | None, str]:
         return python_path(), "already installed"
     print(f"bench: installing the peers into {VENV_DIR} ...", file=sys.stderr, flush=True)
     try:
-        venv.EnvBuilder(with_pip=True, clear=False).create(VENV_DIR)
+        if not python_path().exists():
+            venv.EnvBuilder(with_pip=True).create(VENV_DIR)
         _pip("install", "--quiet", "--upgrade", "pip")
         _pip("install", "--quiet", *PEER_PACKAGES)
         _pip("install", "--quiet", "-e", str(REPO_ROOT))

@@ -22,13 +22,12 @@ from bench.measure import (
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
-    best_of,
+    best_run,
     emit,
     latency_result,
     log,
     parse_system_arguments,
     rate_result,
-    should_repeat,
     system_arguments,
 )
 
@@ -192,23 +191,27 @@ def pickup_latency(url: str, samples: int, gap: float) -> Result:
 
 def main() -> None:
     args = parse_system_arguments(system_arguments(__doc__ or ""))
-    with psycopg.connect(args.url, autocommit=True) as conn:
+    url = args.url
+    with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
-    results = []
     log("pgbeat: enqueue, one per transaction")
-    results.append(enqueue_single(args.url, args.enqueue_jobs))
-    database.truncate(args.url, "jobs")
+    results = [_emptied(url, enqueue_single(url, args.enqueue_jobs))]
     log("pgbeat: bulk enqueue")
-    results.append(enqueue_bulk(args.url, args.bulk_jobs, args.batch))
+    results.append(
+        best_run(lambda: _emptied(url, enqueue_bulk(url, args.bulk_jobs, args.batch)), args.repeat)
+    )
     for config in QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS:
         log(f"pgbeat: drain {args.jobs} jobs, {config.variant}")
-        runs: list[Result] = []
-        while should_repeat(runs, args.repeat):
-            runs.append(drain(args.url, args.jobs, config))
-        results.append(best_of(runs))
+        results.append(best_run(lambda c=config: drain(url, args.jobs, c), args.repeat))
     log("pgbeat: pickup latency")
-    results.append(pickup_latency(args.url, args.latency_samples, args.latency_gap))
+    results.append(pickup_latency(url, args.latency_samples, args.latency_gap))
     emit(results)
+
+
+def _emptied(url: str, result: Result) -> Result:
+    """``result``, after emptying the table for whatever runs next."""
+    database.truncate(url, "jobs")
+    return result
 
 
 if __name__ == "__main__":

@@ -20,12 +20,11 @@ from bench.measure import (
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
-    best_of,
+    best_run,
     emit,
     log,
     parse_system_arguments,
     rate_result,
-    should_repeat,
     system_arguments,
 )
 
@@ -183,22 +182,27 @@ def migrate(url: str) -> None:
 
 def main() -> None:
     args = parse_system_arguments(system_arguments(__doc__ or ""))
-    migrate(args.url)
-    results = []
+    url = args.url
+    migrate(url)
     log("raw_sql: enqueue, one INSERT per transaction")
-    results.append(enqueue_single(args.url, args.enqueue_jobs))
-    database.truncate(args.url, "jobs")
+    results = [_emptied(url, enqueue_single(url, args.enqueue_jobs))]
     log("raw_sql: bulk enqueue, unnest and COPY")
-    results.append(enqueue_unnest(args.url, args.bulk_jobs, args.batch))
-    database.truncate(args.url, "jobs")
-    results.append(enqueue_copy(args.url, args.bulk_jobs, args.batch))
+    for bulk in (enqueue_unnest, enqueue_copy):
+        results.append(
+            best_run(
+                lambda bulk=bulk: _emptied(url, bulk(url, args.bulk_jobs, args.batch)), args.repeat
+            )
+        )
     log(f"raw_sql: drain {args.jobs} jobs, batched and per job")
     for limit in (100, 1):
-        runs: list[Result] = []
-        while should_repeat(runs, args.repeat):
-            runs.append(drain(args.url, args.jobs, limit))
-        results.append(best_of(runs))
+        results.append(best_run(lambda limit=limit: drain(url, args.jobs, limit), args.repeat))
     emit(results)
+
+
+def _emptied(url: str, result: Result) -> Result:
+    """``result``, after emptying the table for whatever runs next."""
+    database.truncate(url, "jobs")
+    return result
 
 
 if __name__ == "__main__":

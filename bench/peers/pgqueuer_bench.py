@@ -24,13 +24,12 @@ from bench.measure import (
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
-    best_of,
+    best_run_async,
     emit,
     latency_result,
     log,
     parse_system_arguments,
     rate_result,
-    should_repeat,
     system_arguments,
 )
 
@@ -149,24 +148,31 @@ def _check_empty(url: str) -> None:
 
 
 async def run(args: Any) -> list[Result]:
-    system = f"pgqueuer[{args.driver}]"
-    async with connected(args.url, args.driver) as driver:
-        queries = Queries(driver)
+    system, url, driver = f"pgqueuer[{args.driver}]", args.url, args.driver
+    async with connected(url, driver) as connection:
+        queries = Queries(connection)
         await queries.install()
         log(f"{system}: enqueue, one per transaction")
         results = [await enqueue_single(system, queries, args.enqueue_jobs)]
         await _clear(queries)
         log(f"{system}: bulk enqueue")
-        results.append(await enqueue_bulk(system, queries, args.bulk_jobs, args.batch))
+
+        async def bulk() -> Result:
+            result = await enqueue_bulk(system, queries, args.bulk_jobs, args.batch)
+            await _clear(queries)
+            return result
+
+        results.append(await best_run_async(bulk, args.repeat))
     for batch_size in QUICK_DRAIN_BATCH_SIZES if args.quick_drain else DRAIN_BATCH_SIZES:
         log(f"{system}: drain {args.jobs} jobs, batch_size {batch_size}")
-        runs: list[Result] = []
-        while should_repeat(runs, args.repeat):
-            runs.append(await drain(system, args.url, args.driver, args.jobs, batch_size))
-        results.append(best_of(runs))
+        results.append(
+            await best_run_async(
+                lambda b=batch_size: drain(system, url, driver, args.jobs, b), args.repeat
+            )
+        )
     log(f"{system}: pickup latency")
     results.append(
-        await pickup_latency(system, args.url, args.driver, args.latency_samples, args.latency_gap)
+        await pickup_latency(system, url, driver, args.latency_samples, args.latency_gap)
     )
     return results
 

@@ -20,13 +20,12 @@ from bench.measure import (
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
-    best_of,
+    best_run_async,
     emit,
     latency_result,
     log,
     parse_system_arguments,
     rate_result,
-    should_repeat,
     system_arguments,
 )
 
@@ -139,23 +138,30 @@ def _check_done(url: str, jobs: int) -> None:
 
 async def run(args: Any) -> list[Result]:
     app, started = make_app(args.url)
-    results = []
+    url = args.url
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
         log("procrastinate: enqueue, one per transaction")
-        results.append(await enqueue_single(app, args.enqueue_jobs))
-        _clear(args.url)
+        results = [await enqueue_single(app, args.enqueue_jobs)]
+        _clear(url)
         log("procrastinate: bulk enqueue")
-        results.append(await enqueue_bulk(app, args.bulk_jobs, args.batch))
+
+        async def bulk() -> Result:
+            result = await enqueue_bulk(app, args.bulk_jobs, args.batch)
+            _clear(url)
+            return result
+
+        results.append(await best_run_async(bulk, args.repeat))
         for concurrency in QUICK_DRAIN_CONCURRENCY if args.quick_drain else DRAIN_CONCURRENCY:
             log(f"procrastinate: drain {args.jobs} jobs, concurrency {concurrency}")
-            runs: list[Result] = []
-            while should_repeat(runs, args.repeat):
-                runs.append(await drain(app, args.url, args.jobs, concurrency))
-            results.append(best_of(runs))
+            results.append(
+                await best_run_async(
+                    lambda c=concurrency: drain(app, url, args.jobs, c), args.repeat
+                )
+            )
         log("procrastinate: pickup latency")
         results.append(
-            await pickup_latency(app, started, args.url, args.latency_samples, args.latency_gap)
+            await pickup_latency(app, started, url, args.latency_samples, args.latency_gap)
         )
     return results
 
