@@ -16,7 +16,7 @@ from typing import Any
 from bench import database, machine, peers_env, report
 from bench.runner import SYSTEMS, System, SystemFailed, run_system
 
-# name: (jobs, enqueue_jobs, bulk_jobs, batch, latency_samples, schedules, repeat, quick_drain)
+# The amounts of a full run, of --quick and of --smoke; any flag given overrides its value.
 PROFILES: dict[str, dict[str, Any]] = {
     "full": {
         "jobs": 20_000,
@@ -65,7 +65,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, help="jobs per bulk statement (1,000)")
     parser.add_argument("--latency-samples", type=int, help="pickup samples (50)")
     parser.add_argument("--schedules", help="scheduler sizes, comma-separated (1000,10000)")
-    parser.add_argument("--repeat", type=int, help="runs of each drain config, best kept (2)")
+    parser.add_argument(
+        "--repeat", type=int, help="runs of each drain and bulk enqueue, best kept (2)"
+    )
     parser.add_argument("--no-peers", action="store_true", help="skip procrastinate, pgqueuer")
     parser.add_argument(
         "--only", help="comma-separated systems: " + ",".join(s.key for s in SYSTEMS)
