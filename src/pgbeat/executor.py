@@ -38,7 +38,7 @@ class Run:
 
     job: Job
     handler: Handler | None
-    context: JobContext
+    context: JobContext | None  # only for handlers that take one: its Event costs time
     deadline: float  # time.monotonic()
     started: float = field(default_factory=time.monotonic)
     error: BaseException | None = None
@@ -178,7 +178,8 @@ class Executor:
 
     @staticmethod
     def _abandon(run: Run) -> None:
-        run.context.cancelled.set()
+        if run.context is not None:
+            run.context.cancelled.set()
         if run._future is not None:
             run._future.cancel()  # async handlers really stop: CancelledError at their await
 

@@ -205,7 +205,7 @@ def claim_jobs(
         queries.JOBS_CLAIM,
         {"limit": limit, "lease": lease, "kinds": list(kinds) if kinds else None},
     ).fetchall()
-    return [Job(*row) for row in rows]
+    return [Job._make(row) for row in rows]
 
 
 def seconds_to_next_job(conn: psycopg.Connection[Any], kinds: Sequence[str] | None) -> float | None:

@@ -46,7 +46,7 @@ class Handler:
                 f"payload does not match {self.model.__name__}: {problems}"
             ) from None
 
-    def call(self, payload: Any, context: JobContext) -> Any:
+    def call(self, payload: Any, context: JobContext | None) -> Any:
         """Call the function (for an async handler: return its coroutine)."""
         argument = self.argument(payload)
         if self.wants_context:

@@ -51,6 +51,7 @@ class Worker:
         self.settings = settings or WorkerSettings()
         self._metrics = metrics or Metrics()
         self.lease, self.timeout = resolve_timing(self.settings.lease, self.settings.timeout)
+        self._timeout_s = self.timeout.total_seconds()
         self._url = url
         self._registry = registry
         # Claims and outcomes commit without waiting for the WAL flush. A database crash
@@ -244,14 +245,17 @@ class Worker:
             self._start(job)
 
     def _start(self, job: Job) -> None:
-        deadline = time.monotonic() + self.timeout.total_seconds()
-        context = JobContext.for_job(job, self.timeout, self._handler_connection)
+        deadline = time.monotonic() + self._timeout_s
         try:
             handler = self._registry.get(job.kind)
         except UnknownKind as exc:
-            run = Run(job, None, context, deadline, error=exc, settled=True)
-            self._on_settled(run)
+            self._on_settled(Run(job, None, None, deadline, error=exc, settled=True))
             return
+        context = (
+            JobContext.for_job(job, self.timeout, self._handler_connection)
+            if handler.wants_context
+            else None
+        )
         self._executor.submit(Run(job, handler, context, deadline))
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
