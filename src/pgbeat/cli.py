@@ -134,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("app", metavar="APP", help="the handler registry, as module:attribute")
     _add_worker_flags(p)
     _add_metrics_flags(p)
+    p.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="run N worker processes to use N cores (default 1)",
+    )
     p.set_defaults(func=cmd_worker)
 
     p = commands.add_parser("enqueue", parents=[common], help="enqueue one job; prints its id")
@@ -281,6 +288,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     registry = load_registry(args.app)
     url = db.resolve_url(args.database_url)
     check_database(url)
+    if args.processes > 1:
+        from pgbeat.supervisor import run_supervised
+
+        return run_supervised(args.argv, args.processes, url)
     worker = Worker(url, registry, worker_settings(args), metrics=start_metrics(args, url))
     with stop_on_signals([worker.stop]):
         worker.run()
@@ -350,6 +361,7 @@ def stop_on_signals(stoppers: Sequence[Callable[[], None]]) -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     try:
         code: int = args.func(args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,38 @@ def test_worker_rejects_timeout_not_shorter_than_lease(database_url: str) -> Non
     assert result.returncode == 1
     assert "shorter than the lease" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_processes_flag_runs_and_restarts_children(
+    database_url: str, app_tables: psycopg.Connection[Any]
+) -> None:
+    conn = app_tables
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.05}) for _ in range(60)])
+    supervisor = start_cli(
+        ["worker", APP, "--processes", "2", "--concurrency", "4"], database_url, cwd=ROOT
+    )
+    try:
+        wait_for(lambda: statuses(conn) == {"done": 60}, timeout=60, message="all done")
+        pids = {row[0] for row in conn.execute("SELECT DISTINCT pid FROM effects")}
+        workers = wait_for(
+            lambda: (
+                [
+                    r[0]
+                    for r in conn.execute("SELECT pid FROM pgbeat_processes WHERE role = 'worker'")
+                ]
+                if count(conn, "SELECT count(*) FROM pgbeat_processes WHERE role = 'worker'") == 2
+                else []
+            ),
+            timeout=20,
+            message="two worker heartbeats",
+        )
+        os.kill(workers[0], signal.SIGKILL)  # a crashed child is started again
+        wait_for(lambda: "restarting it" in supervisor.output(), timeout=20, message="restart")
+        pgbeat.enqueue(conn, "effect", {"sleep": 0})
+        wait_for(lambda: statuses(conn) == {"done": 61}, timeout=30, message="job after restart")
+    finally:
+        output = supervisor.stop()
+    assert supervisor.returncode == 0, output
+    assert len(pids) == 2, "both processes should have run jobs"
+    assert count(conn, "SELECT count(*) FROM effects") == 61
