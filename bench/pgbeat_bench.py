@@ -7,9 +7,14 @@ and report each; pickup latency runs an idle worker and enqueues one job at a ti
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -41,18 +46,25 @@ class DrainConfig:
     concurrency: int
     claim_batch: int
     is_async: bool
+    processes: int = 1
 
     @property
     def variant(self) -> str:
         kind = "async" if self.is_async else "sync"
-        return f"c{self.concurrency}-b{self.claim_batch}-{kind}"
+        procs = f"-p{self.processes}" if self.processes > 1 else ""
+        return f"c{self.concurrency}-b{self.claim_batch}-{kind}{procs}"
 
     @property
     def description(self) -> str:
         kind = "async" if self.is_async else "sync"
+        how = (
+            f"`pgbeat worker --processes {self.processes}`"
+            if self.processes > 1
+            else "1 process"
+        )
         return (
             f"Worker concurrency={self.concurrency} claim_batch={self.claim_batch}, "
-            f"{kind} no-op handler, 1 process"
+            f"{kind} no-op handler, {how}"
         )
 
 
@@ -61,6 +73,8 @@ DRAIN_CONFIGS = (
     DrainConfig(100, 100, is_async=False),
     DrainConfig(200, 200, is_async=False),
     DrainConfig(100, 100, is_async=True),
+    DrainConfig(100, 100, is_async=False, processes=2),
+    DrainConfig(100, 100, is_async=False, processes=3),
 )
 QUICK_DRAIN_CONFIGS = (DrainConfig(100, 100, is_async=False),)
 
@@ -107,6 +121,8 @@ def _enqueue_many(conn: psycopg.Connection[Any], jobs: int, batch: int) -> None:
 
 def drain(url: str, jobs: int, config: DrainConfig) -> Result:
     """Time one Worker from its start until the database shows every job done."""
+    if config.processes > 1:
+        return drain_processes(url, jobs, config)
     _load(url, jobs)
     finished = threading.Event()
     counter = itertools.count(1)
@@ -136,6 +152,48 @@ def drain(url: str, jobs: int, config: DrainConfig) -> Result:
     worker.stop()
     thread.join(30)
     return rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, watch.seconds)
+
+
+def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
+    """Time `pgbeat worker --processes N` from its first claim until no job is left.
+
+    The clock starts when the first job leaves `pending`, so interpreter start-up is not
+    counted; progress is read through the partial indexes, which shrink as jobs finish.
+    """
+    _load(url, jobs)
+    command = [
+        sys.executable, "-m", "pgbeat", "worker", "bench.noop_app:registry",
+        "--processes", str(config.processes), "--concurrency", str(config.concurrency),
+        "--log-level", "WARNING",
+    ]
+    env = {**os.environ, "DATABASE_URL": url}
+    process = subprocess.Popen(command, env=env, cwd=str(Path(__file__).resolve().parents[1]))
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while _left(conn) == jobs:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("pgbeat worker processes never started")
+                time.sleep(0.002)
+            started = time.perf_counter()
+            while _left(conn) > 0:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("pgbeat drain timed out")
+                time.sleep(0.005)
+            seconds = time.perf_counter() - started
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    return rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, seconds)
+
+
+def _left(conn: psycopg.Connection[Any]) -> int:
+    """Jobs pending or running, counted through jobs_ready and jobs_running."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM jobs WHERE status = 'pending')"
+        " + (SELECT count(*) FROM jobs WHERE status = 'running')"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _wait_all_done(conn: psycopg.Connection[Any], jobs: int) -> None:
