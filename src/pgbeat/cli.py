@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import json
 import logging
 import os
 import signal
@@ -21,8 +20,7 @@ from typing import Any, NoReturn
 
 import psycopg
 
-from pgbeat import db, logs, migrate, queue
-from pgbeat.durations import parse_duration
+from pgbeat import arguments, db, logs, migrate, queue
 from pgbeat.errors import PgbeatError
 from pgbeat.metrics import Metrics, PrometheusMetrics
 from pgbeat.registry import Registry
@@ -43,54 +41,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(1, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-# -- argument types ---------------------------------------------------------------------------
-
-
-def _duration(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _aware_datetime(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad ISO-8601 time {text!r}: expected e.g. 2026-12-01T09:00:00+01:00"
-        ) from None
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no UTC offset: add one, e.g. {text}+00:00 or {text}Z"
-        )
-    return value
-
-
-def _json_payload(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"bad JSON payload: {exc}") from None
-
-
-def _kinds(text: str) -> tuple[str, ...]:
-    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
-    if not kinds:
-        raise argparse.ArgumentTypeError("expected a comma-separated list of kinds")
-    return kinds
 
 
 # -- the parser -------------------------------------------------------------------------------
@@ -136,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_metrics_flags(p)
     p.add_argument(
         "--processes",
-        type=_positive_int,
+        type=arguments.positive_int,
         default=1,
         metavar="N",
         help="run N worker processes to use N cores (default 1)",
@@ -145,24 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("enqueue", parents=[common], help="enqueue one job; prints its id")
     p.add_argument("kind", metavar="KIND")
-    p.add_argument("--payload", type=_json_payload, default={}, help="JSON (default {})")
+    p.add_argument("--payload", type=arguments.json_payload, default={}, help="JSON (default {})")
     when = p.add_mutually_exclusive_group()
     when.add_argument(
         "--in",
         dest="delay",
-        type=_duration,
+        type=arguments.duration,
         metavar="DURATION",
         help="run after this delay, e.g. 24h",
     )
     when.add_argument(
         "--at",
         dest="run_at",
-        type=_aware_datetime,
+        type=arguments.aware_datetime,
         metavar="ISO-8601",
         help="run at this time, e.g. 2026-12-01T09:00:00+01:00",
     )
     p.add_argument("--unique-key", metavar="KEY")
-    p.add_argument("--max-attempts", type=_positive_int, metavar="N")
+    p.add_argument("--max-attempts", type=arguments.positive_int, metavar="N")
     p.set_defaults(func=cmd_enqueue)
 
     from pgbeat import cli_jobs, cli_ops, cli_schedules
@@ -176,34 +126,34 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_worker_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=arguments.positive_int,
         default=10,
         metavar="N",
         help="jobs run at once (default 10)",
     )
     p.add_argument(
         "--lease",
-        type=_duration,
+        type=arguments.duration,
         metavar="DURATION",
         help="how long a claimed job is reserved (default 5m)",
     )
     p.add_argument(
         "--timeout",
-        type=_duration,
+        type=arguments.duration,
         metavar="DURATION",
         help="a job's time limit, shorter than the lease (default 1m)",
     )
-    p.add_argument("--kinds", type=_kinds, metavar="a,b", help="only run these kinds")
+    p.add_argument("--kinds", type=arguments.kinds_list, metavar="a,b", help="only run these kinds")
     p.add_argument(
         "--grace",
-        type=_duration,
+        type=arguments.duration,
         default=timedelta(seconds=15),
         metavar="DURATION",
         help="on SIGTERM, how long running jobs may finish (default 15s)",
     )
     p.add_argument(
         "--poll",
-        type=_duration,
+        type=arguments.duration,
         default=timedelta(seconds=1),
         metavar="DURATION",
         help="polling interval when no notification arrives (default 1s)",
@@ -213,7 +163,7 @@ def _add_worker_flags(p: argparse.ArgumentParser) -> None:
 def _add_metrics_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port",
-        type=_positive_int,
+        type=arguments.positive_int,
         metavar="PORT",
         help="serve Prometheus metrics on this port",
     )
@@ -366,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
-        print(f"pgbeat: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"pgbeat: error: {arguments.one_line(str(exc))}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:  # a database error that is not the user's input
         message = db.scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else "", "")
@@ -375,11 +325,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
-
-
-def _one_line(message: str) -> str:
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    return "; ".join(lines) if lines else "unknown error"
 
 
 def now_utc() -> datetime:

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from pgbeat import admin, cli, db, migrate
+from pgbeat import admin, arguments, cli, db, migrate
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", parents=[common], help="the newest jobs")
     p.add_argument("--status", choices=admin.STATUSES)
     p.add_argument("--kind")
-    p.add_argument("--limit", type=cli._positive_int, default=50, metavar="N")
+    p.add_argument("--limit", type=arguments.positive_int, default=50, metavar="N")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
@@ -50,7 +50,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("purge", parents=[common], help="delete old finished jobs, in batches")
-    p.add_argument("--older-than", type=cli._duration, required=True, metavar="DURATION")
+    p.add_argument("--older-than", type=arguments.duration, required=True, metavar="DURATION")
     p.add_argument(
         "--status", type=_finished_statuses, default=admin.FINISHED, metavar="done,failed"
     )

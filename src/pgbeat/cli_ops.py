@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from pgbeat import cli, db, migrate, queries, queue
+from pgbeat import arguments, db, migrate, queries, queue
 from pgbeat.catchup import ON_TIME, latest_fire_between
 from pgbeat.config import ConfigError, load_schedules
 from pgbeat.heartbeat import STALE_AFTER
@@ -33,7 +33,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-age",
-        type=cli._duration,
+        type=arguments.duration,
         default=STALE_AFTER,
         metavar="DURATION",
         help="how fresh a worker heartbeat must be (default 30s)",
@@ -50,7 +50,7 @@ def cmd_health(args: argparse.Namespace) -> int:
                 queries.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
             ).fetchone()
     except Exception as exc:
-        print(f"unhealthy: {cli._one_line(str(exc))}")
+        print(f"unhealthy: {arguments.one_line(str(exc))}")
         return 1
     workers = int(row[0]) if row else 0
     if workers == 0:

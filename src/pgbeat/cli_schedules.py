@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pgbeat import cli, db, migrate
+from pgbeat import arguments, cli, db, migrate
 from pgbeat.config import ConfigError, load_schedules
 from pgbeat.heartbeat import schedules_hash
 from pgbeat.schedule import Schedule, fire_times_after, unique_key
@@ -43,11 +43,11 @@ def add_commands(
     p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
     p.add_argument(
         "--after",
-        type=cli._aware_datetime,
+        type=arguments.aware_datetime,
         metavar="ISO-8601",
         help="preview from this time (default: now)",
     )
-    p.add_argument("--count", type=cli._positive_int, default=5, metavar="N")
+    p.add_argument("--count", type=arguments.positive_int, default=5, metavar="N")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=cmd_next)
 

@@ -172,7 +172,9 @@ class Connector:
     def get(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = psycopg.connect(
-                self._url, autocommit=True, connect_timeout=5,
+                self._url,
+                autocommit=True,
+                connect_timeout=5,
                 application_name=self._application_name,
                 options=self._options or None,
             )

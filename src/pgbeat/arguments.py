@@ -1,0 +1,63 @@
+"""Argument types of the `pgbeat` command line: text to a value, or a one-line error.
+
+argparse reports an ``ArgumentTypeError`` as ``pgbeat ...: error: argument --x: <message>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from pgbeat.durations import parse_duration
+
+
+def duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def aware_datetime(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"bad ISO-8601 time {text!r}: expected e.g. 2026-12-01T09:00:00+01:00"
+        ) from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no UTC offset: add one, e.g. {text}+00:00 or {text}Z"
+        )
+    return value
+
+
+def json_payload(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"bad JSON payload: {exc}") from None
+
+
+def kinds_list(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    if not kinds:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of kinds")
+    return kinds
+
+
+def one_line(message: str) -> str:
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    return "; ".join(lines) if lines else "unknown error"
