@@ -125,7 +125,8 @@ def _schedule(
     name: str, table: object, defaults: dict[str, Any]
 ) -> tuple[Schedule | None, list[str]]:
     if not isinstance(table, dict):
-        return None, [f"must be a table ([schedules.{name}]), got {_show(table)}"]
+        shown = name if name.isprintable() else repr(name)  # a problem stays one line
+        return None, [f"must be a table ([schedules.{shown}]), got {_show(table)}"]
     problems = _unknown_keys(table, _SCHEDULE_KEYS)
     known = {key: value for key, value in table.items() if key in _SCHEDULE_KEYS}
     data = {"kind": name, **defaults, **known, "name": name}

@@ -19,6 +19,8 @@ _UNITS: dict[str, timedelta] = {
 # Largest unit first, each at most once: "1h30m" and "90s" are fine, "30m1h" is not.
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?")
 _EXAMPLES = "500ms, 30s, 5m, 2h, 1d or 1h30m"
+# Ten years: longer is a typo, and instants that far from now leave datetime's range.
+MAX_DURATION = timedelta(days=3660)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -28,9 +30,14 @@ def parse_duration(text: str) -> timedelta:
     if not cleaned or match is None or not any(match.groups()):
         raise ValueError(f"bad duration {text!r}: expected e.g. {_EXAMPLES}")
     total = timedelta()
-    for amount, unit in zip(match.groups(), ("d", "h", "m", "s", "ms"), strict=True):
-        if amount is not None:
-            total += int(amount) * _UNITS[unit]
+    try:
+        for amount, unit in zip(match.groups(), ("d", "h", "m", "s", "ms"), strict=True):
+            if amount is not None:
+                total += int(amount) * _UNITS[unit]
+    except OverflowError:
+        raise ValueError(f"bad duration {text!r}: too large") from None
+    if total > MAX_DURATION:
+        raise ValueError(f"bad duration {text!r}: at most {MAX_DURATION.days} days")
     if total <= timedelta(0):
         raise ValueError(f"bad duration {text!r}: must be greater than zero")
     return total

@@ -24,6 +24,7 @@ from pgbeat.metrics import Metrics
 from pgbeat.outcome import Outcome, decide
 
 log = logging.getLogger("pgbeat.worker")
+MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
 
 
 class Recorder:
@@ -126,7 +127,8 @@ def _log_outcome(run: Run, outcome: Outcome) -> None:
         "outcome": outcome.verdict,
     }
     where = f"job {job.id} {job.kind} attempt {job.attempt}/{job.max_attempts}"
-    first_line = (outcome.error or "").splitlines()[0] if outcome.error else ""
+    # the first line only, and not all of it: a handler may raise with a 10 MB message
+    first_line = (outcome.error or "")[:MAX_LOGGED_ERROR].partition("\n")[0]
     if outcome.verdict == "done":
         log.info("%s done in %.1fms", where, took_ms, extra=fields)
     elif outcome.verdict == "retry":

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from pgbeat.durations import format_duration, parse_duration
+from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 
 CatchUp = Literal["none", "latest", "all"]
 
@@ -131,6 +131,8 @@ class Schedule(BaseModel):
         if value is not None and (value < _SECOND or value % _SECOND):
             shown = format_duration(value) or "0s"
             raise ValueError(f"must be a whole number of seconds, at least 1s (got {shown})")
+        if value is not None and value > MAX_DURATION:
+            raise ValueError(f"must be at most {MAX_DURATION.days} days")
         return value
 
     @field_validator("catch_up_window")
@@ -138,6 +140,8 @@ class Schedule(BaseModel):
     def _check_window(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
             raise ValueError("must be greater than zero")
+        if value > MAX_DURATION:  # a timedelta given in code skips parse_duration's check
+            raise ValueError(f"must be at most {MAX_DURATION.days} days")
         return value
 
     @field_validator("timezone")

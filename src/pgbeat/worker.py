@@ -197,14 +197,21 @@ class Worker:
         self._wake.wait(max(0.0, min(timers) - time.monotonic()))
 
     def _database_work(self, conn: psycopg.Connection[Any], now: float, claim: int) -> None:
-        """Record outcomes, reap and claim, pipelined: one round trip in the common case."""
+        """Record outcomes, reap and claim, pipelined: one round trip in the common case.
+
+        Handlers start only after the pipeline's Sync has committed the claim: a handler
+        that crashes its process must find its attempt already charged and its lease set.
+        """
+        claimed: list[Job] = []
         with conn.pipeline():
             self._recorder.flush(conn)
             if now >= self._next_reap:
                 self._reap(conn)
                 self._next_reap = now + self._reap_interval()
             if claim:
-                self._claim(conn, claim, now)
+                claimed = self._claim(conn, claim, now)
+        for job in claimed:
+            self._start(job)
 
     def _with_database(self, work: Any) -> bool:
         """Run ``work(conn)``; on a lost database log once, back off, and return False."""
@@ -230,7 +237,7 @@ class Worker:
     def _reap_interval(self) -> float:
         return min(max(self.lease.total_seconds() / 4, 0.25), 30.0)
 
-    def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> None:
+    def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> list[Job]:
         jobs = queue.claim_jobs(conn, limit, self.lease, self.settings.kinds)
         self._last_claim = now
         self._metrics.claimed(len(jobs))
@@ -241,8 +248,7 @@ class Worker:
             seconds = queue.seconds_to_next_job(conn, self.settings.kinds)
             if seconds is not None:  # <= 0: it fell due since the claim, or another worker holds it
                 self._next_due = now + max(seconds, 0.05)
-        for job in jobs:
-            self._start(job)
+        return jobs
 
     def _start(self, job: Job) -> None:
         deadline = time.monotonic() + self._timeout_s
