@@ -38,3 +38,14 @@ def test_format_round_trips(text: str) -> None:
 def test_format_normalises() -> None:
     assert format_duration(timedelta(seconds=90)) == "1m30s"
     assert format_duration(timedelta(0)) == "0s"
+
+
+@pytest.mark.parametrize("text", ["99999999999d", "1000000000d", "99999999999999999999ms", "3661d"])
+def test_huge_durations_are_one_line_errors(text: str) -> None:
+    with pytest.raises(ValueError, match="bad duration") as info:
+        parse_duration(text)
+    assert "\n" not in str(info.value)
+
+
+def test_ten_years_is_accepted() -> None:
+    assert parse_duration("3660d") == timedelta(days=3660)
