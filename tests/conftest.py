@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from pgbeat.migrate import apply_migrations
 
@@ -63,26 +64,29 @@ def template_name(server_url: str) -> Iterator[str]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _temporary_database(server_url: str, template: str | None) -> Iterator[str]:
+    """Create a database (cloned from ``template`` if given), yield its URL, drop it."""
+    name = f"pgbeat_t_{uuid.uuid4().hex[:12]}"
+    clone = sql.SQL(" TEMPLATE {}").format(sql.Identifier(template)) if template else sql.SQL("")
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(name), clone))
+    yield with_database(server_url, name)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
 @pytest.fixture
 def database_url(server_url: str, template_name: str) -> Iterator[str]:
     """A URL of a fresh, migrated database of this test's own, dropped afterwards."""
-    name = f"pgbeat_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_name}"')
-    yield with_database(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    yield from _temporary_database(server_url, template_name)
 
 
 @pytest.fixture
 def empty_database_url(server_url: str) -> Iterator[str]:
     """A URL of a fresh database with no schema at all (for migration tests)."""
-    name = f"pgbeat_e_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield with_database(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    yield from _temporary_database(server_url, None)
 
 
 @pytest.fixture
