@@ -16,7 +16,7 @@ FiresBetween = Callable[[Schedule, datetime, datetime], list[datetime]]
 
 ON_TIME = timedelta(seconds=5)  # a period this late is still on time, not "missed"
 MAX_CATCH_UP_PERIODS = 10_000  # catch_up = "all" never floods one tick beyond this
-_LOOK_BACK_STEPS = (timedelta(hours=1), timedelta(days=1), timedelta(days=32), timedelta(days=367))
+_FIRST_LOOK_BACK = timedelta(hours=1)
 
 
 def due_periods(
@@ -38,28 +38,38 @@ def due_periods(
     if schedule.catch_up == "none" or since >= on_time_start:
         return on_time
     if schedule.catch_up == "all":
-        missed = between(schedule, since, on_time_start)
-        return missed[-MAX_CATCH_UP_PERIODS:] + on_time
+        missed = last_fires_between(schedule, since, on_time_start, MAX_CATCH_UP_PERIODS, between)
+        return missed + on_time
     if on_time:  # "latest": the most recent period is on time, older ones are dropped
         return on_time
-    latest = latest_fire_between(schedule, since, on_time_start, between)
-    return [] if latest is None else [latest]
+    return last_fires_between(schedule, since, on_time_start, 1, between)
 
 
-def latest_fire_between(
+def last_fires_between(
     schedule: Schedule,
     start: datetime,
     end: datetime,
+    limit: int,
     between: FiresBetween = fire_times_between,
-) -> datetime | None:
-    """The last fire time in (start, end], looking back in growing steps to stay cheap."""
-    for step in _LOOK_BACK_STEPS:
-        fires = between(schedule, max(start, end - step), end)
-        if fires:
-            return fires[-1]
-        if end - step <= start:
-            return None
-    fires = between(schedule, start, end)
+) -> list[datetime]:
+    """The last ``limit`` fire times in (start, end], oldest first.
+
+    Looks back from ``end`` in windows that double, so the work stays near ``limit``
+    fire times however long the range is (a 1 s schedule over a 60-day window would
+    otherwise compute five million).
+    """
+    fires: list[datetime] = []
+    step, upper = _FIRST_LOOK_BACK, end
+    while upper > start and len(fires) < limit:
+        lower = max(start, upper - step)
+        fires[:0] = between(schedule, lower, upper)
+        upper, step = lower, step * 2
+    return fires[-limit:]
+
+
+def latest_fire_between(schedule: Schedule, start: datetime, end: datetime) -> datetime | None:
+    """The last fire time in (start, end], if any."""
+    fires = last_fires_between(schedule, start, end, 1)
     return fires[-1] if fires else None
 
 

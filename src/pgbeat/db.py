@@ -28,21 +28,53 @@ _embedded_servers: dict[Path, Any] = {}
 
 
 def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***``, safe to log."""
+    """``url`` with its password replaced by ``***``, safe to log.
+
+    Handles both forms libpq reads: ``postgresql://user:pw@host/db?password=pw`` and
+    ``host=... password=...``.
+    """
     try:
-        parts = urlsplit(url)
-    except ValueError:
+        params = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
         return "<unparseable database url>"
-    if parts.password is None:
+    if not params.get("password"):
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    if "://" not in url:
+        return psycopg.conninfo.make_conninfo("", **{**params, "password": "***"})
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+    query = (
+        "&".join(
+            "password=***" if pair.partition("=")[0] == "password" else pair
+            for pair in parts.query.split("&")
+        )
+        if parts.query
+        else ""
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _passwords(url: str) -> set[str]:
+    """Every spelling of ``url``'s password that an error message might quote."""
+    found: set[str] = set()
+    try:
+        password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+    except psycopg.Error:
+        password = None
+    if password:
+        found.add(str(password))
+    if "://" in url:
+        raw = urlsplit(url).password
+        if raw:
+            found.add(raw)
+    return found
 
 
 def scrub(message: str, url: str) -> str:
     """Remove the password of ``url`` from an error message that may quote it."""
-    password = urlsplit(url).password if "://" in url else None
-    if password:
+    for password in _passwords(url):
         message = message.replace(password, "***")
     return " ".join(message.split())
 

@@ -103,7 +103,7 @@ class WorkerKills:
     concurrency: int = 4
     lease: str = "2s"
     timeout: str = "1s"
-    job_sleep: float = 0.04
+    job_sleep: float = 0.03
     kill_every: tuple[float, float] = (0.8, 2.0)
     restart_after: tuple[float, float] = (0.1, 0.8)
     fault_seconds: float = 20.0  # kill no longer than this, even with jobs left
@@ -140,6 +140,12 @@ def worker_kills(url: str, p: WorkerKills) -> ScenarioResult:
         jobs_per_second=round(p.jobs / (ended - started), 1),
         recovery_after_last_kill_s=round(ended - last_kill, 1),
     )
+    result.figures.update(
+        load=f"{p.jobs:,} jobs, {p.workers} workers x{p.concurrency}, "
+        f"{result.figures['jobs_per_second']:,.0f} jobs/s",
+        faults=f"{fleet.kills} kill -9 of workers (lease {p.lease})",
+        recovery=f"all done {result.figures['recovery_after_last_kill_s']}s after the last kill",
+    )
     reaped = result.figures["effects"]["reaped"]
     result.check(drained, f"jobs left after {p.drain_seconds}s without faults")
     result.check(fleet.kills > 0, "no worker was killed: the run proved nothing")
@@ -174,7 +180,7 @@ timezone = "America/New_York"
 @dataclass(frozen=True)
 class SchedulerStorm:
     replicas: int = 6
-    seconds: float = 10.0
+    seconds: float = 9.0
     kill_every: tuple[float, float] = (0.3, 1.0)
     max_victims: int = 2
     restart_after: tuple[float, float] = (0.0, 1.0)
@@ -224,6 +230,11 @@ def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResul
     odd = [t for t in kathmandu if t.astimezone(KATHMANDU).minute % 2 or t.second]
     result.check(not odd, f"Kathmandu periods off even local minutes: {odd}")
     result.figures.update(kills=fleet.kills, restarts=fleet.restarts, total_outages=outages)
+    result.figures.update(
+        load=f"{p.replicas} schedulers, {len(schedules)} schedules, {p.seconds:g}s",
+        faults=f"{fleet.kills} kill -9 ({outages} with every replica down)",
+        recovery="-",
+    )
     return result
 
 
@@ -320,13 +331,14 @@ def _database_restart(
         up_at = probe.scalar("SELECT now()")
         recovery = _recovery(probe, up_at, p.recovery_seconds)
         result.figures.update(
+            load=f"{p.jobs:,} jobs + 2 schedules, {p.workers} workers, {p.schedulers} schedulers",
+            faults=f"PostgreSQL stopped ({p.stop_mode}) for {(up_at - down_at).seconds}s",
             outage_s=round((up_at - down_at).total_seconds(), 1),
             running_at_stop=running_at_stop,
             **recovery,
         )
         effect_done = lambda: probe.scalar(FINISHED, (["effect"],)) == p.jobs  # noqa: E731
         result.check(poll_until(effect_done, p.drain_seconds), "effect jobs left unfinished")
-        time.sleep(max(0.0, 3.0 - (time.monotonic() % 1)))  # a few periods after the drain
         alive = {name: len(fleet.alive()) for name, fleet in fleets.items()}
         result.check(
             alive == {"schedulers": p.schedulers, "workers": p.workers},
@@ -373,13 +385,17 @@ def _check_catch_up(
         "all_tick does not span the outage",
     )
     reconnect = up_at + timedelta(seconds=(recovery["scheduler_recovery_s"] or 0) + 1)
-    outside = [t for t in none_tick.missing if not down_at - timedelta(seconds=1) < t <= reconnect]
+    outside = [t for t in none_tick.missing if not down_at - timedelta(seconds=3) < t <= reconnect]
     result.check(not outside, f"catch_up=none skipped periods outside the outage: {outside}")
     result.check(
         recovery["scheduler_recovery_s"] is not None and recovery["worker_recovery_s"] is not None,
         f"no recovery after the restart: {recovery}",
     )
     result.figures["none_skipped"] = len(none_tick.missing)
+    result.figures["recovery"] = (
+        f"periods {recovery['scheduler_recovery_s']}s, jobs {recovery['worker_recovery_s']}s "
+        f"after the restart; catch_up=none skipped {len(none_tick.missing)}"
+    )
 
 
 # -- 5. backends terminated mid-transaction ------------------------------------------------------
@@ -463,6 +479,11 @@ def backend_kills(url: str, p: BackendKills, workdir: Path) -> ScenarioResult:
         terminated=dict(terminated),
         terminated_total=sum(terminated.values()),
         recovery_after_last_kill_s=round(ended - started - p.seconds, 1),
+        load=f"{enqueued:,} jobs + 2 schedules, {p.workers} workers, {p.schedulers} schedulers",
+        faults=f"{sum(terminated.values())} backends terminated in {p.seconds:g}s",
+    )
+    result.figures["recovery"] = (
+        f"all done {result.figures['recovery_after_last_kill_s']}s after the last kill"
     )
     result.check(sum(terminated.values()) > 0, "no backend was terminated: the run proved nothing")
     return result
@@ -483,8 +504,8 @@ class PoisonJobs:
     exits: int = 2
     hangs: int = 1  # each of the sync and the async flavour
     huge: int = 1
-    # poison_exit dies before any round trip of its own; with False it first records its run
-    # (which also lets the worker's claim commit first: see the xfail in test_poison_jobs.py)
+    # True: poison_exit dies before any round trip of its own (runs are counted as deaths);
+    # False: it first records its run in `executions`
     instant_exit: bool = False
     drain_seconds: float = 75.0
     seed: int = 6
@@ -537,6 +558,9 @@ def poison_jobs(url: str, p: PoisonJobs) -> ScenarioResult:
         worker_deaths=len(deaths),
         poison_exit_runs=exit_runs,
         longest_log_line=longest,
+        load=f"{p.ordinary:,} jobs + {sum(counts.values())} poison, {p.workers} workers",
+        faults=f"{len(deaths)} worker deaths (os._exit), hangs, a 10 MB error",
+        recovery=f"all settled in {ended - started:.1f}s",
         poison=[
             {
                 "kind": kind,
@@ -549,21 +573,25 @@ def poison_jobs(url: str, p: PoisonJobs) -> ScenarioResult:
         ],
     )
     result.check(bool(deaths), "no worker died: poison_exit never ran")
-    # Every run of poison_exit kills one worker and must have been charged as an attempt.
+    # A worker dies once however many poison_exit runs it has at that moment: deaths <= runs.
+    # Every run must have been charged as an attempt, or a job that kills its worker could
+    # run (and kill) forever (it could before 077942c: handlers started before the claim's
+    # commit, see test_poison_jobs.py::test_a_claim_is_committed_before_its_handler_starts).
     runs = len(deaths) if p.instant_exit else exit_runs
-    result.check(
-        len(deaths) == runs <= p.exits * p.max_attempts,
-        f"{len(deaths)} worker deaths for {runs} runs of poison_exit and "
-        f"{p.exits * p.max_attempts} attempts charged",
-    )
+    charged = p.exits * p.max_attempts
+    result.figures["uncharged_runs"] = max(0, runs - charged)
+    result.check(len(deaths) <= runs, f"{len(deaths)} worker deaths for {runs} runs")
+    result.check(runs <= charged, f"{runs} runs of poison_exit for {charged} attempts charged")
     result.check(set(deaths) <= {17}, f"workers died with unexpected codes: {deaths}")
     for kind, status, attempts, length, head, tail in rows:
         result.check(status == "failed", f"{kind} ended {status}, not failed")
         result.check(attempts == p.max_attempts, f"{kind}: {attempts} attempts")
         if kind == "poison_exit":
             result.check(head.startswith("lease expired"), f"{kind}: last_error {head!r}")
-        elif kind.startswith("poison_hang"):
-            result.check(head.startswith("TimedOut"), f"{kind}: last_error {head!r}")
-        else:
-            result.check(length <= 10_100 and "truncated" in tail, f"{kind}: {length} chars")
+        elif kind.startswith("poison_hang"):  # timed out; or a neighbour's os._exit ended it
+            timed_out = head.startswith(("TimedOut", "lease expired"))
+            result.check(timed_out, f"{kind}: last_error {head!r}")
+        else:  # its own error, truncated; or a neighbour's os._exit ended its last attempt
+            truncated = length <= 10_100 and "truncated" in tail
+            result.check(truncated or head.startswith("lease expired"), f"{kind}: {head!r}")
     return result

@@ -2,15 +2,14 @@
 
 schedules.toml text, cron strings, zone names and durations (pure, many examples); job
 kinds and JSON payloads through ``pgbeat.enqueue`` and through ``pgbeat enqueue`` in a
-subprocess (bounded: subprocesses are slow). Inputs of the defects pinned by the xfail
-tests at the end are filtered out here, each with a pointer to its test.
+subprocess (bounded: subprocesses are slow). The tests at the end pin the defects this
+fuzzing found (fixed in 077942c).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import available_timezones
@@ -72,26 +71,12 @@ cron_strings = st.one_of(
     st.text(max_size=30),
 )
 
-amounts = st.integers(0, 10**6).map(str)
+amounts = st.one_of(st.integers(0, 10**6), st.integers(0, 10**30)).map(str)
 well_formed_durations = st.tuples(
     *[st.one_of(st.just(""), amounts.map(lambda a, u=unit: a + u)) for unit in "dhms"],
     st.one_of(st.just(""), amounts.map(lambda a: a + "ms")),
 ).map("".join)
 duration_texts = st.one_of(well_formed_durations, st.text(max_size=15))
-_AMOUNT = re.compile(r"(\d+)(ms|d|h|m|s)", re.IGNORECASE)
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_CENTURIES = 1000 * 365 * 86400  # seconds: far from datetime's limits either way
-
-
-def is_out_of_range_duration(text: str) -> bool:
-    """A duration past timedelta's range (test_duration_overflow_is_a_value_error and
-    test_huge_every_is_a_config_error) or datetime's (test_accepted_schedule_is_usable)."""
-    return any(
-        len(amount) > 15 or int(amount) * _UNIT_SECONDS[unit.lower()] > _CENTURIES
-        for amount, unit in _AMOUNT.findall(text)
-    )
-
-
 toml_scalars = st.one_of(
     st.text(max_size=12),
     st.integers(-(2**63), 2**63 - 1),
@@ -154,14 +139,6 @@ def toml_document(document: dict[str, Any]) -> str:
     return "\n".join(f"{key} = {toml(value)}" for key, value in document.items()) + "\n"
 
 
-def has_line_break_in_name(document: dict[str, Any]) -> bool:
-    """Pinned by test_problem_about_a_non_table_schedule_is_one_line."""
-    schedules = document.get("schedules")
-    return isinstance(schedules, dict) and any(
-        len(f"x{name}x".splitlines()) > 1 for name in schedules
-    )
-
-
 def assert_one_line_problems(error: ConfigError) -> None:
     assert error.problems, "a ConfigError without problems"
     for problem in error.problems:
@@ -173,14 +150,18 @@ def assert_usable(schedule: Schedule) -> None:
     fires = fire_times_after(schedule, AFTER, 3)
     assert fires == sorted(set(fires)) and fires[0] > AFTER, fires
     assert unique_key(schedule, fires[0]).startswith(schedule.name + "@")
-    due_periods(schedule, None, AFTER)
-    due_periods(schedule, AFTER - timedelta(minutes=3), AFTER)
+    due_periods(schedule, AFTER - timedelta(minutes=3), AFTER)  # a running scheduler's tick
+    # A starting scheduler's first tick; catch_up = "all" over millions of periods is slow
+    # (test_limits.py::test_catch_up_all_looks_at_no_more_periods_than_it_may_insert).
+    period = schedule.every or timedelta(minutes=1)
+    if schedule.catch_up != "all" or schedule.catch_up_window / period <= 100_000:
+        due_periods(schedule, None, AFTER)
 
 
 # -- schedules.toml ---------------------------------------------------------------------------
 
 PURE = settings(max_examples=300, deadline=None)
-CROSS_CHECK = settings(max_examples=60, deadline=None)
+CROSS_CHECK = settings(max_examples=40, deadline=None)
 
 
 @PURE
@@ -188,9 +169,7 @@ CROSS_CHECK = settings(max_examples=60, deadline=None)
 def test_fuzzed_schedules_documents_parse_or_fail_in_one_line_each(
     document: dict[str, Any],
 ) -> None:
-    assume(not has_line_break_in_name(document))
     text = toml_document(document)
-    assume(not is_out_of_range_duration(text))
     try:
         schedules = parse_schedules(text)
     except ConfigError as error:
@@ -206,7 +185,6 @@ def test_fuzzed_schedules_documents_parse_or_fail_in_one_line_each(
 @example("[schedules.a]\nevery = 1\n")
 @example("\ufeff[schedules.a]\ncron = '@daily'\n")
 def test_arbitrary_text_parses_or_fails_in_one_line_each(text: str) -> None:
-    assume(not is_out_of_range_duration(text))
     try:
         schedules = parse_schedules(text)
     except ConfigError as error:
@@ -264,7 +242,6 @@ def test_fire_times_between_agrees_with_next_fire_after(
 @example(" 5M ")
 @example("0s")
 def test_durations_parse_or_raise_one_line_value_error(text: str) -> None:
-    assume(not is_out_of_range_duration(text))
     try:
         value = parse_duration(text)
     except ValueError as error:
@@ -375,13 +352,11 @@ def argv_safe(text: str) -> bool:
 
 @pytest.mark.slow
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(kind=kinds, payload=cli_payloads())
 @example(kind="k", payload='{"a": "\\u0000"}')
 @example(kind="-h", payload="{}")
-@example(kind="k", payload='{"a": NaN}')
-@example(kind='"; DROP TABLE jobs; --', payload='{"\'": "\\""}')
 def test_cli_enqueue_exits_0_or_1_in_one_line_without_a_partial_write(
     database_url: str, conn: psycopg.Connection[Any], kind: str, payload: str
 ) -> None:
@@ -402,45 +377,26 @@ def test_cli_enqueue_exits_0_or_1_in_one_line_without_a_partial_write(
     assert job_count(conn) == before + 1
 
 
-# -- defects found by fuzzing -------------------------------------------------------------------
+# -- defects found by fuzzing, fixed in 077942c --------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: pgbeat.durations.parse_duration lets OverflowError escape for amounts "
-    "past timedelta's range (e.g. '99999999999d', '1000000000d')",
-)
 @pytest.mark.parametrize("text", ["99999999999d", "1000000000d", "99999999999999999999ms"])
 def test_duration_overflow_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError, match="bad duration"):
         parse_duration(text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: a huge duration in schedules.toml escapes parse_schedules as OverflowError",
-)
 def test_huge_every_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
         parse_schedules('[schedules.a]\nevery = "99999999999d"\n')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: pgbeat enqueue --in 99999999999d ends in a traceback (OverflowError "
-    "from parse_duration is not an argparse type error)",
-)
 def test_cli_huge_delay_is_one_line(database_url: str) -> None:
     result = run_cli(["enqueue", "k", "--in", "99999999999d"], database_url)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: Schedule accepts every/catch_up_window past datetime's range; "
-    "schedules next and the scheduler's first tick then raise OverflowError",
-)
 @pytest.mark.parametrize(
     "table", ['every = "999999999d"', 'every = "1s"\ncatch_up_window = "800000d"']
 )
@@ -452,11 +408,6 @@ def test_accepted_schedule_is_usable(table: str) -> None:
     assert_usable(schedule)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: pgbeat.config._schedule puts the raw schedule name in "
-    "'must be a table ([schedules.NAME])', so a name with a line break spans two lines",
-)
 def test_problem_about_a_non_table_schedule_is_one_line() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_schedules('schedules = { "a\\nb" = 1 }\n')
