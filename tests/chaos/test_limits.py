@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from pgbeat.catchup import MAX_CATCH_UP_PERIODS, ON_TIME, due_periods
 from pgbeat.config import parse_schedules
 from pgbeat.schedule import Schedule, fire_times_between
