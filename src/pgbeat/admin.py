@@ -6,7 +6,7 @@ These run on demand from ``pgbeat jobs ...``; nothing here is on a worker's hot 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -125,7 +125,3 @@ def age_text(seconds: float | None) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
-
-
-def iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()

@@ -21,7 +21,6 @@ from pgbeat.job import Job
 DEFAULT_MAX_ATTEMPTS = 8  # the column default of migrations/0001_jobs.sql
 ERROR_TEXT_LIMIT = 10_000  # last_error keeps the head of a huge message, not 10 MB of it
 
-JobStatus = str  # 'pending' | 'running' | 'done' | 'failed'
 
 
 @dataclass(frozen=True)
