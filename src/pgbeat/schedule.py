@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from pgbeat import dst
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 
 CatchUp = Literal["none", "latest", "all"]
@@ -328,16 +329,16 @@ def _cron_fires(schedule: Schedule, after: datetime) -> Iterator[tuple[datetime,
     matches = _wall_clock_matches(schedule.cron, _scan_start(after, zone))
     while True:
         local = matches.get_next(datetime)
-        instants = _instants(local, zone)
+        instants = dst.instants(local, zone)
         if instants:
             # Fixed-time jobs run once, in the first pass; wildcard jobs follow the clock.
             yield instants[:1] if fixed else instants
             continue
-        gap_end = _gap_end(local, zone)
+        gap_end = dst.gap_end(local, zone)
         if fixed:
             yield (gap_end,)  # skipped by the clock: run the moment the gap ends
         # Later times in the gap fire at the same instant, or (wildcard) not at all.
-        resume = max(local, _wall_time(gap_end, zone) - _MINUTE)
+        resume = max(local, dst.wall_time(gap_end, zone) - _MINUTE)
         matches.set_current(resume, force=True)
 
 
@@ -348,50 +349,11 @@ def _scan_start(after: datetime, zone: ZoneInfo) -> datetime:
     # happens, read in the new offset) may come before `after`'s wall time, yet fire
     # later. A day ahead covers every real transition.
     utc = after.astimezone(UTC)
-    start = _wall_time(utc, zone)
-    if _utc_offset(utc + _DAY, zone) < _utc_offset(utc, zone):
-        change = _transition_between(utc, utc + _DAY, zone)
-        start = min(start, _wall_time(change, zone) - _SECOND)
+    start = dst.wall_time(utc, zone)
+    if dst.utc_offset(utc + _DAY, zone) < dst.utc_offset(utc, zone):
+        change = dst.transition_between(utc, utc + _DAY, zone)
+        start = min(start, dst.wall_time(change, zone) - _SECOND)
     return start.replace(second=0, microsecond=0)
-
-
-def _utc_offset(instant: datetime, zone: ZoneInfo) -> timedelta:
-    offset = instant.astimezone(zone).utcoffset()
-    assert offset is not None
-    return offset
-
-
-def _instants(local: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:
-    """The UTC instants naive ``local`` occurs at: one, two (fall-back) or none (gap)."""
-    first, second = local.replace(tzinfo=zone), local.replace(tzinfo=zone, fold=1)
-    if first.utcoffset() == second.utcoffset():
-        return (first.astimezone(UTC),)
-    # Round-trip each reading: a repeated wall time has two real instants, a skipped one none.
-    candidates = {first.astimezone(UTC), second.astimezone(UTC)}
-    return tuple(sorted(t for t in candidates if _wall_time(t, zone) == local))
-
-
-def _gap_end(local: datetime, zone: ZoneInfo) -> datetime:
-    """The instant the spring-forward gap containing naive ``local`` ends."""
-    before, after = sorted(local.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1))
-    return _transition_between(before, after, zone)
-
-
-def _wall_time(instant: datetime, zone: ZoneInfo) -> datetime:
-    return instant.astimezone(zone).replace(tzinfo=None)
-
-
-def _transition_between(before: datetime, after: datetime, zone: ZoneInfo) -> datetime:
-    """The first instant in (before, after] whose UTC offset differs from ``before``'s."""
-    # zoneinfo exposes no transition list; offsets change on whole seconds, so bisect.
-    old_offset = _utc_offset(before, zone)
-    while after - before > _SECOND:
-        middle = before + (after - before) // _SECOND // 2 * _SECOND
-        if _utc_offset(middle, zone) == old_offset:
-            before = middle
-        else:
-            after = middle
-    return after
 
 
 def _every_between(every: timedelta, start: datetime, end: datetime) -> list[datetime]:
