@@ -19,7 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pgbeat import queries
-from pgbeat.db import OutageLog, is_connection_failure
+from pgbeat.db import Connector, OutageLog, is_connection_failure
 
 log = logging.getLogger("pgbeat.heartbeat")
 
@@ -80,26 +80,16 @@ class Heartbeat:
         conn.execute(queries.PROCESSES_PRUNE, {"stale_after": STALE_AFTER})
 
     def _main(self) -> None:
-        conn: psycopg.Connection[Any] | None = None
+        connector = Connector(self._url, "pgbeat-heartbeat")
         while not self._stopped.is_set():
             try:
-                if conn is None or conn.closed:
-                    conn = psycopg.connect(
-                        self._url,
-                        autocommit=True,
-                        connect_timeout=5,
-                        application_name="pgbeat-heartbeat",
-                    )
-                self.beat(conn)
+                self.beat(connector.get())
                 self._outage.succeeded()
                 wait = self._every
             except Exception as exc:
                 if not is_connection_failure(exc):
                     log.exception("heartbeat failed")
-                if conn is not None:
-                    conn.close()
-                conn = None
+                connector.discard()
                 wait = self._outage.failed(exc)
             self._stopped.wait(wait)
-        if conn is not None:
-            conn.close()
+        connector.close()

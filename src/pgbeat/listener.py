@@ -14,7 +14,7 @@ from collections.abc import Callable
 import psycopg
 
 from pgbeat import queries
-from pgbeat.db import describe_failure
+from pgbeat.db import OutageLog
 
 log = logging.getLogger("pgbeat.listener")
 
@@ -29,6 +29,7 @@ class Listener:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._main, name="pgbeat-listener", daemon=True)
         self.connected = threading.Event()
+        self._outage = OutageLog(url, log)
 
     def start(self) -> None:
         self._thread.start()
@@ -38,24 +39,19 @@ class Listener:
         self._thread.join(timeout=self._check_every * 4)
 
     def _main(self) -> None:
-        delay = 0.5
         while not self._stopped.is_set():
             try:
                 self._listen()
-                delay = 0.5
             except psycopg.Error as exc:
                 self.connected.clear()
-                log.warning(
-                    "listener: %s; retrying in %.1fs", describe_failure(exc, self._url), delay
-                )
-                self._stopped.wait(delay)
-                delay = min(delay * 2, 10.0)
+                self._stopped.wait(self._outage.failed(exc))
 
     def _listen(self) -> None:
         with psycopg.connect(
             self._url, autocommit=True, connect_timeout=5, application_name="pgbeat-listener"
         ) as conn:
             conn.execute(queries.JOBS_LISTEN)
+            self._outage.succeeded()
             self.connected.set()
             self._on_notify()  # anything inserted while we were not listening is due now
             while not self._stopped.is_set():
