@@ -20,7 +20,7 @@ import psycopg
 
 from pgbeat import queries, queue
 from pgbeat.catchup import due_periods, keep_for
-from pgbeat.db import OutageLog, is_connection_failure, make_pool
+from pgbeat.db import Connector, OutageLog, is_connection_failure
 from pgbeat.heartbeat import Heartbeat
 from pgbeat.metrics import Metrics
 from pgbeat.schedule import Schedule, fire_times_between, next_fire_after, unique_key
@@ -77,7 +77,7 @@ class Scheduler:
             else None
         )
         self._states = [_State(s) for s in schedules if s.enabled]
-        self._pool = make_pool(url, max_size=1, name="pgbeat-scheduler")
+        self._connector = Connector(url, "pgbeat-scheduler")
         self._stopping = threading.Event()
         self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("scheduler"))
         self.stopped = threading.Event()
@@ -87,7 +87,6 @@ class Scheduler:
 
     def run(self) -> None:
         """Tick until ``stop()``; survives database outages and catches up afterwards."""
-        self._pool.open()
         if self._heartbeat is not None:
             self._heartbeat.start()
         names = ", ".join(s.schedule.name for s in self._states) or "none"
@@ -98,7 +97,7 @@ class Scheduler:
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
-            self._pool.close()
+            self._connector.close()
             log.info("scheduler stopped")
             self.stopped.set()
 
@@ -106,12 +105,13 @@ class Scheduler:
         """One tick; returns how long to sleep, in seconds of the monotonic clock."""
         started = time.monotonic()
         try:
-            with self._pool.connection(timeout=5.0) as conn:
-                now = queue.database_now(conn)
-                result = self.tick(conn, now)
+            conn = self._connector.get()
+            now = queue.database_now(conn)
+            result = self.tick(conn, now)
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
+            self._connector.discard()
             return self._outage.failed(exc)
         self._outage.succeeded()
         return _sleep_seconds(now, result.next_fire, time.monotonic() - started)
