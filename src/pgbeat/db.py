@@ -193,9 +193,17 @@ class Connector:
     worker's hot path that query would cost one round trip per claim.
     """
 
-    def __init__(self, url: str, application_name: str, **settings: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        application_name: str,
+        *,
+        configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+        **settings: str,
+    ) -> None:
         self._url = url
         self._application_name = application_name
+        self._configure = configure
         ours = " ".join(f"-c {name}={value}" for name, value in settings.items())
         theirs = str(psycopg.conninfo.conninfo_to_dict(url).get("options") or "")
         self._options = f"{theirs} {ours}".strip()  # keep the URL's own options (search_path...)
@@ -210,6 +218,8 @@ class Connector:
                 application_name=self._application_name,
                 options=self._options or None,
             )
+            if self._configure is not None:
+                self._configure(self._conn)
         return self._conn
 
     def discard(self) -> None:

@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -52,14 +52,26 @@ class Run:
 
 
 class Executor:
-    """Runs ``Run``s on at most ``concurrency`` slots and reports each settled one."""
+    """Runs ``Run``s on at most ``concurrency`` slots and reports each settled one.
 
-    def __init__(self, concurrency: int, on_settled: Callable[[Run], None]) -> None:
+    ``on_settled`` is called once per run, on the thread that settled it; ``on_slot_freed``
+    when a timed-out or released synchronous handler finally returns its slot.
+    """
+
+    def __init__(
+        self,
+        concurrency: int,
+        on_settled: Callable[[Run], None],
+        on_slot_freed: Callable[[], None] | None = None,
+    ) -> None:
         self.concurrency = concurrency
         self._on_settled = on_settled
+        self._on_slot_freed = on_slot_freed
         self._lock = threading.Lock()
         self._busy = 0  # slots held, including timed-out sync handlers still running
         self._running: set[Run] = set()  # started and not yet settled
+        # No run settles on its deadline before this time: expire() skips its scan until then.
+        self._earliest_deadline = float("inf")
         self._inbox: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -83,14 +95,23 @@ class Executor:
 
     def submit(self, run: Run) -> None:
         """Start ``run`` (the caller checked that a slot is free)."""
+        self.submit_many([run])
+
+    def submit_many(self, runs: Sequence[Run]) -> None:
+        """Start ``runs`` (the caller checked that enough slots are free)."""
+        if not runs:
+            return
         with self._lock:
-            self._busy += 1
-            self._running.add(run)
-        if run.handler is not None and run.handler.is_async:
-            self._submit_async(run)
-        else:
-            self._ensure_threads()
-            self._inbox.put(run)
+            self._busy += len(runs)
+            self._running.update(runs)
+            self._earliest_deadline = min(self._earliest_deadline, *(r.deadline for r in runs))
+        for run in runs:
+            if run.handler is not None and run.handler.is_async:
+                self._submit_async(run)
+            else:
+                if len(self._threads) < self.concurrency:
+                    self._ensure_threads()
+                self._inbox.put(run)
 
     def _ensure_threads(self) -> None:
         while len(self._threads) < self.concurrency:
@@ -135,36 +156,59 @@ class Executor:
     # -- ending runs ----------------------------------------------------------------------
 
     def _finish(self, run: Run, error: BaseException | None) -> None:
+        """A handler returned: free its slot and settle its run, unless that happened."""
         with self._lock:
             self._busy -= 1
-        if not self._settle(run, error) and not isinstance(error, Released):
+            settled_now = self._mark_settled(run, error)
+        if settled_now:
+            self._on_settled(run)
+            return
+        if self._on_slot_freed is not None:
+            self._on_slot_freed()
+        if not isinstance(error, Released):
             log.warning(
                 "job %s (%s) returned after it had timed out or been released; result discarded",
                 run.job.id,
                 run.job.kind,
             )
 
+    def _mark_settled(self, run: Run, error: BaseException | None) -> bool:
+        """Record the run's end (the lock is held); False if it had already ended."""
+        if run.settled:
+            return False
+        run.settled = True
+        run.error = error
+        run.finished_at = time.monotonic()
+        self._running.discard(run)
+        return True
+
     def _settle(self, run: Run, error: BaseException | None) -> bool:
         with self._lock:
-            if run.settled:
-                return False
-            run.settled = True
-            run.error = error
-            run.finished_at = time.monotonic()
-            self._running.discard(run)
-        self._on_settled(run)
-        return True
+            settled_now = self._mark_settled(run, error)
+        if settled_now:
+            self._on_settled(run)
+        return settled_now
 
     def expire(self, now: float) -> float | None:
         """Settle runs past their deadline as timed out; return the next deadline, if any."""
+        with self._lock:
+            if not self._running:
+                self._earliest_deadline = float("inf")
+                return None
+            if now < self._earliest_deadline:
+                return self._earliest_deadline  # maybe a settled run's: one early scan, no more
+            running = list(self._running)
         next_deadline: float | None = None
-        for run in self.unsettled():
+        for run in running:
             if run.deadline <= now:
                 timeout = timedelta(seconds=round(run.deadline - run.started, 3))
                 if self._settle(run, TimedOut(f"timed out after {timeout.total_seconds():g}s")):
                     self._abandon(run)
             elif next_deadline is None or run.deadline < next_deadline:
                 next_deadline = run.deadline
+        with self._lock:
+            candidates = [r.deadline for r in self._running if r.deadline > now]
+            self._earliest_deadline = min(candidates, default=float("inf"))
         return next_deadline
 
     def release_all(self) -> list[Run]:

@@ -6,6 +6,7 @@ commits or rolls back with the business write that caused it. No loops, no sleep
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,14 +14,13 @@ from typing import Any, overload
 
 import psycopg
 import pydantic
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 from pgbeat import queries
 from pgbeat.job import Job
 
 DEFAULT_MAX_ATTEMPTS = 8  # the column default of migrations/0001_jobs.sql
 ERROR_TEXT_LIMIT = 10_000  # last_error keeps the head of a huge message, not 10 MB of it
-
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,24 @@ async def enqueue_many_async(
 
 # -- the worker's side ----------------------------------------------------------------------
 
+_decode_json = json.JSONDecoder().decode
+
+
+def load_payload(data: str | bytes) -> Any:
+    """A claimed payload: ``{}`` (the default, and most scheduled jobs) without parsing.
+
+    Registered on the worker's connection: ``json.loads`` on bytes first sniffs their
+    encoding in Python, which made decoding 13% of a busy worker's loop.
+    """
+    if data == b"{}":
+        return {}
+    return _decode_json(data if isinstance(data, str) else data.decode())
+
+
+def use_fast_payloads(conn: psycopg.Connection[Any]) -> None:
+    """Decode json/jsonb columns on ``conn`` with ``load_payload``."""
+    set_json_loads(load_payload, conn)
+
 
 def claim_jobs(
     conn: psycopg.Connection[Any], limit: int, lease: timedelta, kinds: Sequence[str] | None
@@ -217,10 +235,7 @@ def seconds_to_next_job(conn: psycopg.Connection[Any], kinds: Sequence[str] | No
 
 def complete_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
     """Mark these runs done (runs whose job was claimed again since are left alone)."""
-    conn.execute(
-        queries.JOBS_COMPLETE,
-        {"ids": [j.id for j in jobs], "attempts": [j.attempt for j in jobs]},
-    )
+    conn.execute(queries.JOBS_COMPLETE, _fences(jobs))
 
 
 def retry_jobs(
@@ -231,8 +246,7 @@ def retry_jobs(
     conn.execute(
         queries.JOBS_RETRY,
         {
-            "ids": [job.id for job, _, _ in retries],
-            "attempts": [job.attempt for job, _, _ in retries],
+            **_fences([job for job, _, _ in retries]),
             "errors": [truncate_error(error) for _, error, _ in retries],
             "run_ats": [when if isinstance(when, datetime) else None for _, _, when in retries],
             "delays": [when if isinstance(when, timedelta) else None for _, _, when in retries],
@@ -245,8 +259,7 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
     conn.execute(
         queries.JOBS_FAIL,
         {
-            "ids": [job.id for job, _ in failures],
-            "attempts": [job.attempt for job, _ in failures],
+            **_fences([job for job, _ in failures]),
             "errors": [truncate_error(error) for _, error in failures],
         },
     )
@@ -254,10 +267,19 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
 
 def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
     """Return unfinished runs to pending at shutdown, without charging their attempt."""
-    conn.execute(
-        queries.JOBS_RELEASE,
-        {"ids": [j.id for j in jobs], "attempts": [j.attempt for j in jobs]},
-    )
+    conn.execute(queries.JOBS_RELEASE, _fences(jobs))
+
+
+def _fences(jobs: Sequence[Job]) -> dict[str, str]:
+    """The (id, attempt) pairs of runs as two array literals, ids[i] ran as attempts[i].
+
+    Written as text because psycopg's list adapter costs ~3 us per element in Python, and
+    a busy worker sends these for every job it finishes (measured: 330 -> 80 us per 100).
+    """
+    return {
+        "ids": "{" + ",".join([str(job.id) for job in jobs]) + "}",
+        "attempts": "{" + ",".join([str(job.attempt) for job in jobs]) + "}",
+    }
 
 
 def reap_expired(conn: psycopg.Connection[Any]) -> list[tuple[int, str, str]]:

@@ -25,6 +25,7 @@ from pgbeat.outcome import Outcome, decide
 
 log = logging.getLogger("pgbeat.worker")
 MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
+_DONE = Outcome("done")
 
 
 class Recorder:
@@ -38,11 +39,13 @@ class Recorder:
         self._runs: list[Run] = []
         self._since: float | None = None  # when the oldest unwritten run settled
 
-    def add(self, run: Run) -> None:
+    def add(self, run: Run) -> int:
+        """Buffer ``run``; return how many runs now wait."""
         with self._lock:
             if not self._runs:
                 self._since = time.monotonic()
             self._runs.append(run)
+            return len(self._runs)
 
     def waiting(self) -> tuple[int, float | None]:
         """How many runs wait to be written, and since when (monotonic seconds)."""
@@ -62,8 +65,10 @@ class Recorder:
                 self._runs[:0] = runs
                 self._since = self._since or time.monotonic()
             raise
+        log_done = log.isEnabledFor(logging.INFO)
         for run, outcome in decided:
-            _log_outcome(run, outcome)
+            if outcome is not _DONE or log_done:
+                _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
 
     def _write(
@@ -75,6 +80,10 @@ class Recorder:
         failures: list[tuple[Job, str]] = []
         decided: list[tuple[Run, Outcome]] = []
         for run in _latest_attempts(runs):
+            if run.error is None:  # the common case, without a new Outcome for each
+                decided.append((run, _DONE))
+                done.append(run.job)
+                continue
             outcome = decide(run.job, run.error, self._backoff, self._rng)
             decided.append((run, outcome))
             if outcome.verdict == "done":

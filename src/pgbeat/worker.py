@@ -66,14 +66,15 @@ class Worker:
         self._connector = Connector(
             url,
             "pgbeat-worker",
+            configure=queue.use_fast_payloads,
             synchronous_commit="off",
             enable_bitmapscan="off",
             plan_cache_mode="force_custom_plan",
         )
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
-        self._executor = Executor(self.settings.concurrency, self._on_settled)
-        self._listener = Listener(url, self._on_notify) if self.settings.listen else None
         self._wake = threading.Event()
+        self._executor = Executor(self.settings.concurrency, self._on_settled, self._wake.set)
+        self._listener = Listener(url, self._on_notify) if self.settings.listen else None
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._lock = threading.Lock()
@@ -110,8 +111,15 @@ class Worker:
         self._wake.set()
 
     def _on_settled(self, run: Run) -> None:
-        self._recorder.add(run)
-        self._wake.set()
+        """Buffer the outcome; wake the loop only when that changes what it would do.
+
+        The first waiting outcome starts the BATCH_WINDOW timer, and the claim threshold's
+        worth makes the flush (and a claim for the slots they freed) due at once. Waking the
+        loop for each of thousands of runs a second was a third of its work.
+        """
+        waiting = self._recorder.add(run)
+        if waiting == 1 or waiting == self._claim_threshold:
+            self._wake.set()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -217,8 +225,7 @@ class Worker:
                 self._next_reap = now + self._reap_interval()
             if claim:
                 claimed = self._claim(conn, claim, now)
-        for job in claimed:
-            self._start(job)
+        self._start(claimed)
 
     def _with_database(self, work: Any) -> bool:
         """Run ``work(conn)``; on a lost database log once, back off, and return False."""
@@ -257,19 +264,25 @@ class Worker:
                 self._next_due = now + max(seconds, 0.05)
         return jobs
 
-    def _start(self, job: Job) -> None:
-        deadline = time.monotonic() + self._timeout_s
-        try:
-            handler = self._registry.get(job.kind)
-        except UnknownKind as exc:
-            self._on_settled(Run(job, None, None, deadline, error=exc, settled=True))
+    def _start(self, jobs: list[Job]) -> None:
+        if not jobs:
             return
-        context = (
-            JobContext.for_job(job, self.timeout, self._handler_connection)
-            if handler.wants_context
-            else None
-        )
-        self._executor.submit(Run(job, handler, context, deadline))
+        started = time.monotonic()
+        deadline = started + self._timeout_s
+        runs = []
+        for job in jobs:
+            try:
+                handler = self._registry.get(job.kind)
+            except UnknownKind as exc:
+                self._on_settled(Run(job, None, None, deadline, started, error=exc, settled=True))
+                continue
+            context = (
+                JobContext.for_job(job, self.timeout, self._handler_connection)
+                if handler.wants_context
+                else None
+            )
+            runs.append(Run(job, handler, context, deadline, started))
+        self._executor.submit_many(runs)
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """Connections for handlers, from their own pool so they never starve the loop."""
