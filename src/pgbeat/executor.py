@@ -55,14 +55,14 @@ class Executor:
     """Runs ``Run``s on at most ``concurrency`` slots and reports each settled one.
 
     ``on_settled`` is called once per run, on the thread that settled it; ``on_slot_freed``
-    when a timed-out or released synchronous handler finally returns its slot.
+    with the number of free slots each time a handler returns (after ``on_settled``).
     """
 
     def __init__(
         self,
         concurrency: int,
         on_settled: Callable[[Run], None],
-        on_slot_freed: Callable[[], None] | None = None,
+        on_slot_freed: Callable[[int], None] | None = None,
     ) -> None:
         self.concurrency = concurrency
         self._on_settled = on_settled
@@ -159,13 +159,13 @@ class Executor:
         """A handler returned: free its slot and settle its run, unless that happened."""
         with self._lock:
             self._busy -= 1
+            free = self.concurrency - self._busy
             settled_now = self._mark_settled(run, error)
         if settled_now:
             self._on_settled(run)
-            return
         if self._on_slot_freed is not None:
-            self._on_slot_freed()
-        if not isinstance(error, Released):
+            self._on_slot_freed(free)
+        if not settled_now and not isinstance(error, Released):
             log.warning(
                 "job %s (%s) returned after it had timed out or been released; result discarded",
                 run.job.id,

@@ -296,6 +296,8 @@ def database_now(conn: psycopg.Connection[Any]) -> datetime:
 
 
 def truncate_error(error: str) -> str:
+    """An error as ``last_error`` can hold it: no NUL (PostgreSQL text refuses it), no 10 MB."""
+    error = error.replace("\x00", "\\x00")
     if len(error) <= ERROR_TEXT_LIMIT:
         return error
     return error[:ERROR_TEXT_LIMIT] + f"... [truncated, {len(error)} characters in all]"

@@ -11,6 +11,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -25,6 +26,7 @@ from pgbeat.heartbeat import Heartbeat
 from pgbeat.job import Job, JobContext
 from pgbeat.listener import Listener
 from pgbeat.metrics import Metrics
+from pgbeat.outcome_writer import OutcomeWriter
 from pgbeat.recorder import Recorder
 from pgbeat.registry import Registry
 from pgbeat.settings import WorkerSettings, resolve_timing
@@ -34,6 +36,28 @@ __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 log = logging.getLogger("pgbeat.worker")
 
 BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a round trip
+
+
+# Claims and outcomes commit without waiting for the WAL flush. A database crash can then
+# forget the last few hundred milliseconds of them, which only means those jobs run again
+# (at-least-once, as always); enqueues stay fully durable.
+# Bitmap scans are off because they never mark dead index entries: every status change
+# leaves one in each index, and plain index scans clean them up as they pass (measured:
+# 2,450 -> 17,000 claims+completions/s on a fresh 20,000-job table).
+# Plans are made for each execution: a generic plan cached while the table was small (a
+# sequential scan) stayed in use as it grew to a million rows, and without an ANALYZE
+# nothing replaced it (measured: 200 ms per claim, 250 jobs/s).
+def _session(
+    url: str, name: str, configure: Callable[[psycopg.Connection[Any]], None] | None = None
+) -> Connector:
+    return Connector(
+        url,
+        name,
+        configure=configure,
+        synchronous_commit="off",
+        enable_bitmapscan="off",
+        plan_cache_mode="force_custom_plan",
+    )
 
 
 class Worker:
@@ -54,26 +78,11 @@ class Worker:
         self._timeout_s = self.timeout.total_seconds()
         self._url = url
         self._registry = registry
-        # Claims and outcomes commit without waiting for the WAL flush. A database crash
-        # can then forget the last few hundred milliseconds of them, which only means those
-        # jobs run again (at-least-once, as always); enqueues stay fully durable.
-        # Bitmap scans are off because they never mark dead index entries: every status
-        # change leaves one in each index, and plain index scans clean them up as they pass
-        # (measured: 2,450 -> 17,000 claims+completions/s on a fresh 20,000-job table).
-        # Plans are made for each execution: a generic plan cached while the table was
-        # small (a sequential scan) stayed in use as it grew to a million rows, and without
-        # an ANALYZE nothing replaced it (measured: 200 ms per claim, 250 jobs/s).
-        self._connector = Connector(
-            url,
-            "pgbeat-worker",
-            configure=queue.use_fast_payloads,
-            synchronous_commit="off",
-            enable_bitmapscan="off",
-            plan_cache_mode="force_custom_plan",
-        )
+        # Outcomes are written on a second connection (outcome_writer.py says why).
+        self._connector = _session(url, "pgbeat-worker", queue.use_fast_payloads)
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._wake = threading.Event()
-        self._executor = Executor(self.settings.concurrency, self._on_settled, self._wake.set)
+        self._executor = Executor(self.settings.concurrency, self._on_settled, self._on_slot_freed)
         self._listener = Listener(url, self._on_notify) if self.settings.listen else None
         self._stopping = threading.Event()
         self._hurry = threading.Event()
@@ -83,12 +92,20 @@ class Worker:
         self._claim_threshold = max(
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
         )
+        self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("worker"))
+        self._writer = OutcomeWriter(
+            _session(url, "pgbeat-worker-outcomes"),
+            self._recorder,
+            self._outage,
+            batch=self._claim_threshold,
+            window=BATCH_WINDOW,
+            on_failure=self._wake.set,
+        )
         self._notified = False
         self._maybe_more = True
         self._next_poll = 0.0
         self._next_due: float | None = None
         self._next_reap = 0.0
-        self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("worker"))
         self._heartbeat = (
             Heartbeat(url, "worker", details=self._heartbeat_details())
             if self.settings.heartbeat
@@ -111,14 +128,18 @@ class Worker:
         self._wake.set()
 
     def _on_settled(self, run: Run) -> None:
-        """Buffer the outcome; wake the loop only when that changes what it would do.
+        """Buffer the outcome; poke the writer when that makes a write due or starts its timer.
 
-        The first waiting outcome starts the BATCH_WINDOW timer, and the claim threshold's
-        worth makes the flush (and a claim for the slots they freed) due at once. Waking the
-        loop for each of thousands of runs a second was a third of its work.
+        Waking a thread for each of thousands of runs a second was a third of the work.
         """
         waiting = self._recorder.add(run)
         if waiting == 1 or waiting == self._claim_threshold:
+            self._writer.poke()
+
+    def _on_slot_freed(self, free: int) -> None:
+        """Wake the loop when freed slots change what it would do: start its BATCH_WINDOW
+        timer (the first), claim at once (the threshold's worth, or every slot)."""
+        if free == 1 or free == self._claim_threshold or free == self.settings.concurrency:
             self._wake.set()
 
     # -- the loop -----------------------------------------------------------------------
@@ -129,6 +150,7 @@ class Worker:
             self._listener.start()
         if self._heartbeat is not None:
             self._heartbeat.start()
+        self._writer.start()
         log.info(
             "worker started: kinds=%s concurrency=%d lease=%gs timeout=%gs",
             ",".join(self.settings.kinds or self._registry.kinds()) or "-",
@@ -146,6 +168,7 @@ class Worker:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
             self._executor.shutdown()
+            self._writer.close()
             self._connector.close()
             if self._handler_pool is not None:
                 self._handler_pool.close()
@@ -154,11 +177,13 @@ class Worker:
 
     def _step(self) -> None:
         self._wake.clear()
+        if self._writer.failure is not None:
+            raise self._writer.failure
         now = time.monotonic()
         next_deadline = self._executor.expire(now)
         self._note_wake_reasons(now)
         claim = self._claim_size(now)
-        if claim or self._flush_due(now) or now >= self._next_reap:
+        if claim or now >= self._next_reap:
             work = lambda conn: self._database_work(conn, now, claim)  # noqa: E731
             if not self._with_database(work):
                 return
@@ -189,19 +214,10 @@ class Worker:
             return min(free, self.settings.claim_batch)
         return 0
 
-    def _flush_due(self, now: float) -> bool:
-        count, since = self._recorder.waiting()
-        if count == 0 or since is None:
-            return False
-        return count >= self._claim_threshold or now - since >= BATCH_WINDOW
-
     def _wait(self, next_deadline: float | None) -> None:
         timers = [self._next_reap]
         if next_deadline is not None:
             timers.append(next_deadline)
-        _, settled_since = self._recorder.waiting()
-        if settled_since is not None:
-            timers.append(settled_since + BATCH_WINDOW)
         if self._executor.free_slots() > 0:
             if self._maybe_more:
                 timers.append(self._last_claim + BATCH_WINDOW)
@@ -212,19 +228,20 @@ class Worker:
         self._wake.wait(max(0.0, min(timers) - time.monotonic()))
 
     def _database_work(self, conn: psycopg.Connection[Any], now: float, claim: int) -> None:
-        """Record outcomes, reap and claim, pipelined: one round trip in the common case.
+        """Reap (now and then) and claim, pipelined into one round trip.
 
-        Handlers start only after the pipeline's Sync has committed the claim: a handler
-        that crashes its process must find its attempt already charged and its lease set.
+        Handlers start only after the claim has committed: a handler that crashes its
+        process must find its attempt already charged and its lease set.
         """
         claimed: list[Job] = []
-        with conn.pipeline():
-            self._recorder.flush(conn)
-            if now >= self._next_reap:
+        if now >= self._next_reap:
+            with conn.pipeline():
                 self._reap(conn)
                 self._next_reap = now + self._reap_interval()
-            if claim:
-                claimed = self._claim(conn, claim, now)
+                if claim:
+                    claimed = self._claim(conn, claim, now)
+        elif claim:
+            claimed = self._claim(conn, claim, now)
         self._start(claimed)
 
     def _with_database(self, work: Any) -> bool:
@@ -315,16 +332,11 @@ class Worker:
                 break
             self._wake.clear()
             self._executor.expire(time.monotonic())
-            self._with_database(self._recorder.flush)
             self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
         released = self._executor.release_all()
         if released:
             log.warning("returning %d unfinished jobs to pending", len(released))
-        for _ in range(5):
-            if self._recorder.waiting()[0] == 0:
-                return
-            self._with_database(self._recorder.flush)
-        lost = self._recorder.waiting()[0]
+        lost = self._writer.close()
         if lost:
             log.error(
                 "could not record %d outcomes: the database is unreachable; their leases "

@@ -135,6 +135,24 @@ def test_retries_end_in_failed_with_all_attempts_spent(
     assert calls == [1, 2, 3, 4]
 
 
+def test_an_error_with_a_nul_character_is_recorded(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
+    """PostgreSQL text cannot hold NUL: writing such an error once stopped the worker."""
+
+    @registry.handler("binary")
+    def binary(payload: Any) -> None:
+        raise ValueError("bad byte \x00 in input")
+
+    registry.register("fine", lambda payload: None)
+    bad = pgbeat.enqueue(conn, "binary", {}, max_attempts=2)
+    with running(database_url, registry):
+        wait_for(lambda: status_is(conn, bad, "failed"), message="job failed")
+        fine = pgbeat.enqueue(conn, "fine", {})
+        wait_for(lambda: status_is(conn, fine, "done"), message="the worker still runs jobs")
+    assert job_row(conn, bad)[2].startswith("ValueError: bad byte \\x00 in input")
+
+
 def test_success_after_retries_is_done(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
