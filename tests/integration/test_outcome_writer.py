@@ -1,0 +1,115 @@
+"""The outcome writer on a real database: batches, the time window, outages, shutdown."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgbeat
+from pgbeat import queue
+from pgbeat.db import Connector, OutageLog
+from pgbeat.executor import Run
+from pgbeat.metrics import Metrics
+from pgbeat.outcome_writer import OutcomeWriter
+from pgbeat.recorder import Recorder
+from tests.helpers import statuses, wait_for
+
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1"
+
+
+def finished_runs(conn: psycopg.Connection[Any], count: int) -> list[Run]:
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("k") for _ in range(count)])
+    jobs = queue.claim_jobs(conn, count, timedelta(minutes=5), None)
+    now = time.monotonic()
+    return [Run(job, None, None, now + 60, now, settled=True, finished_at=now) for job in jobs]
+
+
+class Writer:
+    """An OutcomeWriter with a recorder, started, and closed at the end of the test."""
+
+    def __init__(self, url: str, batch: int, window: float) -> None:
+        self.recorder = Recorder(pgbeat.BackoffPolicy(), random.Random(1), Metrics())
+        self.failures: list[str] = []
+        self.writer = OutcomeWriter(
+            Connector(url, "test-outcomes"),
+            self.recorder,
+            OutageLog(url, logging.getLogger("test")),
+            batch=batch,
+            window=window,
+            on_failure=lambda: self.failures.append("failed"),
+        )
+        self.writer.start()
+
+    def add(self, runs: list[Run]) -> None:
+        for run in runs:
+            if self.recorder.add(run) == 1:
+                self.writer.poke()
+        self.writer.poke()
+
+
+@pytest.fixture
+def make_writer() -> Iterator[Any]:
+    made: list[Writer] = []
+
+    def make(url: str, batch: int = 10, window: float = 0.002) -> Writer:
+        made.append(Writer(url, batch, window))
+        return made[-1]
+
+    yield make
+    for writer in made:
+        writer.writer.close()
+
+
+def test_a_full_batch_is_written_at_once(
+    database_url: str, conn: psycopg.Connection[Any], make_writer: Any
+) -> None:
+    writer = make_writer(database_url, batch=10, window=3600.0)  # the window never ends
+    writer.add(finished_runs(conn, 10))
+    wait_for(lambda: statuses(conn) == {"done": 10}, timeout=5, message="batch written")
+
+
+def test_a_partial_batch_is_written_when_the_window_ends(
+    database_url: str, conn: psycopg.Connection[Any], make_writer: Any
+) -> None:
+    writer = make_writer(database_url, batch=100, window=0.2)
+    started = time.monotonic()
+    writer.add(finished_runs(conn, 3))
+    wait_for(lambda: statuses(conn) == {"done": 3}, timeout=5, message="partial batch written")
+    assert time.monotonic() - started >= 0.15  # it waited for more to share the write
+
+
+def test_close_writes_what_is_left(
+    database_url: str, conn: psycopg.Connection[Any], make_writer: Any
+) -> None:
+    writer = make_writer(database_url, batch=100, window=3600.0)
+    writer.add(finished_runs(conn, 5))
+    assert writer.writer.close() == 0
+    assert statuses(conn) == {"done": 5}
+
+
+def test_close_gives_up_on_an_unreachable_database_and_counts_the_loss(
+    conn: psycopg.Connection[Any], make_writer: Any
+) -> None:
+    writer = make_writer(UNREACHABLE, batch=100, window=3600.0)
+    writer.add(finished_runs(conn, 4))
+    started = time.monotonic()
+    assert writer.writer.close() == 4  # kept, not dropped: their leases expire, they run again
+    assert time.monotonic() - started < 15
+    assert writer.failures == []  # an outage is not a bug: the worker keeps going
+
+
+def test_an_unexpected_error_is_handed_to_the_worker(
+    empty_database_url: str, conn: psycopg.Connection[Any], make_writer: Any
+) -> None:
+    writer = make_writer(empty_database_url, batch=1)  # no jobs table there: a bug, not an outage
+    writer.add(finished_runs(conn, 1))
+    wait_for(lambda: writer.failures == ["failed"], timeout=5, message="failure reported")
+    assert isinstance(writer.writer.failure, psycopg.errors.UndefinedTable)
+    assert writer.writer.close() == 1  # the outcome is still there, not dropped
