@@ -25,7 +25,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "batch": 1_000,
         "latency_samples": 50,
         "schedules": "1000,10000",
-        "repeat": 2,
+        "repeat": 3,
         "quick_drain": False,
     },
     "quick": {
@@ -66,7 +66,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-samples", type=int, help="pickup samples (50)")
     parser.add_argument("--schedules", help="scheduler sizes, comma-separated (1000,10000)")
     parser.add_argument(
-        "--repeat", type=int, help="runs of each drain and bulk enqueue, best kept (2)"
+        "--repeat", type=int, help="runs of each drain (median kept) and bulk enqueue (best) (3)"
     )
     parser.add_argument("--no-peers", action="store_true", help="skip procrastinate, pgqueuer")
     parser.add_argument(

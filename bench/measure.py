@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 ENQUEUE_SINGLE = "enqueue_single"
@@ -23,7 +23,7 @@ DRAIN = "drain"
 PICKUP = "pickup_latency"
 TICK = "scheduler_tick"
 
-REPEAT_BUDGET = 20.0  # seconds: a drain slower than this is not repeated (keeps runs short)
+REPEAT_BUDGET = 20.0  # seconds: no further run once the runs so far took this long (short runs)
 URL_ENV = "BENCH_DATABASE_URL"  # how the runner hands a system its database (not argv: passwords)
 
 
@@ -59,40 +59,66 @@ def rate_result(
 
 
 def should_repeat(runs: Sequence[Result], times: int, budget: float = REPEAT_BUDGET) -> bool:
-    """Whether to run a drain again: fewer than ``times`` runs and under ``budget`` seconds."""
+    """Whether to run again: fewer than ``times`` runs and under ``budget`` seconds so far."""
     spent = sum(float(r.detail.get("seconds", 0.0)) for r in runs)
     return not runs or (len(runs) < times and spent < budget)
 
 
 def best_run(run: Callable[[], Result], times: int) -> Result:
     """Run ``run`` up to ``times`` times (within the repeat budget); keep the fastest."""
-    runs: list[Result] = []
-    while should_repeat(runs, times):
-        runs.append(run())
-    return best_of(runs)
+    return best_of(_runs(run, times))
 
 
 async def best_run_async(run: Callable[[], Awaitable[Result]], times: int) -> Result:
     """``best_run`` for a coroutine function."""
+    return best_of(await _runs_async(run, times))
+
+
+def median_run(run: Callable[[], Result], times: int) -> Result:
+    """Run ``run`` up to ``times`` times (within the repeat budget); report the median."""
+    return median_of(_runs(run, times))
+
+
+async def median_run_async(run: Callable[[], Awaitable[Result]], times: int) -> Result:
+    """``median_run`` for a coroutine function."""
+    return median_of(await _runs_async(run, times))
+
+
+def _runs(run: Callable[[], Result], times: int) -> list[Result]:
+    runs: list[Result] = []
+    while should_repeat(runs, times):
+        runs.append(run())
+    return runs
+
+
+async def _runs_async(run: Callable[[], Awaitable[Result]], times: int) -> list[Result]:
     runs: list[Result] = []
     while should_repeat(runs, times):
         runs.append(await run())
-    return best_of(runs)
+    return runs
 
 
 def best_of(runs: Sequence[Result]) -> Result:
     """The fastest of repeated runs of one configuration, with every run's value kept."""
     fastest = max(runs, key=lambda r: r.value)
-    detail = {**fastest.detail, "runs": [r.value for r in runs]}
-    return Result(
-        fastest.system,
-        fastest.measurement,
-        fastest.variant,
-        fastest.value,
-        fastest.unit,
-        fastest.config,
-        detail,
-    )
+    detail = {**fastest.detail, "runs": [r.value for r in runs], "kept": "best"}
+    return replace(fastest, detail=detail)
+
+
+def median_of(runs: Sequence[Result]) -> Result:
+    """The median of repeated runs of one configuration (of a rate: higher is better).
+
+    ``value`` is the median (the mean of the middle two for an even count); ``detail``
+    keeps every run's value, the best, and the seconds the median rate stands for.
+    """
+    values = [r.value for r in runs]
+    median = round(statistics.median(values), 1)
+    first = runs[0]
+    detail = {**first.detail, "runs": values, "best": max(values), "kept": "median"}
+    jobs = first.detail.get("jobs")
+    if jobs and median:
+        detail["seconds"] = round(jobs / median, 4)
+    return replace(first, value=median, detail=detail)
 
 
 def latency_result(system: str, variant: str, config: str, samples: Sequence[float]) -> Result:
@@ -151,7 +177,10 @@ def system_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--latency-samples", type=int, default=50)
     parser.add_argument("--latency-gap", type=float, default=0.1, help="seconds between samples")
     parser.add_argument(
-        "--repeat", type=int, default=2, help="runs of each drain and bulk enqueue (best kept)"
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of each drain (median kept) and bulk enqueue (best kept)",
     )
     parser.add_argument("--quick-drain", action="store_true", help="measure one drain config only")
     return parser

@@ -31,6 +31,7 @@ from bench.measure import (
     emit,
     latency_result,
     log,
+    median_run,
     parse_system_arguments,
     rate_result,
     system_arguments,
@@ -151,7 +152,7 @@ def drain(url: str, jobs: int, config: DrainConfig) -> Result:
         _wait_all_done(conn, jobs)
     worker.stop()
     thread.join(30)
-    return rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, watch.seconds)
+    return _drain_result(config, jobs, watch.seconds)
 
 
 def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
@@ -171,7 +172,7 @@ def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             deadline = time.monotonic() + DRAIN_TIMEOUT
-            while _left(conn) == jobs:
+            while _pending(conn) == jobs:
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError("pgbeat worker processes never started")
                 time.sleep(0.002)
@@ -184,7 +185,19 @@ def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
-    return rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, seconds)
+    return _drain_result(config, jobs, seconds)
+
+
+def _drain_result(config: DrainConfig, jobs: int, seconds: float) -> Result:
+    result = rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, seconds)
+    result.detail["processes"] = config.processes  # the report's 1-process comparison
+    return result
+
+
+def _pending(conn: psycopg.Connection[Any]) -> int:
+    """Jobs still pending, counted through jobs_ready."""
+    row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'pending'").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _left(conn: psycopg.Connection[Any]) -> int:
@@ -260,7 +273,7 @@ def main() -> None:
     )
     for config in QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS:
         log(f"pgbeat: drain {args.jobs} jobs, {config.variant}")
-        results.append(best_run(lambda c=config: drain(url, args.jobs, c), args.repeat))
+        results.append(median_run(lambda c=config: drain(url, args.jobs, c), args.repeat))
     log("pgbeat: pickup latency")
     results.append(pickup_latency(url, args.latency_samples, args.latency_gap))
     emit(results)

@@ -1,15 +1,19 @@
 """pgqueuer through its public API, on its asyncpg or its psycopg driver.
 
 Runs in ``bench/.venv-peers``. Drains use ``QueueManager.run(mode=drain)``, which returns
-once the queue is empty and every job's status has been flushed to the database.
+once the queue is empty and every job's status has been flushed to the database. The
+multi-process drains run this module again as 2 or 3 children (``--drain-child``), each
+with its own QueueManager on the same queue (bench.process_drain).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -17,7 +21,7 @@ from pgqueuer import AsyncpgDriver, PsycopgDriver, Queries, QueueManager
 from pgqueuer.models import Job
 from pgqueuer.types import QueueExecutionMode
 
-from bench import database
+from bench import database, process_drain
 from bench.measure import (
     DRAIN,
     ENQUEUE_BULK,
@@ -28,14 +32,43 @@ from bench.measure import (
     emit,
     latency_result,
     log,
+    median_run_async,
     parse_system_arguments,
     rate_result,
     system_arguments,
 )
 
-DRAIN_BATCH_SIZES = (10, 100, 1000)
-QUICK_DRAIN_BATCH_SIZES = (100,)
 PAYLOAD = b"{}"
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    batch_size: int
+    processes: int = 1
+
+    @property
+    def variant(self) -> str:
+        procs = f"-p{self.processes}" if self.processes > 1 else ""
+        return f"b{self.batch_size}{procs}"
+
+    def description(self, driver: str) -> str:
+        how = f"{self.processes} processes" if self.processes > 1 else "1 process"
+        return f"QueueManager.run batch_size={self.batch_size}, {driver} driver, {how}"
+
+
+# batch_size=10 (the default) drained at a third of batch_size=100 in every earlier run;
+# 1000 was the best in one process, so the multi-process drains use it (asyncpg only: the
+# psycopg driver is several times slower in one process).
+DRAIN_CONFIGS = {
+    "asyncpg": (
+        DrainConfig(100),
+        DrainConfig(1000),
+        DrainConfig(1000, processes=2),
+        DrainConfig(1000, processes=3),
+    ),
+    "psycopg": (DrainConfig(100), DrainConfig(1000)),
+}
+QUICK_DRAIN_CONFIGS = (DrainConfig(100),)
 
 
 @contextlib.asynccontextmanager
@@ -78,24 +111,66 @@ async def _enqueue_many(queries: Queries, jobs: int, batch: int) -> None:
         await queries.enqueue(["noop"] * size, [PAYLOAD] * size, [0] * size)
 
 
-async def drain(system: str, url: str, driver: str, jobs: int, batch_size: int) -> Result:
+async def drain(system: str, url: str, driver: str, jobs: int, config: DrainConfig) -> Result:
     async with connected(url, driver) as loader:
         queries = Queries(loader)
         await _clear(queries)
         await _enqueue_many(queries, jobs, 10_000)
     database.vacuum_analyze(url)
+    if config.processes > 1:
+        measured = process_drain.drain(
+            url, jobs, [_child_command(driver, config)] * config.processes, PROGRESS
+        )
+        seconds, handled = measured.seconds, measured.handled
+    else:
+        async with connected(url, driver) as connection:
+            manager = QueueManager(Queries(connection))
+
+            @manager.entrypoint("noop")
+            async def noop(job: Job) -> None:
+                """The no-op job."""
+
+            with Stopwatch() as watch:
+                await manager.run(batch_size=config.batch_size, mode=QueueExecutionMode.drain)
+        seconds, handled = watch.seconds, []
+    _check_empty(url)
+    config_text = config.description(driver)
+    result = rate_result(system, DRAIN, config.variant, config_text, jobs, seconds)
+    result.detail["processes"] = config.processes
+    if handled:
+        result.detail["handled_per_process"] = handled
+    return result
+
+
+# How bench.process_drain follows a drain: pgqueuer deletes a job's row once its status is
+# flushed to the log, so an empty table means every job finished and was recorded.
+PROGRESS = process_drain.Progress(
+    started="SELECT count(*) < %(jobs)s FROM pgqueuer WHERE status = 'queued'",
+    finished="SELECT NOT EXISTS (SELECT FROM pgqueuer)",
+)
+
+
+def _child_command(driver: str, config: DrainConfig) -> list[str]:
+    return [
+        sys.executable, "-m", "bench.peers.pgqueuer_bench", "--driver", driver,
+        "--drain-child", str(config.batch_size),
+    ]  # fmt: skip
+
+
+async def drain_child(url: str, driver: str, batch_size: int) -> None:
+    """One process of a multi-process drain: a QueueManager, released by the parent."""
+    handled = 0
     async with connected(url, driver) as connection:
         manager = QueueManager(Queries(connection))
 
         @manager.entrypoint("noop")
         async def noop(job: Job) -> None:
-            """The no-op job."""
+            nonlocal handled
+            handled += 1
 
-        with Stopwatch() as watch:
-            await manager.run(batch_size=batch_size, mode=QueueExecutionMode.drain)
-    _check_empty(url)
-    config = f"QueueManager.run batch_size={batch_size}, {driver} driver, 1 process"
-    return rate_result(system, DRAIN, f"b{batch_size}", config, jobs, watch.seconds)
+        process_drain.ready_then_wait()
+        await manager.run(batch_size=batch_size, mode=QueueExecutionMode.drain)
+    process_drain.report_handled(handled)
 
 
 async def pickup_latency(system: str, url: str, driver: str, samples: int, gap: float) -> Result:
@@ -163,11 +238,11 @@ async def run(args: Any) -> list[Result]:
             return result
 
         results.append(await best_run_async(bulk, args.repeat))
-    for batch_size in QUICK_DRAIN_BATCH_SIZES if args.quick_drain else DRAIN_BATCH_SIZES:
-        log(f"{system}: drain {args.jobs} jobs, batch_size {batch_size}")
+    for config in QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS[driver]:
+        log(f"{system}: drain {args.jobs} jobs, {config.variant}")
         results.append(
-            await best_run_async(
-                lambda b=batch_size: drain(system, url, driver, args.jobs, b), args.repeat
+            await median_run_async(
+                lambda c=config: drain(system, url, driver, args.jobs, c), args.repeat
             )
         )
     log(f"{system}: pickup latency")
@@ -180,7 +255,14 @@ async def run(args: Any) -> list[Result]:
 def main() -> None:
     parser = system_arguments(__doc__ or "")
     parser.add_argument("--driver", choices=("asyncpg", "psycopg"), default="asyncpg")
-    emit(asyncio.run(run(parse_system_arguments(parser))))
+    parser.add_argument(
+        "--drain-child", type=int, metavar="BATCH_SIZE", help="be one process of a drain"
+    )
+    args = parse_system_arguments(parser)
+    if args.drain_child:
+        asyncio.run(drain_child(args.url, args.driver, args.drain_child))
+    else:
+        emit(asyncio.run(run(args)))
 
 
 if __name__ == "__main__":

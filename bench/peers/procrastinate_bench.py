@@ -1,19 +1,23 @@
 """procrastinate 3.x through its public API: defer, batch_defer and an async worker.
 
 Runs in ``bench/.venv-peers``. Drains use ``run_worker_async(wait=False)``, which returns
-once the queue is empty and every running job has finished and been recorded.
+once the queue is empty and every running job has finished and been recorded. The
+2-process drain runs this module again as 2 children (``--drain-child``), each with its
+own app and worker on the same queue (bench.process_drain).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import procrastinate
 
-from bench import database
+from bench import database, process_drain
 from bench.measure import (
     DRAIN,
     ENQUEUE_BULK,
@@ -24,27 +28,52 @@ from bench.measure import (
     emit,
     latency_result,
     log,
+    median_run_async,
     parse_system_arguments,
     rate_result,
     system_arguments,
 )
 
 SYSTEM = "procrastinate"
-DRAIN_CONCURRENCY = (10, 50)
-QUICK_DRAIN_CONCURRENCY = (50,)
-POOL_SIZE = max(DRAIN_CONCURRENCY) + 4
 
 
-def make_app(url: str) -> tuple[procrastinate.App, dict[int, float]]:
+@dataclass(frozen=True)
+class DrainConfig:
+    concurrency: int
+    processes: int = 1
+
+    @property
+    def variant(self) -> str:
+        procs = f"-p{self.processes}" if self.processes > 1 else ""
+        return f"c{self.concurrency}{procs}"
+
+    @property
+    def description(self) -> str:
+        how = f"{self.processes} processes" if self.processes > 1 else "1 process"
+        return f"run_worker_async concurrency={self.concurrency}, async no-op task, {how}"
+
+
+# concurrency=10 drained at about half the rate of 50 in every earlier run and was the
+# slowest drain of the whole benchmark (~100 s), so the full run measures 50 only.
+DRAIN_CONFIGS = (DrainConfig(50), DrainConfig(50, processes=2))
+QUICK_DRAIN_CONFIGS = (DrainConfig(50),)
+POOL_SIZE = 54  # concurrency 50 + the worker's own connections
+# Each process of a multi-process drain gets a smaller pool, so that 2 of them stay well
+# inside the server's max_connections (100), which other clients share.
+CHILD_POOL_SIZE = 30
+HANDLED = [0]  # how many no-op jobs this process ran (the multi-process drain checks it)
+
+
+def make_app(url: str, pool_size: int = POOL_SIZE) -> tuple[procrastinate.App, dict[int, float]]:
     """An app with a no-op task and a probe task that records when it started."""
     app = procrastinate.App(
-        connector=procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=POOL_SIZE)
+        connector=procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=pool_size)
     )
     started: dict[int, float] = {}
 
     @app.task(name="noop")
     async def noop() -> None:
-        """The no-op job."""
+        HANDLED[0] += 1
 
     @app.task(name="probe")
     async def probe(i: int) -> None:
@@ -76,17 +105,47 @@ async def _batch_defer(app: procrastinate.App, jobs: int, batch: int) -> None:
         await task.batch_defer_async(*({} for _ in range(size)))
 
 
-async def drain(app: procrastinate.App, url: str, jobs: int, concurrency: int) -> Result:
+async def drain(app: procrastinate.App, url: str, jobs: int, config: DrainConfig) -> Result:
     _clear(url)
     await _batch_defer(app, jobs, 10_000)
     database.vacuum_analyze(url)
-    with Stopwatch() as watch:
+    if config.processes > 1:
+        command = [sys.executable, "-m", "bench.peers.procrastinate_bench"]
+        command += ["--drain-child", str(config.concurrency)]
+        measured = process_drain.drain(url, jobs, [command] * config.processes, PROGRESS)
+        seconds, handled = measured.seconds, measured.handled
+    else:
+        with Stopwatch() as watch:
+            await app.run_worker_async(
+                wait=False, concurrency=config.concurrency, install_signal_handlers=False
+            )
+        seconds, handled = watch.seconds, []
+    _check_done(url, jobs)
+    result = rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, seconds)
+    result.detail["processes"] = config.processes
+    if handled:
+        result.detail["handled_per_process"] = handled
+    return result
+
+
+# How bench.process_drain follows a drain: a job is 'todo', then 'doing', then 'succeeded'.
+PROGRESS = process_drain.Progress(
+    started="SELECT count(*) < %(jobs)s FROM procrastinate_jobs WHERE status = 'todo'",
+    finished=(
+        "SELECT NOT EXISTS (SELECT FROM procrastinate_jobs WHERE status IN ('todo', 'doing'))"
+    ),
+)
+
+
+async def drain_child(url: str, concurrency: int) -> None:
+    """One process of a multi-process drain: its own app and worker, released by the parent."""
+    app, _ = make_app(url, CHILD_POOL_SIZE)
+    async with app.open_async():
+        process_drain.ready_then_wait()
         await app.run_worker_async(
             wait=False, concurrency=concurrency, install_signal_handlers=False
         )
-    _check_done(url, jobs)
-    config = f"run_worker_async concurrency={concurrency}, async no-op task, 1 process"
-    return rate_result(SYSTEM, DRAIN, f"c{concurrency}", config, jobs, watch.seconds)
+    process_drain.report_handled(HANDLED[0])
 
 
 async def pickup_latency(
@@ -139,6 +198,7 @@ def _check_done(url: str, jobs: int) -> None:
 async def run(args: Any) -> list[Result]:
     app, started = make_app(args.url)
     url = args.url
+    configs = QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
         log("procrastinate: enqueue, one per transaction")
@@ -152,23 +212,39 @@ async def run(args: Any) -> list[Result]:
             return result
 
         results.append(await best_run_async(bulk, args.repeat))
-        for concurrency in QUICK_DRAIN_CONCURRENCY if args.quick_drain else DRAIN_CONCURRENCY:
-            log(f"procrastinate: drain {args.jobs} jobs, concurrency {concurrency}")
-            results.append(
-                await best_run_async(
-                    lambda c=concurrency: drain(app, url, args.jobs, c), args.repeat
-                )
-            )
+        results += await drains(app, [c for c in configs if c.processes == 1], args)
         log("procrastinate: pickup latency")
         results.append(
             await pickup_latency(app, started, url, args.latency_samples, args.latency_gap)
+        )
+    # The multi-process drains once this pool (up to 54 connections) is closed: the
+    # children's pools and this one must fit in the server's max_connections together.
+    loader, _ = make_app(url, 2)
+    async with loader.open_async():
+        results += await drains(loader, [c for c in configs if c.processes > 1], args)
+    return results
+
+
+async def drains(app: procrastinate.App, configs: list[DrainConfig], args: Any) -> list[Result]:
+    results = []
+    for config in configs:
+        log(f"procrastinate: drain {args.jobs} jobs, {config.variant}")
+        results.append(
+            await median_run_async(lambda c=config: drain(app, args.url, args.jobs, c), args.repeat)
         )
     return results
 
 
 def main() -> None:
-    args = parse_system_arguments(system_arguments(__doc__ or ""))
-    emit(asyncio.run(run(args)))
+    parser = system_arguments(__doc__ or "")
+    parser.add_argument(
+        "--drain-child", type=int, metavar="CONCURRENCY", help="be one process of a drain"
+    )
+    args = parse_system_arguments(parser)
+    if args.drain_child:
+        asyncio.run(drain_child(args.url, args.drain_child))
+    else:
+        emit(asyncio.run(run(args)))
 
 
 if __name__ == "__main__":

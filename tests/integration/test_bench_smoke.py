@@ -46,6 +46,13 @@ def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) 
         ("pgbeat", "scheduler_tick", "100-existing"),
     } <= measured
     assert any(key[:2] == ("pgbeat", "drain") for key in measured)
+    drains = [r for r in document["results"] if r["measurement"] == "drain"]
+    for result in drains:
+        assert result["detail"]["kept"] == "median", result
+        assert result["detail"]["runs"], result
+    pgbeat_drain = next(r for r in drains if r["system"] == "pgbeat")
+    assert pgbeat_drain["detail"]["processes"] >= 1
+    assert {b["system"] for b in document["best_drains"]} >= {"raw_sql", "pgbeat"}
     for result in document["results"]:
         assert result["value"] > 0, result
         assert {"system", "measurement", "variant", "value", "unit", "config", "ratio"} <= set(
@@ -53,4 +60,8 @@ def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) 
         )
     pickup = next(r for r in document["results"] if r["measurement"] == "pickup_latency")
     assert {"p50_ms", "p99_ms"} <= set(pickup["detail"])
-    assert {t["target"] for t in document["targets"]} >= {"bulk enqueue >= 50,000 jobs/s"}
+    assert {t["target"] for t in document["targets"]} >= {
+        "bulk enqueue >= 50,000 jobs/s",
+        "drain >= 3x pgqueuer's best",
+        "drain >= 3x pgqueuer's best, 1 process each",
+    }
