@@ -239,8 +239,18 @@ def fire_times_after(schedule: Schedule, after: datetime, count: int) -> list[da
 
 def unique_key(schedule: Schedule, fire_at: datetime) -> str:
     """The job key of one period, e.g. ``daily_report@2026-03-29T01:00:00Z`` (UTC, seconds)."""
+    return unique_key_prefix(schedule) + unique_key_suffix(fire_at)
+
+
+def unique_key_prefix(schedule: Schedule) -> str:
+    """The schedule's part of its periods' keys; the scheduler computes it once per schedule."""
+    return f"{schedule.name}@"
+
+
+def unique_key_suffix(fire_at: datetime) -> str:
+    """The fire time's part of a period's key, shared by every schedule that fires then."""
     _require_aware(fire_at=fire_at)
-    return f"{schedule.name}@{fire_at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+    return f"{fire_at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 def _require_aware(**values: datetime) -> None:

@@ -11,8 +11,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -23,30 +23,63 @@ from pgbeat.catchup import due_periods, keep_for
 from pgbeat.db import Connector, OutageLog, is_connection_failure
 from pgbeat.heartbeat import Heartbeat
 from pgbeat.metrics import Metrics
-from pgbeat.schedule import Schedule, fire_times_between, next_fire_after, unique_key
+from pgbeat.schedule import (
+    Schedule,
+    fire_times_between,
+    next_fire_after,
+    unique_key_prefix,
+    unique_key_suffix,
+)
 
 log = logging.getLogger("pgbeat.scheduler")
 
 MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the schedules say
 
 
-@dataclass
-class _State:
-    schedule: Schedule
+class _Template(NamedTuple):
+    """What a schedule's jobs have in common with other schedules' (often all of it)."""
+
+    payload: str  # JSON
+    max_attempts: int
+    keep_seconds: float
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> _Template:
+        return cls(
+            json.dumps(schedule.payload),
+            schedule.max_attempts or queue.DEFAULT_MAX_ATTEMPTS,
+            keep_for(schedule).total_seconds(),
+        )
+
+
+@dataclass(eq=False)
+class _Group:
+    """Schedules that fire alike: the same timing and catch-up policy.
+
+    A tick finds all of them due or none, so they share the last tick and the next fire,
+    and one computation of the due periods serves them all.
+    """
+
+    schedules: list[Schedule] = field(default_factory=list)
+    key_prefixes: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    templates: list[str] = field(default_factory=list)  # each schedule's template number
+    template_numbers: set[int] = field(default_factory=set)
     last_tick: datetime | None = None
     next_fire: datetime | None = None
 
-
-class Period(NamedTuple):
-    """One period of one schedule: the job to insert."""
-
-    schedule: Schedule
-    fire_at: datetime
-    unique_key: str
+    def add(self, schedule: Schedule, template: int) -> None:
+        self.schedules.append(schedule)
+        self.key_prefixes.append(unique_key_prefix(schedule))
+        self.kinds.append(schedule.kind)
+        self.templates.append(str(template))
+        self.template_numbers.add(template)
 
 
 @dataclass(frozen=True)
 class TickResult:
+    """The keys a tick inserted (sorted) and found present (by timing, then file order)."""
+
     inserted: list[str]
     existing: list[str]
     next_fire: datetime | None
@@ -76,7 +109,8 @@ class Scheduler:
             if heartbeat
             else None
         )
-        self._states = [_State(s) for s in schedules if s.enabled]
+        self._schedules = [s for s in schedules if s.enabled]
+        self._groups, self._templates = _group(self._schedules)
         self._connector = Connector(url, "pgbeat-scheduler")
         self._stopping = threading.Event()
         self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("scheduler"))
@@ -89,8 +123,8 @@ class Scheduler:
         """Tick until ``stop()``; survives database outages and catches up afterwards."""
         if self._heartbeat is not None:
             self._heartbeat.start()
-        names = ", ".join(s.schedule.name for s in self._states) or "none"
-        log.info("scheduler started with %d schedules: %s", len(self._states), names)
+        names = ", ".join(s.name for s in self._schedules) or "none"
+        log.info("scheduler started with %d schedules: %s", len(self._schedules), names)
         try:
             while not self._stopping.is_set():
                 self._stopping.wait(self._tick_safely())
@@ -119,45 +153,104 @@ class Scheduler:
     def tick(self, conn: psycopg.Connection[Any], now: datetime) -> TickResult:
         """Insert every period due at ``now`` (the database's clock) in one statement."""
         memo = _FireMemo()
-        due_states = [s for s in self._states if _is_due(s, now)]
-        periods = [
-            Period(state.schedule, fire, unique_key(state.schedule, fire))
-            for state in due_states
-            for fire in due_periods(state.schedule, state.last_tick, now, memo.between)
-        ]
-        inserted = insert_periods(conn, periods)
-        existing = self._report(periods, inserted)
-        for state in due_states:
-            state.last_tick = now
-            state.next_fire = memo.next_after(state.schedule, now)
-        fires = [s.next_fire for s in self._states if s.next_fire is not None]
+        due_groups = [g for g in self._groups if _is_due(g, now)]
+        batch = _PeriodBatch(self._templates)
+        for group in due_groups:
+            batch.add(group, memo.due(group, now))
+        inserted = batch.insert(conn)
+        existing = self._report(batch, inserted)
+        for group in due_groups:
+            group.last_tick = now
+            group.next_fire = memo.next_after(group.schedules[0], now)
+        fires = [g.next_fire for g in self._groups if g.next_fire is not None]
         return TickResult(sorted(inserted), existing, min(fires) if fires else None)
 
-    def _report(self, periods: Sequence[Period], inserted: set[str]) -> list[str]:
-        """Log and count each period as new or already present; return the present keys."""
-        existing = [p.unique_key for p in periods if p.unique_key not in inserted]
-        for schedule, _, key in periods:
-            is_new = key in inserted
-            if log.isEnabledFor(logging.INFO if is_new else logging.DEBUG):
-                fields = {"schedule": schedule.name, "kind": schedule.kind, "unique_key": key}
-                if is_new:
-                    log.info("enqueued %s", key, extra=fields)
-                else:
-                    log.debug("already enqueued %s", key, extra=fields)
-            self._metrics.periods(schedule.name, int(is_new), int(not is_new))
+    def _report(self, batch: _PeriodBatch, inserted: set[str]) -> list[str]:
+        """Log and count each period as new or already present; return the present keys.
+
+        Metrics get one call per schedule; the loop over periods runs only when the
+        logger would print them or a tick found some present and some new.
+        """
+        keys = batch.unique_keys
+        if len(inserted) == len(keys):
+            existing = []  # the keys are distinct and every one is new
+        else:
+            existing = [key for key in keys if key not in inserted] if inserted else keys
+        verbose = log.isEnabledFor(logging.INFO) or log.isEnabledFor(logging.DEBUG)
+        each_period = verbose or (bool(inserted) and bool(existing))
+        for group, start, count in batch.spans:
+            if each_period:
+                self._report_each(group, keys, start, count, inserted, verbose=verbose)
+                continue
+            new = 0 if existing else count
+            for schedule in group.schedules:
+                self._metrics.periods(schedule.name, new, count - new)
         return existing
+
+    def _report_each(
+        self,
+        group: _Group,
+        keys: Sequence[str],
+        start: int,
+        count: int,
+        inserted: set[str],
+        *,
+        verbose: bool,
+    ) -> None:
+        """Count (and log) the ``count`` periods of each schedule of ``group``, from ``start``."""
+        for index, schedule in enumerate(group.schedules):
+            first = start + index * count
+            own = keys[first : first + count]
+            new = sum(1 for key in own if key in inserted)
+            self._metrics.periods(schedule.name, new, count - new)
+            if verbose:
+                _log_periods(schedule, own, inserted)
+
+
+def _group(schedules: Iterable[Schedule]) -> tuple[list[_Group], list[_Template]]:
+    """The schedules grouped by what their fire times depend on, and their distinct templates.
+
+    A template's number is its position in the list, from 1.
+    """
+    groups: dict[tuple[Any, ...], _Group] = {}
+    numbers: dict[_Template, int] = {}
+    for s in schedules:
+        policy = (s.cron, s.every, s.timezone, s.catch_up, s.catch_up_window)
+        number = numbers.setdefault(_Template.of(s), len(numbers) + 1)
+        groups.setdefault(policy, _Group()).add(s, number)
+    return list(groups.values()), list(numbers)
+
+
+def _log_periods(schedule: Schedule, keys: Sequence[str], inserted: set[str]) -> None:
+    """One line per period: INFO when it was enqueued now, DEBUG when it already was."""
+    for key in keys:
+        is_new = key in inserted
+        if log.isEnabledFor(logging.INFO if is_new else logging.DEBUG):
+            fields = {"schedule": schedule.name, "kind": schedule.kind, "unique_key": key}
+            if is_new:
+                log.info("enqueued %s", key, extra=fields)
+            else:
+                log.debug("already enqueued %s", key, extra=fields)
+
+
+class _Fires(NamedTuple):
+    """A group's due fire times, written as its keys and the statement need them."""
+
+    key_suffixes: list[str]
+    epochs: list[str]  # Unix seconds, as float8 array elements
 
 
 class _FireMemo:
-    """Fire times within one tick, shared by schedules with the same timing.
+    """Fire times within one tick, shared by groups with the same timing.
 
     They depend only on (cron, every, timezone), and every schedule ticks with the same
-    bounds, so 10,000 schedules on a handful of expressions cost a handful of computations.
+    bounds, so groups that differ only in their catch-up policy compute them once.
     """
 
     def __init__(self) -> None:
         self._between: dict[tuple[Any, ...], list[datetime]] = {}
         self._next: dict[tuple[Any, ...], datetime] = {}
+        self._written: dict[datetime, tuple[str, str]] = {}
 
     @staticmethod
     def _timing(schedule: Schedule) -> tuple[Any, ...]:
@@ -175,36 +268,96 @@ class _FireMemo:
             self._next[key] = next_fire_after(schedule, after)
         return self._next[key]
 
+    def due(self, group: _Group, now: datetime) -> _Fires:
+        """The periods each of the group's schedules enqueues at ``now`` (``due_periods``)."""
+        fires = due_periods(group.schedules[0], group.last_tick, now, self.between)
+        written = [self._write(fire) for fire in fires]
+        return _Fires([suffix for suffix, _ in written], [epoch for _, epoch in written])
 
-def _is_due(state: _State, now: datetime) -> bool:
+    def _write(self, fire: datetime) -> tuple[str, str]:
+        if fire not in self._written:
+            self._written[fire] = (unique_key_suffix(fire), repr(fire.timestamp()))
+        return self._written[fire]
+
+
+def _is_due(group: _Group, now: datetime) -> bool:
     """First tick, or the cached next fire time has come (by the database clock)."""
-    return state.last_tick is None or (state.next_fire is not None and state.next_fire <= now)
+    return group.last_tick is None or (group.next_fire is not None and group.next_fire <= now)
 
 
-def insert_periods(conn: psycopg.Connection[Any], periods: Sequence[Period]) -> set[str]:
-    """Insert the jobs of these periods at once; return the unique keys that were new."""
-    if not periods:
-        return set()
-    params: dict[str, list[Any]] = {
-        "kinds": [],
-        "payloads": [],
-        "fire_epochs": [],
-        "unique_keys": [],
-        "max_attempts": [],
-        "keep_seconds": [],
-    }
-    payload_json: dict[str, str] = {}  # one serialisation per schedule, not per period
-    for schedule, fire, key in periods:
-        if schedule.name not in payload_json:
-            payload_json[schedule.name] = json.dumps(schedule.payload)
-        params["kinds"].append(schedule.kind)
-        params["payloads"].append(payload_json[schedule.name])
-        params["fire_epochs"].append(fire.timestamp())
-        params["unique_keys"].append(key)
-        params["max_attempts"].append(schedule.max_attempts or queue.DEFAULT_MAX_ATTEMPTS)
-        params["keep_seconds"].append(keep_for(schedule).total_seconds())
-    rows = conn.execute(queries.JOBS_INSERT_PERIODS, params).fetchall()
-    return {row[0] for row in rows}
+class _PeriodBatch:
+    """The periods of one tick, as the columns of JOBS_INSERT_PERIODS.
+
+    Cheap for 10,000 periods: a key is a schedule's prefix plus a fire time's suffix,
+    what schedules share travels once per template, and each column is one array literal
+    (psycopg would encode a list element by element).
+    """
+
+    def __init__(self, templates: Sequence[_Template]) -> None:
+        self._templates = templates
+        self.unique_keys: list[str] = []  # each group's schedules in turn, their fires in order
+        self.spans: list[tuple[_Group, int, int]] = []  # (group, first key, keys per schedule)
+        self._kinds: list[str] = []
+        self._epochs: list[str] = []
+        self._template_of_period: list[str] = []
+        self._used: set[int] = set()
+
+    def add(self, group: _Group, fires: _Fires) -> None:
+        """Append the periods ``fires`` of each of the group's schedules."""
+        count = len(fires.key_suffixes)
+        if not count:
+            return
+        self.spans.append((group, len(self.unique_keys), count))
+        self.unique_keys += [p + s for p in group.key_prefixes for s in fires.key_suffixes]
+        self._kinds += _repeat_each(group.kinds, count)
+        self._epochs += fires.epochs * len(group.schedules)
+        self._template_of_period += _repeat_each(group.templates, count)
+        self._used |= group.template_numbers
+
+    def insert(self, conn: psycopg.Connection[Any]) -> set[str]:
+        """Insert the jobs of these periods at once; return the unique keys that were new.
+
+        Never prepared: a generic plan cannot see how many periods and templates there
+        are, and a nested loop joining many of both would be quadratic.
+        """
+        if not self.unique_keys:
+            return set()
+        cursor = conn.execute(queries.JOBS_INSERT_PERIODS, self._params(), prepare=False)
+        return {row[0] for row in cursor}
+
+    def _params(self) -> dict[str, str]:
+        numbers = sorted(self._used)
+        used = [self._templates[number - 1] for number in numbers]
+        return {
+            "unique_keys": _text_array(self.unique_keys),
+            "kinds": _text_array(self._kinds),
+            "fire_epochs": _number_array(self._epochs),
+            "templates": _number_array(self._template_of_period),
+            "template_numbers": _number_array([str(number) for number in numbers]),
+            "payloads": _text_array([t.payload for t in used]),
+            "max_attempts": _number_array([str(t.max_attempts) for t in used]),
+            "keep_seconds": _number_array([repr(t.keep_seconds) for t in used]),
+        }
+
+
+def _repeat_each(values: list[str], count: int) -> list[str]:
+    """Each value ``count`` times in a row (a schedule's column for each of its periods)."""
+    return values if count == 1 else [value for value in values for _ in range(count)]
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """A PostgreSQL array literal of strings: each one quoted, ``"`` and ``\\`` escaped."""
+    if not values:
+        return "{}"
+    plain = "".join(values)
+    if '"' in plain or "\\" in plain:
+        values = [value.replace("\\", "\\\\").replace('"', '\\"') for value in values]
+    return '{"' + '","'.join(values) + '"}'
+
+
+def _number_array(values: Sequence[str]) -> str:
+    """A PostgreSQL array literal of numbers already written as text."""
+    return "{" + ",".join(values) + "}"
 
 
 def _sleep_seconds(now: datetime, next_fire: datetime | None, spent: float) -> float:

@@ -1,0 +1,37 @@
+"""The array literals the scheduler sends in place of lists, and the keys it assembles."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from pgbeat.schedule import Schedule, unique_key, unique_key_prefix, unique_key_suffix
+from pgbeat.scheduler import _number_array, _repeat_each, _text_array
+
+
+@pytest.mark.parametrize(
+    ("values", "literal"),
+    [
+        ([], "{}"),
+        ([""], '{""}'),
+        (["a", "b c", "NULL"], '{"a","b c","NULL"}'),
+        (['say "hi"', "back\\slash"], '{"say \\"hi\\"","back\\\\slash"}'),
+    ],
+)
+def test_text_array(values: list[str], literal: str) -> None:
+    assert _text_array(values) == literal
+
+
+def test_number_array_and_repeat_each() -> None:
+    assert _number_array(["1", "2.5"]) == "{1,2.5}"
+    assert _number_array([]) == "{}"
+    assert _repeat_each(["a", "b"], 1) == ["a", "b"]
+    assert _repeat_each(["a", "b"], 3) == ["a", "a", "a", "b", "b", "b"]
+
+
+def test_a_key_is_the_schedule_prefix_plus_the_fire_time_suffix() -> None:
+    schedule = Schedule(name="daily_report", kind="report", every="1h")
+    fire = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+    assert unique_key_prefix(schedule) + unique_key_suffix(fire) == unique_key(schedule, fire)
+    assert unique_key(schedule, fire) == "daily_report@2026-03-29T01:00:00Z"
