@@ -58,11 +58,7 @@ class DrainConfig:
     @property
     def description(self) -> str:
         kind = "async" if self.is_async else "sync"
-        how = (
-            f"`pgbeat worker --processes {self.processes}`"
-            if self.processes > 1
-            else "1 process"
-        )
+        how = f"`pgbeat worker --processes {self.processes}`" if self.processes > 1 else "1 process"
         return (
             f"Worker concurrency={self.concurrency} claim_batch={self.claim_batch}, "
             f"{kind} no-op handler, {how}"
@@ -163,9 +159,17 @@ def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
     """
     _load(url, jobs)
     command = [
-        sys.executable, "-m", "pgbeat", "worker", "bench.noop_app:registry",
-        "--processes", str(config.processes), "--concurrency", str(config.concurrency),
-        "--log-level", "WARNING",
+        sys.executable,
+        "-m",
+        "pgbeat",
+        "worker",
+        "bench.noop_app:registry",
+        "--processes",
+        str(config.processes),
+        "--concurrency",
+        str(config.concurrency),
+        "--log-level",
+        "WARNING",
     ]
     env = {**os.environ, "DATABASE_URL": url}
     process = subprocess.Popen(command, env=env, cwd=str(Path(__file__).resolve().parents[1]))

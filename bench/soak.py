@@ -61,10 +61,24 @@ def produce(url: str, jobs: int, rate: float, chunk: int, stop: threading.Event)
 def run(url: str, jobs: int, rate: float, concurrency: int) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
-    command = [sys.executable, "-m", "pgbeat", "worker", "bench.noop_app:registry",
-               "--concurrency", str(concurrency), "--log-level", "WARNING"]
-    worker = subprocess.Popen(command, env={**os.environ, "DATABASE_URL": url}, cwd=ROOT,
-                              stderr=subprocess.PIPE, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "pgbeat",
+        "worker",
+        "bench.noop_app:registry",
+        "--concurrency",
+        str(concurrency),
+        "--log-level",
+        "WARNING",
+    ]
+    worker = subprocess.Popen(
+        command,
+        env={**os.environ, "DATABASE_URL": url},
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stop = threading.Event()
     producer = threading.Thread(target=produce, args=(url, jobs, rate, 500, stop), daemon=True)
     samples: list[dict[str, Any]] = []
@@ -78,8 +92,14 @@ def run(url: str, jobs: int, rate: float, concurrency: int) -> dict[str, Any]:
             while producer.is_alive() or _scalar(conn, LEFT) > 0:
                 time.sleep(2.0)
                 live, dead = conn.execute(DEAD_TUPLES).fetchone() or (0, 0)
-                samples.append({"t": round(time.monotonic() - started, 1), "live": live,
-                                "dead": dead, "rss_mb": process.memory_info().rss / 2**20})
+                samples.append(
+                    {
+                        "t": round(time.monotonic() - started, 1),
+                        "live": live,
+                        "dead": dead,
+                        "rss_mb": process.memory_info().rss / 2**20,
+                    }
+                )
             elapsed = time.monotonic() - started
             rss_end = process.memory_info().rss
             lag = [
@@ -91,11 +111,16 @@ def run(url: str, jobs: int, rate: float, concurrency: int) -> dict[str, Any]:
         worker.send_signal(signal.SIGTERM)
         _, errors = worker.communicate(timeout=60)
     return {
-        "jobs": jobs, "rate_target": rate, "seconds": round(elapsed, 1),
-        "throughput": round(jobs / elapsed), "rss_start_mb": round(rss_start / 2**20, 1),
+        "jobs": jobs,
+        "rate_target": rate,
+        "seconds": round(elapsed, 1),
+        "throughput": round(jobs / elapsed),
+        "rss_start_mb": round(rss_start / 2**20, 1),
         "rss_end_mb": round(rss_end / 2**20, 1),
-        "leases_expired": errors.count("lease expired"), "lag_by_tenth": lag,
-        "max_dead_tuples": max((s["dead"] for s in samples), default=0), "samples": samples,
+        "leases_expired": errors.count("lease expired"),
+        "lag_by_tenth": lag,
+        "max_dead_tuples": max((s["dead"] for s in samples), default=0),
+        "samples": samples,
     }
 
 
@@ -105,8 +130,11 @@ def _scalar(conn: psycopg.Connection[Any], query: Any) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.soak",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--rate", type=float, default=8_000.0, help="jobs enqueued per second")
     parser.add_argument("--concurrency", type=int, default=50)
@@ -118,8 +146,10 @@ def main() -> None:
     summary = {k: v for k, v in result.items() if k not in ("samples", "lag_by_tenth")}
     print(json.dumps(summary))
     for row in result["lag_by_tenth"]:
-        print(f"tenth {row['tenth']:>2}: {row['jobs']} jobs, lag p50 {row['p50_ms']} ms, "
-              f"p99 {row['p99_ms']} ms")
+        print(
+            f"tenth {row['tenth']:>2}: {row['jobs']} jobs, lag p50 {row['p50_ms']} ms, "
+            f"p99 {row['p99_ms']} ms"
+        )
     stamp = time.strftime("%Y%m%dT%H%M%S")
     output = args.output or ROOT / "bench" / "results" / f"soak-{stamp}.json"
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clone of the committed tree installed into a new virtualenv; returns its python.
 
-    The venv sees the already installed dependencies (--system-site-packages) so the test
-    needs no network; pgbeat itself comes from the clone, not from this checkout.
+    The venv sees the dependencies installed for this test run (a .pth file naming their
+    directories) so the test needs no network; pgbeat itself comes from the clone, not from
+    this checkout. (--system-site-packages would see the base interpreter's packages, not
+    those of the virtualenv running the tests.)
     """
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout")
@@ -30,10 +33,17 @@ def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     clone = base / "pgbeat"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=60)
     venv = base / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120
-    )
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
+    new_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(new_site) / "test-dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(clone)],
         check=True,
@@ -53,8 +63,10 @@ def test_pgbeat_run_demo_from_a_fresh_clone(fresh_install: Path, tmp_path: Path)
         # the demo's provider fails at random half of the time: wait until both a
         # success and a retry have shown up (more sign-ups arrive every 15 s)
         wait_for(
-            lambda: len(re.findall(r"welcome_email attempt \d/\d+ done", demo.output())) >= 2
-            and "retry in" in demo.output(),
+            lambda: (
+                len(re.findall(r"welcome_email attempt \d/\d+ done", demo.output())) >= 2
+                and "retry in" in demo.output()
+            ),
             timeout=120,
             interval=0.2,
             message="welcome emails sent and a retry",

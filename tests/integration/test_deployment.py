@@ -60,6 +60,7 @@ def test_compose_file_validates() -> None:
         if os.environ.get("CI"):
             pytest.fail("CI must install docker-compose (Debian package) to validate the file")
         pytest.skip("docker-compose is not installed")
-    result = subprocess.run([tool, "config", "-q"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = subprocess.run(
+        [tool, "config", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr
