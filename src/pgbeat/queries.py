@@ -58,12 +58,14 @@ ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
 
 # Inserts many jobs in one statement from parallel arrays; duplicates are skipped (jobs_unique).
+# A job without run_at runs its delay (seconds, 0 if none) after the database's now().
 JOBS_INSERT_MANY: LiteralString = """
 INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts)
-SELECT kind, payload, coalesce(run_at, now() + delay), unique_key, max_attempts
+SELECT kind, payload, coalesce(run_at, now() + delay_seconds * interval '1 second'),
+       unique_key, max_attempts
 FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[],
-            %(delays)s::interval[], %(unique_keys)s::text[], %(max_attempts)s::int[])
-     AS new_job(kind, payload, run_at, delay, unique_key, max_attempts)
+            %(delay_seconds)s::float8[], %(unique_keys)s::text[], %(max_attempts)s::int[])
+     AS new_job(kind, payload, run_at, delay_seconds, unique_key, max_attempts)
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
 

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import psycopg
 
 from pgbeat import queries, queue
+from pgbeat.arrays import number_array, text_array
 from pgbeat.catchup import due_periods, keep_for
 from pgbeat.db import Connector, OutageLog, is_connection_failure
 from pgbeat.heartbeat import Heartbeat
@@ -329,35 +330,20 @@ class _PeriodBatch:
         numbers = sorted(self._used)
         used = [self._templates[number - 1] for number in numbers]
         return {
-            "unique_keys": _text_array(self.unique_keys),
-            "kinds": _text_array(self._kinds),
-            "fire_epochs": _number_array(self._epochs),
-            "templates": _number_array(self._template_of_period),
-            "template_numbers": _number_array([str(number) for number in numbers]),
-            "payloads": _text_array([t.payload for t in used]),
-            "max_attempts": _number_array([str(t.max_attempts) for t in used]),
-            "keep_seconds": _number_array([repr(t.keep_seconds) for t in used]),
+            "unique_keys": text_array(self.unique_keys),
+            "kinds": text_array(self._kinds),
+            "fire_epochs": number_array(self._epochs),
+            "templates": number_array(self._template_of_period),
+            "template_numbers": number_array([str(number) for number in numbers]),
+            "payloads": text_array([t.payload for t in used]),
+            "max_attempts": number_array([str(t.max_attempts) for t in used]),
+            "keep_seconds": number_array([repr(t.keep_seconds) for t in used]),
         }
 
 
 def _repeat_each(values: list[str], count: int) -> list[str]:
     """Each value ``count`` times in a row (a schedule's column for each of its periods)."""
     return values if count == 1 else [value for value in values for _ in range(count)]
-
-
-def _text_array(values: Sequence[str]) -> str:
-    """A PostgreSQL array literal of strings: each one quoted, ``"`` and ``\\`` escaped."""
-    if not values:
-        return "{}"
-    plain = "".join(values)
-    if '"' in plain or "\\" in plain:
-        values = [value.replace("\\", "\\\\").replace('"', '\\"') for value in values]
-    return '{"' + '","'.join(values) + '"}'
-
-
-def _number_array(values: Sequence[str]) -> str:
-    """A PostgreSQL array literal of numbers already written as text."""
-    return "{" + ",".join(values) + "}"
 
 
 def _sleep_seconds(now: datetime, next_fire: datetime | None, spent: float) -> float:

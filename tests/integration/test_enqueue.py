@@ -120,6 +120,43 @@ def test_enqueue_many_inserts_thousands_in_one_statement(conn: psycopg.Connectio
     assert row == (True,)
 
 
+AWKWARD_TEXT = ['say "hi"', "back\\slash", "{braces},commas", "NULL", "", "日本語 ✓", "a'b"]
+
+
+def test_enqueue_many_keeps_every_column_exactly(conn: psycopg.Connection[Any]) -> None:
+    """Columns travel as array literals: quotes, backslashes, NULLs and times must survive."""
+    at = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    jobs = [
+        pgbeat.NewJob(
+            f"kind {text}",
+            {"text": text, "list": [1, None, 2.5], "nested": {"q": text}},
+            unique_key=text or None,
+            max_attempts=i + 1,
+            run_at=at + timedelta(days=i) if i % 2 else None,
+            delay=timedelta(seconds=1.5, microseconds=7) if i % 2 == 0 else None,
+        )
+        for i, text in enumerate(AWKWARD_TEXT)
+    ]
+    jobs.append(pgbeat.NewJob("plain"))  # payload None -> {}
+    ids = pgbeat.enqueue_many(conn, jobs)
+    assert len(ids) == len(jobs)
+    rows = conn.execute(
+        "SELECT kind, payload, unique_key, max_attempts, run_at,"
+        " run_at - created_at FROM jobs ORDER BY id"
+    ).fetchall()
+    for i, text in enumerate(AWKWARD_TEXT):
+        kind, payload, key, attempts, run_at, after = rows[i]
+        assert kind == f"kind {text}"
+        assert payload == {"text": text, "list": [1, None, 2.5], "nested": {"q": text}}
+        assert key == (text or None)
+        assert attempts == i + 1
+        if i % 2:
+            assert run_at == at + timedelta(days=i)
+        else:  # created_at and now() are the same transaction's clock
+            assert after == timedelta(seconds=1.5, microseconds=7)
+    assert rows[-1][:4] == ("plain", {}, None, 8)
+
+
 def test_async_enqueue_shares_the_statement(database_url: str) -> None:
     async def scenario() -> tuple[int | None, int | None, list[int]]:
         async with await psycopg.AsyncConnection.connect(database_url) as aconn:

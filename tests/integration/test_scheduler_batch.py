@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgbeat.arrays import text_array
 from pgbeat.catchup import due_periods, keep_for
 from pgbeat.metrics import Metrics
 from pgbeat.schedule import Schedule, unique_key
-from pgbeat.scheduler import Scheduler, TickResult, _text_array
+from pgbeat.scheduler import Scheduler, TickResult
 from tests.helpers import wait_for
 
 T0 = datetime(2026, 3, 1, 12, 0, 20, tzinfo=UTC)  # 20 s past a minute: nothing on the edge
@@ -80,7 +81,7 @@ def test_text_arrays_survive_quotes_backslashes_and_braces(
     conn: psycopg.Connection[Any],
 ) -> None:
     for values in (ODD_TEXTS, [], ["x"] * 3):
-        row = conn.execute("SELECT %(values)s::text[]", {"values": _text_array(values)}).fetchone()
+        row = conn.execute("SELECT %(values)s::text[]", {"values": text_array(values)}).fetchone()
         assert row == (values,)
 
 

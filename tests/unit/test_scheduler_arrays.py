@@ -1,4 +1,4 @@
-"""The array literals the scheduler sends in place of lists, and the keys it assembles."""
+"""The array literals sent in place of lists (scheduler, enqueue_many), and period keys."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pgbeat.arrays import number_array, text_array
 from pgbeat.schedule import Schedule, unique_key, unique_key_prefix, unique_key_suffix
-from pgbeat.scheduler import _number_array, _repeat_each, _text_array
+from pgbeat.scheduler import _repeat_each
 
 
 @pytest.mark.parametrize(
@@ -17,15 +18,17 @@ from pgbeat.scheduler import _number_array, _repeat_each, _text_array
         ([""], '{""}'),
         (["a", "b c", "NULL"], '{"a","b c","NULL"}'),
         (['say "hi"', "back\\slash"], '{"say \\"hi\\"","back\\\\slash"}'),
+        ([None], "{NULL}"),
+        (["a", None, 'q"'], '{"a",NULL,"q\\""}'),
     ],
 )
-def test_text_array(values: list[str], literal: str) -> None:
-    assert _text_array(values) == literal
+def test_text_array(values: list[str | None], literal: str) -> None:
+    assert text_array(values) == literal
 
 
 def test_number_array_and_repeat_each() -> None:
-    assert _number_array(["1", "2.5"]) == "{1,2.5}"
-    assert _number_array([]) == "{}"
+    assert number_array(["1", "2.5"]) == "{1,2.5}"
+    assert number_array([]) == "{}"
     assert _repeat_each(["a", "b"], 1) == ["a", "b"]
     assert _repeat_each(["a", "b"], 3) == ["a", "a", "a", "b", "b", "b"]
 

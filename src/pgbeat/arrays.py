@@ -1,0 +1,37 @@
+"""PostgreSQL array literals, written in one pass for the statements that take thousands.
+
+psycopg's list adapter dumps and quotes element by element in Python: 22 ms for the six
+arrays of 1,000 jobs in ``enqueue_many``, 10-30 ms per 10,000-element array in a scheduler
+tick. One ``join`` does the same in well under a millisecond. The statements cast each
+literal (``%(ids)s::bigint[]``), so PostgreSQL parses them as it would the adapter's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+def text_array(values: Sequence[str | None]) -> str:
+    """An array of strings: each quoted, with ``"`` and ``\\`` escaped; ``None`` is NULL."""
+    if not values:
+        return "{}"
+    if None in values:
+        return "{" + ",".join("NULL" if v is None else _quoted(v) for v in values) + "}"
+    strings: Sequence[str] = values  # type: ignore[assignment]  # no None, checked above
+    joined = "".join(strings)
+    if '"' in joined or "\\" in joined:
+        strings = [_escaped(value) for value in strings]
+    return '{"' + '","'.join(strings) + '"}'
+
+
+def number_array(values: Iterable[str]) -> str:
+    """An array of numbers already written as text (``str(n)``, ``repr(x)``)."""
+    return "{" + ",".join(values) + "}"
+
+
+def _quoted(value: str) -> str:
+    return '"' + _escaped(value) + '"'
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
