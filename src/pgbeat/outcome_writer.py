@@ -27,6 +27,8 @@ class OutcomeWriter:
 
     An unexpected error (not a lost connection) is kept in ``failure`` for the worker loop
     to raise: a bug must stop the worker loudly, not leave outcomes unwritten in silence.
+    ``on_requeued`` hears of retries and releases written: their jobs are pending again,
+    and the claiming loop would otherwise learn of them only at its next poll.
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class OutcomeWriter:
         batch: int,
         window: float,
         on_failure: Callable[[], None],
+        on_requeued: Callable[[], None] | None = None,
     ) -> None:
         self._connector = connector
         self._recorder = recorder
@@ -45,6 +48,7 @@ class OutcomeWriter:
         self._batch = batch
         self._window = window
         self._on_failure = on_failure
+        self._on_requeued = on_requeued
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._main, name="pgbeat-outcomes", daemon=True)
@@ -97,7 +101,7 @@ class OutcomeWriter:
     def _write(self) -> float | None:
         """Flush once; on failure return how long to pause before the next try."""
         try:
-            self._recorder.flush(self._connector.get())
+            requeued = self._recorder.flush(self._connector.get())
         except Exception as exc:
             if not is_connection_failure(exc):
                 log.exception("could not record outcomes; stopping the worker")
@@ -107,4 +111,6 @@ class OutcomeWriter:
             self._connector.discard()
             return self._outage.failed(exc)
         self._outage.succeeded()
+        if requeued and self._on_requeued is not None:
+            self._on_requeued()
         return None

@@ -52,12 +52,16 @@ class Recorder:
         with self._lock:
             return len(self._runs), self._since
 
-    def flush(self, conn: psycopg.Connection[Any]) -> None:
-        """Write every waiting run; on failure they wait for the next flush."""
+    def flush(self, conn: psycopg.Connection[Any]) -> bool:
+        """Write every waiting run; on failure they wait for the next flush.
+
+        Returns True when a job went back to pending (a retry or a release), so the worker
+        can look again for work it would otherwise only find at its next poll.
+        """
         with self._lock:
             runs, self._runs, self._since = self._runs, [], None
         if not runs:
-            return
+            return False
         try:
             decided = self._write(conn, runs)
         except BaseException:
@@ -70,6 +74,7 @@ class Recorder:
             if outcome is not _DONE or log_done:
                 _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
+        return any(outcome.verdict in ("retry", "released") for _, outcome in decided)
 
     def _write(
         self, conn: psycopg.Connection[Any], runs: Sequence[Run]

@@ -104,6 +104,7 @@ class Worker:
             batch=self._claim_threshold,
             window=BATCH_WINDOW,
             on_failure=self._wake.set,
+            on_requeued=self._on_notify,
         )
         self._notified = False
         self._maybe_more = True

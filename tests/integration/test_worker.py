@@ -167,6 +167,24 @@ def test_success_after_retries_is_done(
     assert job_row(conn, job_id)[1] == 3
 
 
+def test_a_retry_runs_when_due_not_at_the_next_poll(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
+    """Retries are written on the outcome connection; the claiming loop must hear of them."""
+
+    @registry.handler("twice")
+    def twice(payload: Any, job: pgbeat.JobContext) -> None:
+        if job.attempt == 1:
+            raise pgbeat.Retry(after=timedelta(milliseconds=100))
+
+    with running(database_url, registry, poll_interval=timedelta(seconds=30)):
+        job_id = pgbeat.enqueue(conn, "twice", {})
+        started = time.monotonic()
+        wait_for(lambda: status_is(conn, job_id, "done"), timeout=10, message="retry done")
+    assert time.monotonic() - started < 3  # not the 30 s poll
+    assert job_row(conn, job_id)[1] == 2
+
+
 def test_backoff_schedules_the_retry_by_the_database_clock(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
