@@ -1,0 +1,120 @@
+"""The executor without a database: slots, settling once, timeouts, async batches."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import pgbeat
+from pgbeat.executor import Executor, Released, Run, TimedOut
+from pgbeat.job import Job
+from tests.helpers import wait_for
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def make_run(registry: pgbeat.Registry, kind: str, job_id: int, timeout: float = 60.0) -> Run:
+    job = Job(job_id, kind, {}, 1, 3, NOW, NOW, None)
+    started = time.monotonic()
+    return Run(job, registry.get(kind), None, started + timeout, started)
+
+
+class Recorded:
+    def __init__(self) -> None:
+        self.settled: list[Run] = []
+        self.freed: list[int] = []
+        self.lock = threading.Lock()
+
+    def on_settled(self, run: Run) -> None:
+        with self.lock:
+            self.settled.append(run)
+
+    def on_slot_freed(self, free: int) -> None:
+        with self.lock:
+            self.freed.append(free)
+
+
+@pytest.fixture
+def recorded() -> Recorded:
+    return Recorded()
+
+
+@pytest.fixture
+def executor(recorded: Recorded) -> Iterator[Executor]:
+    executor = Executor(4, recorded.on_settled, recorded.on_slot_freed)
+    yield executor
+    executor.shutdown()
+
+
+def test_a_batch_runs_and_each_run_settles_once_with_its_slot_freed(
+    executor: Executor, recorded: Recorded
+) -> None:
+    registry = pgbeat.Registry()
+    registry.register("ok", lambda payload: None)
+
+    def fail(payload: Any) -> None:
+        raise ValueError("no")
+
+    registry.register("fails", fail)
+    runs = [
+        make_run(registry, "ok", 1),
+        make_run(registry, "fails", 2),
+        make_run(registry, "ok", 3),
+    ]
+    executor.submit_many(runs)
+    wait_for(lambda: len(recorded.settled) == 3, timeout=5, message="three settled")
+    wait_for(lambda: executor.free_slots() == 4, timeout=5, message="slots free")
+    errors = {run.job.id: run.error for run in recorded.settled}
+    assert errors[1] is None and errors[3] is None and isinstance(errors[2], ValueError)
+    assert sorted(recorded.freed)[-1] == 4  # the last return freed every slot
+    assert executor.unsettled() == []
+
+
+def test_expire_waits_for_the_earliest_deadline_then_settles_as_timed_out(
+    executor: Executor, recorded: Recorded
+) -> None:
+    release = threading.Event()
+    registry = pgbeat.Registry()
+    registry.register("slow", lambda payload: release.wait(10))
+    short, long = make_run(registry, "slow", 1, timeout=0.2), make_run(registry, "slow", 2)
+    executor.submit_many([short, long])
+    assert executor.expire(time.monotonic()) == pytest.approx(short.deadline)
+    assert recorded.settled == []
+    wait_for(lambda: time.monotonic() > short.deadline, timeout=5, message="deadline")
+    assert executor.expire(time.monotonic()) == pytest.approx(long.deadline)
+    assert recorded.settled == [short] and isinstance(short.error, TimedOut)
+    assert executor.busy() == 2  # a sync handler keeps its slot until it returns
+    release.set()
+    wait_for(lambda: executor.busy() == 0, timeout=5, message="slots back")
+    assert recorded.settled == [short, long] and long.error is None  # short's late result dropped
+
+
+def test_async_runs_start_together_and_cancel_when_abandoned(
+    executor: Executor, recorded: Recorded
+) -> None:
+    started = threading.Event()
+    registry = pgbeat.Registry()
+
+    async def quick(payload: Any) -> None:
+        await asyncio.sleep(0)
+
+    async def stuck(payload: Any) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    registry.register("quick", quick)
+    registry.register("stuck", stuck)
+    runs = [make_run(registry, "quick", i) for i in range(3)]
+    hanging = make_run(registry, "stuck", 9)
+    executor.submit_many([*runs, hanging])
+    wait_for(lambda: len(recorded.settled) == 3, timeout=5, message="quick ones settled")
+    assert started.wait(5)
+    assert executor.release_all() == [hanging]
+    assert isinstance(hanging.error, Released)
+    wait_for(lambda: executor.busy() == 0, timeout=5, message="the cancelled task freed its slot")
