@@ -93,10 +93,6 @@ class Executor:
 
     # -- starting runs --------------------------------------------------------------------
 
-    def submit(self, run: Run) -> None:
-        """Start ``run`` (the caller checked that a slot is free)."""
-        self.submit_many([run])
-
     def submit_many(self, runs: Sequence[Run]) -> None:
         """Start ``runs`` (the caller checked that enough slots are free)."""
         if not runs:
@@ -216,9 +212,8 @@ class Executor:
                     self._abandon(run)
             elif next_deadline is None or run.deadline < next_deadline:
                 next_deadline = run.deadline
-        with self._lock:
-            candidates = [r.deadline for r in self._running if r.deadline > now]
-            self._earliest_deadline = min(candidates, default=float("inf"))
+        with self._lock:  # only the caller's thread submits: no run started during the scan
+            self._earliest_deadline = float("inf") if next_deadline is None else next_deadline
         return next_deadline
 
     def release_all(self) -> list[Run]:
