@@ -43,6 +43,24 @@ class Result:
         return asdict(self)
 
 
+def drain_result(
+    system: str,
+    variant: str,
+    config: str,
+    jobs: int,
+    seconds: float,
+    processes: int,
+    handled: Sequence[int] = (),
+) -> Result:
+    """A drain's throughput, with its process count (the report's 1-process comparison)
+    and, for a multi-process drain, the jobs each process's handler ran."""
+    result = rate_result(system, DRAIN, variant, config, jobs, seconds)
+    result.detail["processes"] = processes
+    if handled:
+        result.detail["handled_per_process"] = list(handled)
+    return result
+
+
 def rate_result(
     system: str, measurement: str, variant: str, config: str, jobs: int, seconds: float
 ) -> Result:

@@ -22,12 +22,12 @@ import psycopg
 import pgbeat
 from bench import database, raw_sql
 from bench.measure import (
-    DRAIN,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
     best_run,
+    drain_result,
     emit,
     latency_result,
     log,
@@ -158,19 +158,9 @@ def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
     counted; progress is read through the partial indexes, which shrink as jobs finish.
     """
     _load(url, jobs)
-    command = [
-        sys.executable,
-        "-m",
-        "pgbeat",
-        "worker",
-        "bench.noop_app:registry",
-        "--processes",
-        str(config.processes),
-        "--concurrency",
-        str(config.concurrency),
-        "--log-level",
-        "WARNING",
-    ]
+    command = worker_command(
+        "--processes", str(config.processes), "--concurrency", str(config.concurrency)
+    )
     env = {**os.environ, "DATABASE_URL": url}
     process = subprocess.Popen(command, env=env, cwd=str(Path(__file__).resolve().parents[1]))
     try:
@@ -193,9 +183,21 @@ def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
 
 
 def _drain_result(config: DrainConfig, jobs: int, seconds: float) -> Result:
-    result = rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, seconds)
-    result.detail["processes"] = config.processes  # the report's 1-process comparison
-    return result
+    return drain_result(SYSTEM, config.variant, config.description, jobs, seconds, config.processes)
+
+
+def worker_command(*flags: str) -> list[str]:
+    """`pgbeat worker` on the no-op app, warnings only, in this interpreter."""
+    return [
+        sys.executable,
+        "-m",
+        "pgbeat",
+        "worker",
+        "bench.noop_app:registry",
+        *flags,
+        "--log-level",
+        "WARNING",
+    ]
 
 
 def _pending(conn: psycopg.Connection[Any]) -> int:

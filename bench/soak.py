@@ -27,6 +27,7 @@ import psycopg
 
 import pgbeat
 from bench import database
+from bench.pgbeat_bench import worker_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,17 +62,7 @@ def produce(url: str, jobs: int, rate: float, chunk: int, stop: threading.Event)
 def run(url: str, jobs: int, rate: float, concurrency: int) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
-    command = [
-        sys.executable,
-        "-m",
-        "pgbeat",
-        "worker",
-        "bench.noop_app:registry",
-        "--concurrency",
-        str(concurrency),
-        "--log-level",
-        "WARNING",
-    ]
+    command = worker_command("--concurrency", str(concurrency))
     worker = subprocess.Popen(
         command,
         env={**os.environ, "DATABASE_URL": url},

@@ -23,12 +23,12 @@ from pgqueuer.types import QueueExecutionMode
 
 from bench import database, process_drain
 from bench.measure import (
-    DRAIN,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
     best_run_async,
+    drain_result,
     emit,
     latency_result,
     log,
@@ -135,11 +135,9 @@ async def drain(system: str, url: str, driver: str, jobs: int, config: DrainConf
         seconds, handled = watch.seconds, []
     _check_empty(url)
     config_text = config.description(driver)
-    result = rate_result(system, DRAIN, config.variant, config_text, jobs, seconds)
-    result.detail["processes"] = config.processes
-    if handled:
-        result.detail["handled_per_process"] = handled
-    return result
+    return drain_result(
+        system, config.variant, config_text, jobs, seconds, config.processes, handled
+    )
 
 
 # How bench.process_drain follows a drain: pgqueuer deletes a job's row once its status is

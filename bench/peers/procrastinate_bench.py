@@ -19,12 +19,12 @@ import procrastinate
 
 from bench import database, process_drain
 from bench.measure import (
-    DRAIN,
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
     Result,
     Stopwatch,
     best_run_async,
+    drain_result,
     emit,
     latency_result,
     log,
@@ -121,11 +121,9 @@ async def drain(app: procrastinate.App, url: str, jobs: int, config: DrainConfig
             )
         seconds, handled = watch.seconds, []
     _check_done(url, jobs)
-    result = rate_result(SYSTEM, DRAIN, config.variant, config.description, jobs, seconds)
-    result.detail["processes"] = config.processes
-    if handled:
-        result.detail["handled_per_process"] = handled
-    return result
+    return drain_result(
+        SYSTEM, config.variant, config.description, jobs, seconds, config.processes, handled
+    )
 
 
 # How bench.process_drain follows a drain: a job is 'todo', then 'doing', then 'succeeded'.
