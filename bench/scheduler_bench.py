@@ -24,8 +24,8 @@ from bench.measure import (
     parse_system_arguments,
     system_arguments,
 )
-from pgbeat.schedule import Schedule
-from pgbeat.scheduler import Scheduler
+from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.scheduler import Scheduler
 
 SYSTEM = "pgbeat"
 REPEATS = 3

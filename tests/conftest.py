@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgbeat.migrate import apply_migrations
+from pgbeat.db.migrate import apply_migrations
 
 
 def with_database(url: str, name: str) -> str:

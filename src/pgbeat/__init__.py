@@ -4,6 +4,8 @@ The public API, re-exported from the modules that implement it.
 """
 
 from pgbeat.backoff import BackoffPolicy
+from pgbeat.client import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from pgbeat.db.migrate import apply_migrations
 from pgbeat.errors import (
     DatabaseUnavailable,
     NotMigrated,
@@ -14,11 +16,9 @@ from pgbeat.errors import (
     UnknownKind,
 )
 from pgbeat.job import Job, JobContext
-from pgbeat.migrate import apply_migrations
-from pgbeat.queue import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from pgbeat.registry import Registry
-from pgbeat.settings import WorkerSettings
-from pgbeat.worker import Worker
+from pgbeat.worker.settings import WorkerSettings
+from pgbeat.worker.worker import Worker
 
 __version__ = "0.1.0"
 

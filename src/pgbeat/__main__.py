@@ -2,6 +2,6 @@
 
 import sys
 
-from pgbeat.cli import main
+from pgbeat.cli.main import main
 
 sys.exit(main())

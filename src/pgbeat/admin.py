@@ -12,19 +12,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from pgbeat import queries
-from pgbeat.errors import PgbeatError
+from pgbeat.db import queries
+from pgbeat.errors import JobNotFound, Refused
 
 STATUSES = ("pending", "running", "done", "failed")
 FINISHED = ("done", "failed")
-
-
-class JobNotFound(PgbeatError):
-    """No job has this id."""
-
-
-class Refused(PgbeatError):
-    """The job is in a state that does not allow the action."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,26 @@ class NotMigrated(PgbeatError):
     """The schema is missing or older than this version of pgbeat expects."""
 
 
+class UserError(PgbeatError):
+    """Bad input on the command line."""
+
+
+class ConfigError(PgbeatError):
+    """An invalid schedules.toml; ``problems`` holds one line per mistake."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class JobNotFound(PgbeatError):
+    """No job has this id."""
+
+
+class Refused(PgbeatError):
+    """The job is in a state that does not allow the action."""
+
+
 class UnknownKind(PgbeatError):
     """No handler is registered for a job's kind."""
 
@@ -48,3 +68,11 @@ class Retry(Exception):
         if isinstance(after, datetime) and after.tzinfo is None:
             raise ValueError("Retry(after=datetime) needs a timezone-aware datetime")
         self.after: timedelta | datetime = after
+
+
+class TimedOut(Exception):
+    """A handler outlived its timeout (the worker's verdict, never raised to a user)."""
+
+
+class Released(Exception):
+    """The worker gave up on a run at shutdown; the job goes back to pending."""

@@ -24,8 +24,8 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from pgbeat.migrate import apply_migrations
-from pgbeat.schedule import Schedule, fire_times_between, unique_key
+from pgbeat.db.migrate import apply_migrations
+from pgbeat.scheduling.schedule import Schedule, fire_times_between, unique_key
 from tests.helpers import CliProcess, start_cli, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

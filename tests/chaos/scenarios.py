@@ -17,8 +17,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pgbeat
-from pgbeat.config import parse_schedules
-from pgbeat.schedule import Schedule
+from pgbeat.scheduling.file import parse_schedules
+from pgbeat.scheduling.schedule import Schedule
 from tests.apps.chaos_app import SETUP
 from tests.chaos.harness import (
     APP,

@@ -20,10 +20,11 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import pgbeat
-from pgbeat.catchup import due_periods
-from pgbeat.config import ConfigError, parse_schedules
 from pgbeat.durations import parse_duration
-from pgbeat.schedule import (
+from pgbeat.errors import ConfigError
+from pgbeat.scheduling.catchup import due_periods
+from pgbeat.scheduling.file import parse_schedules
+from pgbeat.scheduling.schedule import (
     Schedule,
     fire_times_after,
     fire_times_between,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pgbeat.catchup import MAX_CATCH_UP_PERIODS, ON_TIME, due_periods
-from pgbeat.config import parse_schedules
-from pgbeat.schedule import Schedule, fire_times_between
+from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, ON_TIME, due_periods
+from pgbeat.scheduling.file import parse_schedules
+from pgbeat.scheduling.schedule import Schedule, fire_times_between
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

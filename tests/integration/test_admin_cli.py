@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat import admin, queue
+from pgbeat import admin
+from pgbeat.worker import operations
 from tests.helpers import run_cli, statuses
 
 
@@ -99,7 +100,7 @@ def test_retry_one_and_all_failed(database_url: str, conn: psycopg.Connection[An
 
 def test_retry_refuses_a_running_job(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pgbeat.enqueue(conn, "a", {})
-    (job,) = queue.claim_jobs(conn, 1, timedelta(minutes=5), None)
+    (job,) = operations.claim_jobs(conn, 1, timedelta(minutes=5), None)
     one_line_error(run_cli(["jobs", "retry", str(job.id)], database_url), "it is running")
 
 
@@ -111,7 +112,7 @@ def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
         "SELECT status, last_error FROM jobs WHERE id = %s", (pending,)
     ).fetchone() == ("failed", "cancelled")
     running = pgbeat.enqueue(conn, "a", {})
-    queue.claim_jobs(conn, 1, timedelta(minutes=5), None)
+    operations.claim_jobs(conn, 1, timedelta(minutes=5), None)
     one_line_error(
         run_cli(["jobs", "cancel", str(running)], database_url),
         "only pending jobs can be cancelled",

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat.config import parse_schedules
-from pgbeat.scheduler import Scheduler
+from pgbeat.scheduling.file import parse_schedules
+from pgbeat.scheduling.scheduler import Scheduler
 from tests.apps.jobs_app import SETUP, registry
 from tests.helpers import statuses, wait_for
 

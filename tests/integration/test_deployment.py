@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pgbeat.cli import build_parser
+from pgbeat.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 

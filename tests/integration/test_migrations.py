@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.migrate import apply_migrations, available_migrations, pending_migrations
+from pgbeat.db.migrate import apply_migrations, available_migrations, pending_migrations
 from tests.helpers import cli_env, run_cli
 
 EXPECTED_COLUMNS = {

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import pgbeat
-from pgbeat.heartbeat import Heartbeat
+from pgbeat.observe.heartbeat import Heartbeat
 from tests.helpers import run_cli, start_cli, statuses, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])

@@ -13,12 +13,12 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat import queue
-from pgbeat.db import Connector, OutageLog
-from pgbeat.executor import Run
-from pgbeat.metrics import Metrics
-from pgbeat.outcome_writer import OutcomeWriter
-from pgbeat.recorder import Recorder
+from pgbeat.db.connections import Connector, ReconnectBackoff
+from pgbeat.observe.metrics import Metrics
+from pgbeat.worker import operations
+from pgbeat.worker.executor import Run
+from pgbeat.worker.flusher import OutcomeFlusher
+from pgbeat.worker.outcomes import OutcomeBuffer
 from tests.helpers import statuses, wait_for
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1"
@@ -26,21 +26,21 @@ UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1"
 
 def finished_runs(conn: psycopg.Connection[Any], count: int) -> list[Run]:
     pgbeat.enqueue_many(conn, [pgbeat.NewJob("k") for _ in range(count)])
-    jobs = queue.claim_jobs(conn, count, timedelta(minutes=5), None)
+    jobs = operations.claim_jobs(conn, count, timedelta(minutes=5), None)
     now = time.monotonic()
     return [Run(job, None, None, now + 60, now, settled=True, finished_at=now) for job in jobs]
 
 
 class Writer:
-    """An OutcomeWriter with a recorder, started, and closed at the end of the test."""
+    """An OutcomeFlusher with a recorder, started, and closed at the end of the test."""
 
     def __init__(self, url: str, batch: int, window: float) -> None:
-        self.recorder = Recorder(pgbeat.BackoffPolicy(), random.Random(1), Metrics())
+        self.recorder = OutcomeBuffer(pgbeat.BackoffPolicy(), random.Random(1), Metrics())
         self.failures: list[str] = []
-        self.writer = OutcomeWriter(
+        self.writer = OutcomeFlusher(
             Connector(url, "test-outcomes"),
             self.recorder,
-            OutageLog(url, logging.getLogger("test")),
+            ReconnectBackoff(url, logging.getLogger("test")),
             batch=batch,
             window=window,
             on_failure=lambda: self.failures.append("failed"),

@@ -8,8 +8,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgbeat.config import parse_schedules
-from pgbeat.scheduler import Scheduler
+from pgbeat.scheduling.file import parse_schedules
+from pgbeat.scheduling.scheduler import Scheduler
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgbeat.arrays import text_array
-from pgbeat.catchup import due_periods, keep_for
-from pgbeat.metrics import Metrics
-from pgbeat.schedule import Schedule, unique_key
-from pgbeat.scheduler import Scheduler, TickResult
+from pgbeat.db.literals import text_array
+from pgbeat.observe.metrics import Metrics
+from pgbeat.scheduling.catchup import due_periods, keep_for
+from pgbeat.scheduling.schedule import Schedule, unique_key
+from pgbeat.scheduling.scheduler import Scheduler, TickResult
 from tests.helpers import wait_for
 
 T0 = datetime(2026, 3, 1, 12, 0, 20, tzinfo=UTC)  # 20 s past a minute: nothing on the edge

@@ -15,7 +15,7 @@ import pydantic
 import pytest
 
 import pgbeat
-from pgbeat import queue
+from pgbeat.worker import operations
 from tests.helpers import statuses, wait_for
 
 
@@ -72,10 +72,10 @@ def test_two_connections_claim_disjoint_jobs(
 ) -> None:
     pgbeat.enqueue_many(conn, [pgbeat.NewJob("k", {"i": i}) for i in range(10)])
     with psycopg.connect(database_url) as a, psycopg.connect(database_url) as b:
-        claimed_a = queue.claim_jobs(
+        claimed_a = operations.claim_jobs(
             a, 6, timedelta(seconds=30), None
         )  # a's transaction stays open
-        claimed_b = queue.claim_jobs(b, 6, timedelta(seconds=30), None)
+        claimed_b = operations.claim_jobs(b, 6, timedelta(seconds=30), None)
         a.commit()
         b.commit()
     ids_a, ids_b = {j.id for j in claimed_a}, {j.id for j in claimed_b}
@@ -88,7 +88,7 @@ def test_claim_respects_run_at_and_kinds(conn: psycopg.Connection[Any]) -> None:
     pgbeat.enqueue(conn, "later", {}, delay=timedelta(hours=1))
     wanted = pgbeat.enqueue(conn, "wanted", {})
     pgbeat.enqueue(conn, "other", {})
-    claimed = queue.claim_jobs(conn, 10, timedelta(seconds=30), ["wanted", "later"])
+    claimed = operations.claim_jobs(conn, 10, timedelta(seconds=30), ["wanted", "later"])
     assert [j.id for j in claimed] == [wanted]
     assert claimed[0].attempt == 1
 
@@ -337,7 +337,7 @@ def test_delayed_job_runs_when_due(
 def test_reaper_returns_expired_leases(conn: psycopg.Connection[Any]) -> None:
     pending_id = pgbeat.enqueue(conn, "k", {})
     spent_id = pgbeat.enqueue(conn, "k", {}, max_attempts=1)
-    claimed = queue.claim_jobs(conn, 10, timedelta(milliseconds=1), None)
+    claimed = operations.claim_jobs(conn, 10, timedelta(milliseconds=1), None)
     assert {j.id for j in claimed} == {pending_id, spent_id}
     wait_for(
         lambda: (
@@ -345,21 +345,21 @@ def test_reaper_returns_expired_leases(conn: psycopg.Connection[Any]) -> None:
         ),
         message="leases expired",
     )
-    reaped = {job_id: status for job_id, _, status in queue.reap_expired(conn)}
+    reaped = {job_id: status for job_id, _, status in operations.reap_expired(conn)}
     assert reaped == {pending_id: "pending", spent_id: "failed"}
     assert job_row(conn, spent_id)[2].startswith("lease expired during attempt 1")
-    assert queue.reap_expired(conn) == []
+    assert operations.reap_expired(conn) == []
 
 
 def test_stale_completion_is_fenced_by_the_attempt(conn: psycopg.Connection[Any]) -> None:
     pgbeat.enqueue(conn, "k", {})
-    (first,) = queue.claim_jobs(conn, 1, timedelta(milliseconds=1), None)
-    wait_for(lambda: queue.reap_expired(conn), message="reaped")
-    (second,) = queue.claim_jobs(conn, 1, timedelta(seconds=30), None)
+    (first,) = operations.claim_jobs(conn, 1, timedelta(milliseconds=1), None)
+    wait_for(lambda: operations.reap_expired(conn), message="reaped")
+    (second,) = operations.claim_jobs(conn, 1, timedelta(seconds=30), None)
     assert second.attempt == 2
-    queue.complete_jobs(conn, [first])  # the first run finishes late: must not touch the row
+    operations.complete_jobs(conn, [first])  # the first run finishes late: must not touch the row
     assert job_row(conn, first.id)[0] == "running"
-    queue.complete_jobs(conn, [second])
+    operations.complete_jobs(conn, [second])
     assert job_row(conn, first.id)[0] == "done"
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pgbeat.config import ConfigError, load_schedules, parse_schedules
+from pgbeat.errors import ConfigError
+from pgbeat.scheduling.file import load_schedules, parse_schedules
 
 DESIGN_EXAMPLE = """
 [defaults]                  # optional; every key may be overridden per schedule

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 import pgbeat
-from pgbeat.executor import Executor, Released, Run, TimedOut
+from pgbeat.errors import Released, TimedOut
 from pgbeat.job import Job
+from pgbeat.worker.executor import Executor, Run
 from tests.helpers import wait_for
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

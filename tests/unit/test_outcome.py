@@ -4,10 +4,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.errors import PayloadError, PermanentError, Retry, UnknownKind
-from pgbeat.executor import Released, TimedOut
+from pgbeat.errors import PayloadError, PermanentError, Released, Retry, TimedOut, UnknownKind
 from pgbeat.job import Job
-from pgbeat.outcome import decide
+from pgbeat.worker.verdict import decide
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 POLICY = BackoffPolicy(jitter=0)

@@ -15,7 +15,7 @@ import pytest
 from freezegun import freeze_time
 from pydantic import ValidationError
 
-from pgbeat.schedule import (
+from pgbeat.scheduling.schedule import (
     Schedule,
     fire_times_after,
     fire_times_between,

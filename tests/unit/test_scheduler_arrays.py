@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pgbeat.arrays import number_array, text_array
-from pgbeat.schedule import Schedule, unique_key, unique_key_prefix, unique_key_suffix
-from pgbeat.scheduler import _repeat_each
+from pgbeat.db.literals import number_array, text_array
+from pgbeat.scheduling.schedule import Schedule, unique_key, unique_key_prefix, unique_key_suffix
+from pgbeat.scheduling.scheduler import _repeat_each
 
 
 @pytest.mark.parametrize(

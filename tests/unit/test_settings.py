@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from pgbeat.settings import WorkerSettings, resolve_timing
+from pgbeat.worker.settings import WorkerSettings, resolve_timing
 
 S = timedelta(seconds=1)
 

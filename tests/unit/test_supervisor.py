@@ -1,6 +1,6 @@
 import pytest
 
-from pgbeat.supervisor import child_arguments
+from pgbeat.worker.supervisor import child_arguments
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from pgbeat.schedule import Schedule, fire_times_between
+from pgbeat.scheduling.schedule import Schedule, fire_times_between
 
 FiresBetween = Callable[[Schedule, datetime, datetime], list[datetime]]
 

@@ -1,9 +1,9 @@
-"""``pgbeat status`` and ``pgbeat health``: what runs, what is missing, and a health check."""
+"""``pgbeat migrate``, ``status`` and ``health``: the schema, what runs, what is missing."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,29 +11,42 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from pgbeat import arguments, db, migrate, queries, queue
-from pgbeat.catchup import ON_TIME, latest_fire_between
-from pgbeat.config import ConfigError, load_schedules
-from pgbeat.heartbeat import STALE_AFTER
-from pgbeat.schedule import Schedule, next_fire_after, unique_key
+from pgbeat.cli import common, types
+from pgbeat.db import connections, migrate, queries
+from pgbeat.errors import ConfigError
+from pgbeat.observe.heartbeat import STALE_AFTER
+from pgbeat.scheduling.catchup import ON_TIME, latest_fire_between
+from pgbeat.scheduling.file import load_schedules
+from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 
 MISSED_GRACE = timedelta(seconds=2)  # beyond ON_TIME: a period this young may be on its way
 
 
-def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
+    p = commands.add_parser("migrate", parents=[common_flags], help="create or upgrade the schema")
+    p.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_sql",
+        help="print the SQL instead of applying it",
+    )
+    p.set_defaults(func=cmd_migrate)
+
     p = commands.add_parser(
-        "status", parents=[common], help="live processes, schedules, missed periods"
+        "status", parents=[common_flags], help="live processes, schedules, missed periods"
     )
     p.add_argument("--schedules", default="schedules.toml", metavar="PATH")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
 
     p = commands.add_parser(
-        "health", parents=[common], help="exit 0 when the database, schema and a worker are alive"
+        "health",
+        parents=[common_flags],
+        help="exit 0 when the database, schema and a worker are alive",
     )
     p.add_argument(
         "--max-age",
-        type=arguments.duration,
+        type=types.duration,
         default=STALE_AFTER,
         metavar="DURATION",
         help="how fresh a worker heartbeat must be (default 30s)",
@@ -41,16 +54,29 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_health)
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    if args.print_sql:
+        sys.stdout.write(migrate.migration_script())
+        return 0
+    url = connections.resolve_url(args.database_url)
+    with connections.translated_errors(url), connections.connect(url) as conn:
+        applied = migrate.apply_migrations(conn)
+    for migration in applied:
+        print(f"applied {migration.version:04d}_{migration.name}")
+    if not applied:
+        print("schema is up to date")
+    return 0
+
+
 def cmd_health(args: argparse.Namespace) -> int:
-    url = db.resolve_url(args.database_url)
+    url = connections.resolve_url(args.database_url)
     try:
-        with db.translated_errors(url), db.connect(url, timeout=3) as conn:
-            migrate.require_current_schema(conn)
+        with common.migrated_database(url, timeout=3) as conn:
             row = conn.execute(
                 queries.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
             ).fetchone()
     except Exception as exc:
-        print(f"unhealthy: {arguments.one_line(str(exc))}")
+        print(f"unhealthy: {types.one_line(str(exc))}")
         return 1
     workers = int(row[0]) if row else 0
     if workers == 0:
@@ -62,10 +88,9 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     schedules, problem = _schedules_if_any(args.schedules)
-    url = db.resolve_url(args.database_url)
-    with db.translated_errors(url), db.connect(url) as conn:
-        migrate.require_current_schema(conn)
-        now = queue.database_now(conn)
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        now = connections.database_now(conn)
         with conn.cursor(row_factory=dict_row) as cursor:
             processes = cursor.execute(
                 queries.PROCESSES_LIST, {"stale_after": STALE_AFTER}
@@ -75,17 +100,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     if problem:
         warnings.insert(0, problem)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "now": now,
-                    "processes": processes,
-                    "schedules": schedule_rows,
-                    "warnings": warnings,
-                },
-                indent=2,
-                default=_json_default,
-            )
+        common.print_json(
+            {
+                "now": now,
+                "processes": processes,
+                "schedules": schedule_rows,
+                "warnings": warnings,
+            }
         )
         return 0
     _print_status(now, processes, schedule_rows, warnings)
@@ -178,9 +199,3 @@ def _print_status(
             )
     for warning in warnings:
         print(f"warning: {warning}")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(type(value).__name__)

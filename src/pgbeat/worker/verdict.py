@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from pgbeat.backoff import BackoffPolicy, retry_delay
-from pgbeat.errors import PayloadError, PermanentError, Retry, UnknownKind
-from pgbeat.executor import Released, TimedOut
+from pgbeat.errors import PayloadError, PermanentError, Released, Retry, TimedOut, UnknownKind
 from pgbeat.job import Job
 
 Verdict = Literal["done", "retry", "failed", "released"]

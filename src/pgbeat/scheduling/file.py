@@ -7,6 +7,7 @@ so a scheduler never starts on a bad file. Pure except ``load_schedules``, which
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 import reprlib
 import tomllib
@@ -17,7 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from pgbeat.schedule import Schedule
+from pgbeat.errors import ConfigError
+from pgbeat.scheduling.schedule import Schedule
 
 # The schedule's name is its table key ([schedules.NAME]), never a key inside it.
 _SCHEDULE_KEYS = frozenset(Schedule.model_fields) - {"name"}
@@ -32,12 +34,9 @@ _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40
 
 
-class ConfigError(Exception):
-    """An invalid schedules.toml; ``problems`` holds one line per mistake."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
+def schedules_hash(text: str) -> str:
+    """A short fingerprint of a schedules file, to spot replicas running different versions."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def load_schedules(path: str | Path) -> list[Schedule]:

@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import psycopg_pool
 
+from pgbeat.db import queries
 from pgbeat.errors import DatabaseUnavailable
 
 log = logging.getLogger("pgbeat.db")
@@ -158,7 +160,7 @@ def is_connection_failure(exc: BaseException) -> bool:
     )
 
 
-class OutageLog:
+class ReconnectBackoff:
     """Tracks a run of connection failures: one log line when it starts, one when it ends.
 
     ``failed`` returns how long to wait before the next try (exponential, at most 10 s).
@@ -230,3 +232,11 @@ class Connector:
 
     def close(self) -> None:
         self.discard()
+
+
+def database_now(conn: psycopg.Connection[Any]) -> datetime:
+    """The database's clock."""
+    row = conn.execute(queries.DATABASE_NOW).fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now

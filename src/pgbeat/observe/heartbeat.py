@@ -6,7 +6,6 @@ a clean exit go stale and are pruned by the next beat of any live process.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import socket
@@ -18,18 +17,13 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgbeat import queries
-from pgbeat.db import Connector, OutageLog, is_connection_failure
+from pgbeat.db import queries
+from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure
 
 log = logging.getLogger("pgbeat.heartbeat")
 
 BEAT_EVERY = timedelta(seconds=5)
 STALE_AFTER = timedelta(seconds=30)  # six missed beats: the process is gone
-
-
-def schedules_hash(text: str) -> str:
-    """A short fingerprint of a schedules file, to spot replicas running different versions."""
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class Heartbeat:
@@ -60,7 +54,7 @@ class Heartbeat:
         self._every = every.total_seconds()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._main, name="pgbeat-heartbeat", daemon=True)
-        self._outage = OutageLog(url, log)
+        self._outage = ReconnectBackoff(url, log)
 
     def start(self) -> None:
         self._thread.start()

@@ -18,18 +18,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from pgbeat.errors import Released, TimedOut
 from pgbeat.job import Job, JobContext
 from pgbeat.registry import Handler
 
 log = logging.getLogger("pgbeat.worker")
-
-
-class TimedOut(Exception):
-    """The handler outlived its timeout."""
-
-
-class Released(Exception):
-    """The worker gave up on the run at shutdown; the job goes back to pending."""
 
 
 @dataclass(eq=False)

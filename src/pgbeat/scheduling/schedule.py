@@ -28,8 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from pgbeat import dst
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
+from pgbeat.scheduling import dst
 
 CatchUp = Literal["none", "latest", "all"]
 

@@ -1,7 +1,7 @@
 """The worker loop: claim due jobs into free slots, record outcomes, reap expired leases.
 
 One thread claims (in batches, sized to free slots) and reaps on its own connection;
-handlers run in the executor's slots; an OutcomeWriter thread records their outcomes in
+handlers run in the executor's slots; an OutcomeFlusher thread records their outcomes in
 batches on a second connection; a listener thread wakes the loop when jobs arrive. Nothing
 holds a transaction or a row lock while a handler runs.
 """
@@ -19,18 +19,18 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from pgbeat import queue
-from pgbeat.db import Connector, OutageLog, is_connection_failure, make_pool
+from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure, make_pool
 from pgbeat.errors import UnknownKind
-from pgbeat.executor import Executor, Run
-from pgbeat.heartbeat import Heartbeat
 from pgbeat.job import Job, JobContext
-from pgbeat.listener import Listener
-from pgbeat.metrics import Metrics
-from pgbeat.outcome_writer import OutcomeWriter
-from pgbeat.recorder import Recorder
+from pgbeat.observe.heartbeat import Heartbeat
+from pgbeat.observe.metrics import Metrics
 from pgbeat.registry import Registry
-from pgbeat.settings import WorkerSettings, resolve_timing
+from pgbeat.worker import operations
+from pgbeat.worker.executor import Executor, Run
+from pgbeat.worker.flusher import OutcomeFlusher
+from pgbeat.worker.listener import Listener
+from pgbeat.worker.outcomes import OutcomeBuffer
+from pgbeat.worker.settings import WorkerSettings, resolve_timing
 
 __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 
@@ -83,7 +83,7 @@ class Worker:
         self._url = url
         self._registry = registry
         # Outcomes are written on a second connection (outcome_writer.py says why).
-        self._connector = _session(url, "pgbeat-worker", queue.use_fast_payloads)
+        self._connector = _session(url, "pgbeat-worker", operations.use_fast_payloads)
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._wake = threading.Event()
         self._executor = Executor(self.settings.concurrency, self._on_settled, self._on_slot_freed)
@@ -91,13 +91,13 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._lock = threading.Lock()
-        self._recorder = Recorder(self.settings.backoff, rng or random.Random(), self._metrics)
+        self._recorder = OutcomeBuffer(self.settings.backoff, rng or random.Random(), self._metrics)
         self._last_claim = 0.0
         self._claim_threshold = max(
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
         )
-        self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("worker"))
-        self._writer = OutcomeWriter(
+        self._outage = ReconnectBackoff(url, log, lambda: self._metrics.reconnected("worker"))
+        self._writer = OutcomeFlusher(
             _session(url, "pgbeat-worker-outcomes"),
             self._recorder,
             self._outage,
@@ -274,14 +274,14 @@ class Worker:
         return min(max(self.lease.total_seconds() / 4, 0.25), 30.0)
 
     def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> list[Job]:
-        jobs = queue.claim_jobs(conn, limit, self.lease, self.settings.kinds)
+        jobs = operations.claim_jobs(conn, limit, self.lease, self.settings.kinds)
         self._last_claim = now
         self._metrics.claimed(len(jobs))
         self._next_poll = now + self.settings.poll_interval.total_seconds()
         self._maybe_more = len(jobs) == limit
         self._next_due = None
         if not jobs:
-            seconds = queue.seconds_to_next_job(conn, self.settings.kinds)
+            seconds = operations.seconds_to_next_job(conn, self.settings.kinds)
             if seconds is not None:  # <= 0: it fell due since the claim, or another worker holds it
                 self._next_due = now + max(seconds, 0.05)
         return jobs
@@ -317,7 +317,7 @@ class Worker:
         return self._handler_pool.connection(timeout=30.0)
 
     def _reap(self, conn: psycopg.Connection[Any]) -> None:
-        for job_id, kind, status in queue.reap_expired(conn):
+        for job_id, kind, status in operations.reap_expired(conn):
             log.warning("job %d (%s): lease expired, now %s", job_id, kind, status)
 
     # -- shutdown -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pgbeat import queries
+from pgbeat.db import queries
 
 log = logging.getLogger("pgbeat.metrics")
 

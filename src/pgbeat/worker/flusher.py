@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from pgbeat.db import Connector, OutageLog, is_connection_failure
-from pgbeat.recorder import Recorder
+from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure
+from pgbeat.worker.outcomes import OutcomeBuffer
 
 log = logging.getLogger("pgbeat.worker")
 
@@ -22,7 +22,7 @@ CLOSING_ATTEMPTS = 5  # tries to write the last outcomes at shutdown before givi
 CLOSING_PAUSE = 0.2  # seconds between those tries
 
 
-class OutcomeWriter:
+class OutcomeFlusher:
     """Flushes ``recorder`` when ``batch`` outcomes wait or the oldest has waited ``window``.
 
     An unexpected error (not a lost connection) is kept in ``failure`` for the worker loop
@@ -34,8 +34,8 @@ class OutcomeWriter:
     def __init__(
         self,
         connector: Connector,
-        recorder: Recorder,
-        outage: OutageLog,
+        recorder: OutcomeBuffer,
+        outage: ReconnectBackoff,
         *,
         batch: int,
         window: float,

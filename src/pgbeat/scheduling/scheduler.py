@@ -18,13 +18,14 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from pgbeat import queries, queue
-from pgbeat.arrays import number_array, text_array
-from pgbeat.catchup import due_periods, keep_for
-from pgbeat.db import Connector, OutageLog, is_connection_failure
-from pgbeat.heartbeat import Heartbeat
-from pgbeat.metrics import Metrics
-from pgbeat.schedule import (
+from pgbeat import client
+from pgbeat.db import connections, queries
+from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure
+from pgbeat.db.literals import number_array, text_array
+from pgbeat.observe.heartbeat import Heartbeat
+from pgbeat.observe.metrics import Metrics
+from pgbeat.scheduling.catchup import due_periods, keep_for
+from pgbeat.scheduling.schedule import (
     Schedule,
     fire_times_between,
     next_fire_after,
@@ -48,7 +49,7 @@ class _Template(NamedTuple):
     def of(cls, schedule: Schedule) -> _Template:
         return cls(
             json.dumps(schedule.payload),
-            schedule.max_attempts or queue.DEFAULT_MAX_ATTEMPTS,
+            schedule.max_attempts or client.DEFAULT_MAX_ATTEMPTS,
             keep_for(schedule).total_seconds(),
         )
 
@@ -114,7 +115,7 @@ class Scheduler:
         self._groups, self._templates = _group(self._schedules)
         self._connector = Connector(url, "pgbeat-scheduler")
         self._stopping = threading.Event()
-        self._outage = OutageLog(url, log, lambda: self._metrics.reconnected("scheduler"))
+        self._outage = ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler"))
         self.stopped = threading.Event()
 
     def stop(self) -> None:
@@ -141,7 +142,7 @@ class Scheduler:
         started = time.monotonic()
         try:
             conn = self._connector.get()
-            now = queue.database_now(conn)
+            now = connections.database_now(conn)
             result = self.tick(conn, now)
         except Exception as exc:
             if not is_connection_failure(exc):

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import psycopg
 
-from pgbeat import queries
-from pgbeat.db import OutageLog
+from pgbeat.db import queries
+from pgbeat.db.connections import ReconnectBackoff
 
 log = logging.getLogger("pgbeat.listener")
 
@@ -29,7 +29,7 @@ class Listener:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._main, name="pgbeat-listener", daemon=True)
         self.connected = threading.Event()
-        self._outage = OutageLog(url, log)
+        self._outage = ReconnectBackoff(url, log)
 
     def start(self) -> None:
         self._thread.start()

@@ -16,19 +16,19 @@ from typing import Any
 
 import psycopg
 
-from pgbeat import queue
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.executor import Run
 from pgbeat.job import Job
-from pgbeat.metrics import Metrics
-from pgbeat.outcome import Outcome, decide
+from pgbeat.observe.metrics import Metrics
+from pgbeat.worker import operations
+from pgbeat.worker.executor import Run
+from pgbeat.worker.verdict import Outcome, decide
 
 log = logging.getLogger("pgbeat.worker")
 MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
 _DONE = Outcome("done")
 
 
-class Recorder:
+class OutcomeBuffer:
     """A thread-safe buffer of settled runs, flushed by the worker loop."""
 
     def __init__(self, backoff: BackoffPolicy, rng: random.Random, metrics: Metrics) -> None:
@@ -102,13 +102,13 @@ class Recorder:
         # No transaction: each statement is fenced by (id, attempt), so replaying the
         # whole batch after a failure part-way is harmless.
         if done:
-            queue.complete_jobs(conn, done)
+            operations.complete_jobs(conn, done)
         if retries:
-            queue.retry_jobs(conn, retries)
+            operations.retry_jobs(conn, retries)
         if failures:
-            queue.fail_jobs(conn, failures)
+            operations.fail_jobs(conn, failures)
         if released:
-            queue.release_jobs(conn, released)
+            operations.release_jobs(conn, released)
         return decided
 
 

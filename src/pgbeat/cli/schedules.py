@@ -6,28 +6,23 @@ import argparse
 import json
 import sys
 import threading
-from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pgbeat import arguments, cli, db, migrate
-from pgbeat.config import ConfigError, load_schedules
-from pgbeat.heartbeat import schedules_hash
-from pgbeat.schedule import Schedule, fire_times_after, unique_key
-from pgbeat.scheduler import Scheduler
-from pgbeat.worker import Worker
+from pgbeat.cli import common, types
+from pgbeat.db import connections, migrate
+from pgbeat.errors import ConfigError, UserError
+from pgbeat.scheduling.file import load_schedules, schedules_hash
+from pgbeat.scheduling.schedule import Schedule, fire_times_after, unique_key
+from pgbeat.scheduling.scheduler import Scheduler
+from pgbeat.worker.worker import Worker
 
 DEFAULT_SCHEDULES = "schedules.toml"
 
 
-def add_commands(
-    commands: Any,
-    common: argparse.ArgumentParser,
-    add_worker_flags: Callable[[argparse.ArgumentParser], None],
-    add_metrics_flags: Callable[[argparse.ArgumentParser], None],
-) -> None:
+def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     schedules = commands.add_parser("schedules", help="check or preview schedules.toml")
     sub = schedules.add_subparsers(
         dest="schedules_command", metavar="COMMAND", parser_class=type(schedules)
@@ -43,21 +38,23 @@ def add_commands(
     p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
     p.add_argument(
         "--after",
-        type=arguments.aware_datetime,
+        type=types.aware_datetime,
         metavar="ISO-8601",
         help="preview from this time (default: now)",
     )
-    p.add_argument("--count", type=arguments.positive_int, default=5, metavar="N")
+    p.add_argument("--count", type=types.positive_int, default=5, metavar="N")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=cmd_next)
 
-    p = commands.add_parser("scheduler", parents=[common], help="enqueue due periods, forever")
+    p = commands.add_parser(
+        "scheduler", parents=[common_flags], help="enqueue due periods, forever"
+    )
     p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
-    add_metrics_flags(p)
+    common.add_metrics_flags(p)
     p.set_defaults(func=cmd_scheduler)
 
     p = commands.add_parser(
-        "run", parents=[common], help="migrate, then scheduler + worker in one process (demo)"
+        "run", parents=[common_flags], help="migrate, then scheduler + worker in one process (demo)"
     )
     p.add_argument(
         "app",
@@ -70,8 +67,8 @@ def add_commands(
         metavar="PATH",
         help="schedules file (default: the demo's, or ./schedules.toml with APP)",
     )
-    add_worker_flags(p)
-    add_metrics_flags(p)
+    common.add_worker_flags(p)
+    common.add_metrics_flags(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -80,7 +77,7 @@ def _load(path: str | Path) -> tuple[list[Schedule], str]:
     try:
         schedules = load_schedules(path)
     except ConfigError as exc:
-        raise cli.UserError(str(exc)) from None
+        raise UserError(str(exc)) from None
     return schedules, schedules_hash(Path(path).read_text(encoding="utf-8"))
 
 
@@ -100,8 +97,8 @@ def cmd_next(args: argparse.Namespace) -> int:
     if args.name is not None:
         schedules = [s for s in schedules if s.name == args.name]
         if not schedules:
-            raise cli.UserError(f"{args.schedules}: no schedule named {args.name!r}")
-    after = args.after or cli.now_utc()
+            raise UserError(f"{args.schedules}: no schedule named {args.name!r}")
+    after = args.after or common.now_utc()
     rows = sorted(
         (fire, schedule)
         for schedule in schedules
@@ -132,32 +129,32 @@ def _fire_json(schedule: Schedule, fire: datetime) -> dict[str, Any]:
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     schedules, fingerprint = _load(args.schedules)
-    url = db.resolve_url(args.database_url)
-    cli.check_database(url)
+    url = connections.resolve_url(args.database_url)
+    common.check_database(url)
     scheduler = Scheduler(
-        url, schedules, schedules_hash=fingerprint, metrics=cli.start_metrics(args, url)
+        url, schedules, schedules_hash=fingerprint, metrics=common.start_metrics(args, url)
     )
-    with cli.stop_on_signals([scheduler.stop]):
+    with common.stop_on_signals([scheduler.stop]):
         scheduler.run()
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    registry = cli.load_registry(args.app or cli.DEMO_APP)
+    registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
     schedules, fingerprint = _load(path) if path is not None else ([], None)
-    url = db.resolve_url(args.database_url)
-    with db.translated_errors(url), db.connect(url) as conn:
+    url = connections.resolve_url(args.database_url)
+    with connections.translated_errors(url), connections.connect(url) as conn:
         migrate.apply_migrations(conn)
         if args.app is None:
             from pgbeat import demo
 
             demo.seed(conn)
-    metrics = cli.start_metrics(args, url)
+    metrics = common.start_metrics(args, url)
     scheduler = Scheduler(url, schedules, schedules_hash=fingerprint, metrics=metrics)
-    worker = Worker(url, registry, cli.worker_settings(args), metrics=metrics)
+    worker = Worker(url, registry, common.worker_settings(args), metrics=metrics)
     thread = threading.Thread(target=scheduler.run, name="pgbeat-scheduler", daemon=True)
-    with cli.stop_on_signals([scheduler.stop, worker.stop]):
+    with common.stop_on_signals([scheduler.stop, worker.stop]):
         thread.start()
         worker.run()
         scheduler.stop()

@@ -1,23 +1,49 @@
-"""``pgbeat jobs ...``: the operator's view of the queue.
+"""``pgbeat enqueue`` and ``pgbeat jobs ...``: putting jobs in, and the operator's view.
 
-stats, list, show, retry, cancel and purge, each a thin wrapper around ``admin``.
+stats, list, show, retry, cancel and purge are each a thin wrapper around ``admin``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
-from pgbeat import admin, arguments, cli, db, migrate
+from pgbeat import admin, client
+from pgbeat.cli import common, types
+from pgbeat.cli.common import print_json
+from pgbeat.db import connections
+from pgbeat.errors import UserError
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser("enqueue", parents=[common], help="enqueue one job; prints its id")
+    p.add_argument("kind", metavar="KIND")
+    p.add_argument("--payload", type=types.json_payload, default={}, help="JSON (default {})")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument(
+        "--in",
+        dest="delay",
+        type=types.duration,
+        metavar="DURATION",
+        help="run after this delay, e.g. 24h",
+    )
+    when.add_argument(
+        "--at",
+        dest="run_at",
+        type=types.aware_datetime,
+        metavar="ISO-8601",
+        help="run at this time, e.g. 2026-12-01T09:00:00+01:00",
+    )
+    p.add_argument("--unique-key", metavar="KEY")
+    p.add_argument("--max-attempts", type=types.positive_int, metavar="N")
+    p.set_defaults(func=cmd_enqueue)
+
     jobs = commands.add_parser("jobs", help="inspect and manage jobs")
     sub = jobs.add_subparsers(dest="jobs_command", metavar="COMMAND", parser_class=type(jobs))
     sub.required = True
@@ -29,7 +55,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", parents=[common], help="the newest jobs")
     p.add_argument("--status", choices=admin.STATUSES)
     p.add_argument("--kind")
-    p.add_argument("--limit", type=arguments.positive_int, default=50, metavar="N")
+    p.add_argument("--limit", type=types.positive_int, default=50, metavar="N")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
@@ -50,7 +76,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("purge", parents=[common], help="delete old finished jobs, in batches")
-    p.add_argument("--older-than", type=arguments.duration, required=True, metavar="DURATION")
+    p.add_argument("--older-than", type=types.duration, required=True, metavar="DURATION")
     p.add_argument(
         "--status", type=_finished_statuses, default=admin.FINISHED, metavar="done,failed"
     )
@@ -77,29 +103,35 @@ def _finished_statuses(text: str) -> tuple[str, ...]:
 
 @contextmanager
 def _connection(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
-    url = db.resolve_url(args.database_url)
-    with db.translated_errors(url), db.connect(url) as conn:
-        migrate.require_current_schema(conn)
+    with common.migrated_database(connections.resolve_url(args.database_url)) as conn:
         yield conn
 
 
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=_json_default))
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    with _connection(args) as conn:
+        job_id = client.enqueue(
+            conn,
+            args.kind,
+            args.payload,
+            run_at=args.run_at,
+            delay=args.delay,
+            unique_key=args.unique_key,
+            max_attempts=args.max_attempts,
+        )
+    if job_id is None:
+        print(
+            f"a {args.kind} job with unique key {args.unique_key!r} already exists", file=sys.stderr
+        )
+        return 0
+    print(job_id)
+    return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
         stats = admin.stats(conn)
     if args.json:
-        _print_json(
+        print_json(
             {
                 "by_status": stats.totals(),
                 "by_status_and_kind": stats.counts,
@@ -129,7 +161,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
         rows = admin.list_jobs(conn, status=args.status, kind=args.kind, limit=args.limit)
     if args.json:
-        _print_json(rows)
+        print_json(rows)
         return 0
     print(f"{'id':>8}  {'kind':<20} {'status':<8} {'tries':>5}  {'run_at':<25} last_error")
     for row in rows:
@@ -146,7 +178,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
         row = admin.show_job(conn, args.id)
     if args.json:
-        _print_json(row)
+        print_json(row)
         return 0
     for key, value in row.items():
         if key == "payload":
@@ -162,7 +194,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_retry(args: argparse.Namespace) -> int:
     if args.kind and not args.failed:
-        raise cli.UserError("--kind goes with --failed")
+        raise UserError("--kind goes with --failed")
     with _connection(args) as conn:
         if args.failed:
             ids = admin.retry_failed(conn, args.kind)

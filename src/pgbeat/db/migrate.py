@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from pgbeat import queries
+from pgbeat.db import queries
 from pgbeat.errors import NotMigrated
 
 # pg_advisory_lock key: the first 8 bytes of "pgbeat.m" as a signed bigint, fixed forever.
@@ -32,7 +32,7 @@ class Migration:
 def available_migrations() -> list[Migration]:
     """The migrations shipped in the package, in version order."""
     found = []
-    for entry in resources.files("pgbeat").joinpath("migrations").iterdir():
+    for entry in resources.files("pgbeat.db").joinpath("migrations").iterdir():
         match = _FILE_NAME.match(entry.name)
         if match:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))

@@ -15,7 +15,8 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+
+from pgbeat.signals import handling_stop_signals
 
 log = logging.getLogger("pgbeat.supervisor")
 
@@ -98,14 +99,12 @@ def run_supervised(
 ) -> int:
     """Start the supervisor with SIGTERM/SIGINT forwarded to its children."""
     supervisor = Supervisor(argv, count, database_url)
-    if install_signals:
+    if not install_signals:
+        return supervisor.run()
 
-        def forward(signum: int, _frame: Any) -> None:
-            log.info(
-                "received %s: stopping %d worker processes", signal.Signals(signum).name, count
-            )
-            supervisor.stop(signum)
+    def forward(signum: int) -> None:
+        log.info("received %s: stopping %d worker processes", signal.Signals(signum).name, count)
+        supervisor.stop(signum)
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, forward)
-    return supervisor.run()
+    with handling_stop_signals(forward):
+        return supervisor.run()

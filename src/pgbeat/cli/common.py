@@ -1,0 +1,186 @@
+"""What the command modules share: flags, connecting, loading the app, signals, JSON output.
+
+Nothing outside ``pgbeat.cli`` imports this module: it turns command-line values into the
+library's objects and the library's errors into one-line messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, NoReturn
+
+import psycopg
+
+from pgbeat.cli import types
+from pgbeat.db import connections, migrate
+from pgbeat.errors import UserError
+from pgbeat.observe.metrics import Metrics, PrometheusMetrics
+from pgbeat.registry import Registry
+from pgbeat.signals import handling_stop_signals
+from pgbeat.worker.settings import WorkerSettings
+
+log = logging.getLogger("pgbeat")
+
+DEMO_APP = "pgbeat.demo:registry"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit status 1, and no abbreviations."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_worker_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--concurrency",
+        type=types.positive_int,
+        default=10,
+        metavar="N",
+        help="jobs run at once (default 10)",
+    )
+    p.add_argument(
+        "--lease",
+        type=types.duration,
+        metavar="DURATION",
+        help="how long a claimed job is reserved (default 5m)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=types.duration,
+        metavar="DURATION",
+        help="a job's time limit, shorter than the lease (default 1m)",
+    )
+    p.add_argument("--kinds", type=types.kinds_list, metavar="a,b", help="only run these kinds")
+    p.add_argument(
+        "--grace",
+        type=types.duration,
+        default=timedelta(seconds=15),
+        metavar="DURATION",
+        help="on SIGTERM, how long running jobs may finish (default 15s)",
+    )
+    p.add_argument(
+        "--poll",
+        type=types.duration,
+        default=timedelta(seconds=1),
+        metavar="DURATION",
+        help="polling interval when no notification arrives (default 1s)",
+    )
+
+
+def add_metrics_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-port",
+        type=types.positive_int,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address for --metrics-port (default 127.0.0.1)",
+    )
+
+
+def start_metrics(args: argparse.Namespace, url: str) -> Metrics | None:
+    """Serve metrics when --metrics-port is given; None otherwise."""
+    if args.metrics_port is None:
+        return None
+    metrics = PrometheusMetrics(url)
+    try:
+        metrics.serve(args.metrics_port, args.metrics_host)
+    except OSError as exc:
+        raise UserError(
+            f"cannot serve metrics on {args.metrics_host}:{args.metrics_port}: {exc.strerror}"
+        ) from None
+    return metrics
+
+
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    try:
+        return WorkerSettings(
+            concurrency=args.concurrency,
+            lease=args.lease,
+            timeout=args.timeout,
+            kinds=args.kinds,
+            grace=args.grace,
+            poll_interval=args.poll,
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def migrated_database(url: str, *, timeout: float = 5.0) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to a reachable database whose schema is current, or a one-line error."""
+    with connections.translated_errors(url), connections.connect(url, timeout=timeout) as conn:
+        migrate.require_current_schema(conn)
+        yield conn
+
+
+def check_database(url: str) -> None:
+    """Fail fast, in one line, when the database is unreachable or not migrated."""
+    with migrated_database(url):
+        pass
+
+
+def load_registry(spec: str) -> Registry:
+    """Import ``module:attribute`` (from the current directory too) as a Registry."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise UserError(f"APP must be module:attribute, e.g. myapp.jobs:registry (got {spec!r})")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(f"cannot import {module_name!r}: {exc}") from None
+    registry = getattr(module, attribute, None)
+    if not isinstance(registry, Registry):
+        raise UserError(f"{spec} is not a pgbeat.Registry (found {type(registry).__name__})")
+    return registry
+
+
+@contextlib.contextmanager
+def stop_on_signals(stoppers: Sequence[Callable[[], None]]) -> Iterator[None]:
+    """SIGTERM/SIGINT call every stopper (a second signal asks them to hurry)."""
+
+    def stop(signum: int) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        for stopper in stoppers:
+            stopper()
+
+    with handling_stop_signals(stop):
+        yield
+
+
+def print_json(value: Any) -> None:
+    """JSON for scripts: times as ISO-8601, durations as seconds."""
+    print(json.dumps(value, indent=2, default=json_default))
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def now_utc() -> datetime:
+    """The local clock, for previews only: the scheduler takes time from the database."""
+    return datetime.now(UTC)

@@ -1,0 +1,110 @@
+"""The ``pgbeat`` command: the parser, and main() turning every user error into one line.
+
+Every user error (bad flag, bad JSON, bad duration, bad schedules file, unreachable
+database) ends with one line on stderr and exit status 1; never a traceback. Each command
+group lives in a module of its own and registers itself with ``add_commands``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import psycopg
+
+from pgbeat.cli import jobs, schedules, status, types, worker
+from pgbeat.cli.common import Parser
+from pgbeat.db import connections
+from pgbeat.errors import PgbeatError
+from pgbeat.observe import logs
+
+DESCRIPTION = """\
+Background jobs and replica-safe cron schedules on the PostgreSQL you already run.
+
+Run any number of schedulers and workers against one database: every period of a
+schedule is enqueued exactly once, and workers claim due jobs with SKIP LOCKED.
+Without DATABASE_URL (or --database-url), an embedded PostgreSQL under ./.pgbeat is used.
+"""
+
+EPILOG = """\
+examples:
+  pgbeat run                                  the demo: migrate, schedule and work in one process
+  pgbeat migrate                              create or upgrade the schema
+  pgbeat scheduler --schedules schedules.toml
+  pgbeat worker myapp.jobs:registry --concurrency 10
+  pgbeat enqueue reminder --payload '{"user_id": 42}' --in 24h
+  pgbeat schedules next daily_report --count 5
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="pgbeat",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands.required = True
+    common = _common_flags()
+    status.add_commands(commands, common)
+    worker.add_commands(commands, common)
+    jobs.add_commands(commands, common)
+    schedules.add_commands(commands, common)
+    return parser
+
+
+def _common_flags() -> argparse.ArgumentParser:
+    """The flags every command that talks to the database takes."""
+    common = Parser(add_help=False)
+    common.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="PostgreSQL URL (default: $DATABASE_URL, else embedded in ./.pgbeat)",
+    )
+    common.add_argument(
+        "--log-level",
+        default=os.environ.get("PGBEAT_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+    )
+    common.add_argument(
+        "--log-format",
+        default=os.environ.get("PGBEAT_LOG_FORMAT", "text"),
+        choices=["text", "json"],
+        help="one line per event, as text or JSON (default text)",
+    )
+    return common
+
+
+def _version() -> str:
+    from pgbeat import __version__
+
+    return f"pgbeat {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
+    try:
+        code: int = args.func(args)
+    except (PgbeatError, ValueError) as exc:
+        print(f"pgbeat: error: {types.one_line(str(exc))}", file=sys.stderr)
+        return 1
+    except psycopg.Error as exc:  # a database error that is not the user's input
+        url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
+        message = connections.scrub(types.one_line(str(exc)), url)
+        print(f"pgbeat: error: database error: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""PostgreSQL: connections and reconnect backoff, every SQL statement, and migrations."""

@@ -1,0 +1,1 @@
+"""What a running process tells the outside: heartbeats, Prometheus metrics, log lines."""

@@ -1,0 +1,1 @@
+"""The worker: claim loop, executor, outcome decisions and writes, listener, supervisor."""

@@ -1,0 +1,118 @@
+"""The queue's statements as a worker runs them: claim, complete, retry, fail, release, reap.
+
+One statement each, on the worker's own connections in autocommit. No loops, no sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import set_json_loads
+
+from pgbeat.db import queries
+from pgbeat.db.literals import number_array
+from pgbeat.job import Job
+
+ERROR_TEXT_LIMIT = 10_000  # last_error keeps the head of a huge message, not 10 MB of it
+
+_decode_json = json.JSONDecoder().decode
+
+
+def load_payload(data: str | bytes) -> Any:
+    """A claimed payload: ``{}`` (the default, and most scheduled jobs) without parsing.
+
+    Registered on the worker's connection: ``json.loads`` on bytes first sniffs their
+    encoding in Python, which made decoding 13% of a busy worker's loop.
+    """
+    if data == b"{}":
+        return {}
+    return _decode_json(data if isinstance(data, str) else data.decode())
+
+
+def use_fast_payloads(conn: psycopg.Connection[Any]) -> None:
+    """Decode json/jsonb columns on ``conn`` with ``load_payload``."""
+    set_json_loads(load_payload, conn)
+
+
+def claim_jobs(
+    conn: psycopg.Connection[Any], limit: int, lease: timedelta, kinds: Sequence[str] | None
+) -> list[Job]:
+    """Lease up to ``limit`` due jobs and commit at once (``conn`` is in autocommit)."""
+    rows = conn.execute(
+        queries.JOBS_CLAIM,
+        {"limit": limit, "lease": lease, "kinds": list(kinds) if kinds else None},
+    ).fetchall()
+    return [Job._make(row) for row in rows]
+
+
+def seconds_to_next_job(conn: psycopg.Connection[Any], kinds: Sequence[str] | None) -> float | None:
+    """Seconds (by the database clock) until the earliest pending job is due; None if none."""
+    row = conn.execute(
+        queries.JOBS_SECONDS_TO_NEXT, {"kinds": list(kinds) if kinds else None}
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def complete_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
+    """Mark these runs done (runs whose job was claimed again since are left alone)."""
+    conn.execute(queries.JOBS_COMPLETE, _fences(jobs))
+
+
+def retry_jobs(
+    conn: psycopg.Connection[Any],
+    retries: Sequence[tuple[Job, str, datetime | timedelta]],
+) -> None:
+    """Put failed runs back to pending at an absolute time or after a delay."""
+    conn.execute(
+        queries.JOBS_RETRY,
+        {
+            **_fences([job for job, _, _ in retries]),
+            "errors": [truncate_error(error) for _, error, _ in retries],
+            "run_ats": [when if isinstance(when, datetime) else None for _, _, when in retries],
+            "delays": [when if isinstance(when, timedelta) else None for _, _, when in retries],
+        },
+    )
+
+
+def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]) -> None:
+    """Park these runs in the ``failed`` dead letter with their error."""
+    conn.execute(
+        queries.JOBS_FAIL,
+        {
+            **_fences([job for job, _ in failures]),
+            "errors": [truncate_error(error) for _, error in failures],
+        },
+    )
+
+
+def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
+    """Return unfinished runs to pending at shutdown, without charging their attempt."""
+    conn.execute(queries.JOBS_RELEASE, _fences(jobs))
+
+
+def _fences(jobs: Sequence[Job]) -> dict[str, str]:
+    """The (id, attempt) pairs of runs as two array literals, ids[i] ran as attempts[i].
+
+    A busy worker sends these for every job it finishes (as literals: 330 -> 80 us per 100).
+    """
+    return {
+        "ids": number_array([str(job.id) for job in jobs]),
+        "attempts": number_array([str(job.attempt) for job in jobs]),
+    }
+
+
+def reap_expired(conn: psycopg.Connection[Any]) -> list[tuple[int, str, str]]:
+    """Return expired leases to pending (or failed when out of attempts); (id, kind, status)."""
+    return [(int(r[0]), r[1], r[2]) for r in conn.execute(queries.JOBS_REAP).fetchall()]
+
+
+def truncate_error(error: str) -> str:
+    """An error as ``last_error`` can hold it: no NUL (PostgreSQL text refuses it), no 10 MB."""
+    error = error.replace("\x00", "\\x00")
+    if len(error) <= ERROR_TEXT_LIMIT:
+        return error
+    return error[:ERROR_TEXT_LIMIT] + f"... [truncated, {len(error)} characters in all]"
