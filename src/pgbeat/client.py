@@ -15,7 +15,7 @@ import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
-from pgbeat.db import queries
+from pgbeat.db import frameworks, queries
 from pgbeat.db.literals import number_array, text_array
 
 DEFAULT_MAX_ATTEMPTS = 8  # the column default of migrations/0001_jobs.sql
@@ -100,8 +100,21 @@ def enqueue(
 ) -> Any: ...
 
 
+@overload
 def enqueue(
-    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+    conn: object,
+    kind: str,
+    payload: Any = None,
+    *,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+    unique_key: str | None = None,
+    max_attempts: int | None = None,
+) -> Any: ...
+
+
+def enqueue(
+    conn: object,
     kind: str,
     payload: Any = None,
     *,
@@ -113,10 +126,12 @@ def enqueue(
     """Insert a job on ``conn``, in its current transaction; return its id.
 
     Returns ``None`` when a job of this kind with ``unique_key`` already exists. ``delay``
-    counts from the database clock. With an ``AsyncConnection`` this returns a coroutine
+    counts from the database clock. ``conn`` may also be a SQLAlchemy session or connection
+    or Django's connection (db/frameworks.py). With an async one this returns a coroutine
     (``await pgbeat.enqueue(aconn, ...)``), the same as ``enqueue_async``.
     """
-    if isinstance(conn, psycopg.AsyncConnection):
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
         return enqueue_async(
             conn,
             kind,
@@ -127,12 +142,12 @@ def enqueue(
             max_attempts=max_attempts,
         )
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
-    row = conn.execute(queries.JOBS_INSERT, params).fetchone()
+    row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
     return None if row is None else int(row[0])
 
 
 async def enqueue_async(
-    conn: psycopg.AsyncConnection[Any],
+    conn: object,
     kind: str,
     payload: Any = None,
     *,
@@ -141,9 +156,10 @@ async def enqueue_async(
     unique_key: str | None = None,
     max_attempts: int | None = None,
 ) -> int | None:
-    """``enqueue`` for ``psycopg.AsyncConnection``: the same statement, awaited."""
+    """``enqueue`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one), awaited."""
+    async_conn = await frameworks.async_connection(conn)
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
-    cursor = await conn.execute(queries.JOBS_INSERT, params)
+    cursor = await async_conn.execute(queries.JOBS_INSERT, params)
     row = await cursor.fetchone()
     return None if row is None else int(row[0])
 
@@ -174,24 +190,35 @@ def _many_params(jobs: Iterable[NewJob]) -> dict[str, str]:
     }
 
 
-def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[NewJob]) -> list[int]:
+@overload
+def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[NewJob]) -> list[int]: ...
+
+
+@overload
+def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any: ...
+
+
+def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     """Insert many jobs in one statement on ``conn``; return the ids of those inserted.
 
     Jobs whose ``(kind, unique_key)`` already exists are skipped, so the result may be
-    shorter than the input.
+    shorter than the input. ``conn`` is anything ``enqueue`` takes; an async one returns
+    a coroutine, the same as ``enqueue_many_async``.
     """
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
+        return enqueue_many_async(conn, jobs)
     params = _many_params(jobs)
     if params["kinds"] == "{}":
         return []
-    return [int(row[0]) for row in conn.execute(queries.JOBS_INSERT_MANY, params)]
+    return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
 
 
-async def enqueue_many_async(
-    conn: psycopg.AsyncConnection[Any], jobs: Iterable[NewJob]
-) -> list[int]:
-    """``enqueue_many`` for ``psycopg.AsyncConnection``."""
+async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
+    """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
+    async_conn = await frameworks.async_connection(conn)
     params = _many_params(jobs)
     if params["kinds"] == "{}":
         return []
-    cursor = await conn.execute(queries.JOBS_INSERT_MANY, params)
+    cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
     return [int(row[0]) for row in await cursor.fetchall()]
