@@ -17,10 +17,9 @@ from pgbeat.errors import (
 )
 from pgbeat.job import Job, JobContext
 from pgbeat.registry import Registry
+from pgbeat.version import __version__
 from pgbeat.worker.settings import WorkerSettings
 from pgbeat.worker.worker import Worker
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BackoffPolicy",

@@ -81,7 +81,7 @@ def _common_flags() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from pgbeat import __version__
+    from pgbeat.version import __version__
 
     return f"pgbeat {__version__}"
 

@@ -38,7 +38,7 @@ class Heartbeat:
         details: dict[str, Any] | None = None,
         every: timedelta = BEAT_EVERY,
     ) -> None:
-        from pgbeat import __version__
+        from pgbeat.version import __version__
 
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._url = url

@@ -1,0 +1,151 @@
+"""The import rules that keep the packages legible, read statically from the source.
+
+- nothing outside ``pgbeat.cli`` imports from it (the command line is an edge, not a library);
+- the pure modules (fire times, DST, catch-up, backoff, durations, verdicts, the schedules
+  file parser) import no I/O: no psycopg, no threads, no sockets, no other pgbeat module
+  that does;
+- no import cycles among pgbeat's modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+PURE = (
+    "pgbeat.backoff",
+    "pgbeat.durations",
+    "pgbeat.scheduling.schedule",
+    "pgbeat.scheduling.dst",
+    "pgbeat.scheduling.catchup",
+    "pgbeat.scheduling.file",
+    "pgbeat.worker.verdict",
+)
+# Third-party and standard modules that do I/O, block or start threads.
+IO_MODULES = (
+    "psycopg",
+    "psycopg_pool",
+    "pgserver",
+    "prometheus_client",
+    "socket",
+    "subprocess",
+    "threading",
+    "asyncio",
+    "signal",
+    "starlette",
+    "uvicorn",
+)
+# pgbeat modules a pure module may import (themselves pure, or plain data).
+PURE_ALLOWED = (*PURE, "pgbeat.errors", "pgbeat.job", "pgbeat.scheduling.cron")
+
+
+def _module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(SRC).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((SRC / "pgbeat").rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> Iterator[str]:
+    """Every module ``name`` imports, at any depth of its code (function-level too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            submodules = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+            yield from submodules or [base]
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: set(_imports(name, path, known)) for name, path in modules.items()}
+
+
+def _is_under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_nothing_outside_the_cli_imports_it() -> None:
+    offenders = [
+        f"{name} imports {imported}"
+        for name, imports in _graph().items()
+        if not _is_under(name, "pgbeat.cli") and name != "pgbeat.__main__"
+        for imported in imports
+        if _is_under(imported, "pgbeat.cli")
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_modules_import_no_io(module: str) -> None:
+    imports = _graph()[module]
+    io = [m for m in imports if any(_is_under(m, io) for io in IO_MODULES)]
+    impure = [
+        m
+        for m in imports
+        if _is_under(m, "pgbeat") and m != "pgbeat" and not any(m == ok for ok in PURE_ALLOWED)
+    ]
+    assert (io, impure) == ([], [])
+
+
+def test_no_import_cycles() -> None:
+    graph = {
+        name: {m for m in imports if m in _modules() and m != name}
+        for name, imports in _graph().items()
+    }
+    # A package's __init__ that imports its own submodules makes a cycle with every submodule
+    # importing "from package import x"; the rule is the same as for any other module.
+    cycles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def test_the_rules_can_fail() -> None:
+    """The checker sees a violation when one exists (a positive control)."""
+    graph = _graph()
+    assert "pgbeat.scheduling.schedule" in graph["pgbeat.scheduling.file"]
+    assert any(_is_under(m, "psycopg") for m in graph["pgbeat.client"])
+    assert (
+        "pgbeat.cli.common" in graph["pgbeat.cli.main"] or "pgbeat.cli" in graph["pgbeat.cli.main"]
+    )
