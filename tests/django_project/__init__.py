@@ -1,0 +1,1 @@
+"""A minimal Django project (psycopg 3 backend) that uses pgbeat.contrib.django, for the tests."""

@@ -1,0 +1,1 @@
+"""A shop with orders, whose confirmation e-mails are pgbeat jobs."""

@@ -1,0 +1,1 @@
+"""The project's settings package, as ``django-admin startproject`` lays it out."""

@@ -1,0 +1,3 @@
+"""No pages: the tests call views directly."""
+
+urlpatterns: list[object] = []
