@@ -1,0 +1,175 @@
+"""The dashboard's SQL, named TABLE_VERB, with ``%(name)s`` parameters.
+
+Every statement reads a bounded set of rows through an index: a status's partial index
+(``jobs_ready``, ``jobs_running``, ``jobs_failed_*``), the finished-time index, the primary
+key in a bounded id range, or ``jobs_unique`` for a schedule's periods. Counts stop at
+``cap + 1`` rows. The dashboard's connections run under a statement timeout.
+Optional filters are written ``(%(x)s IS NULL OR ...)``: the dashboard never prepares
+statements, so PostgreSQL plans each one with its values and drops the unused tests.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+from psycopg import sql
+
+# -- clock and health ----------------------------------------------------------------------
+
+# The database clock and the largest job id (primary key, one probe).
+UI_NOW: LiteralString = "SELECT now(), (SELECT max(id) FROM jobs)"
+
+# -- overview --------------------------------------------------------------------------------
+
+# Job counts by state, each capped at %(cap)s + 1 rows: due and scheduled (jobs_ready),
+# running (jobs_running), failed (jobs_failed_id), done in 24 h (jobs_finished).
+JOBS_OVERVIEW_COUNTS: LiteralString = """
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= now()
+                         LIMIT %(cap)s + 1) AS due) AS due,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending' AND run_at > now()
+                         LIMIT %(cap)s + 1) AS later) AS scheduled,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'running'
+                         LIMIT %(cap)s + 1) AS r) AS running,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed'
+                         LIMIT %(cap)s + 1) AS f) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE finished_at > now() - interval '24 hours'
+                           AND status = 'done' LIMIT %(cap)s + 1) AS d) AS done_24h,
+  (SELECT extract(epoch FROM now() - min(run_at))::float8 FROM jobs
+    WHERE status = 'pending' AND run_at <= now()) AS oldest_due_s"""
+
+# Jobs finished per minute over the last hour, by outcome (jobs_finished range scan).
+JOBS_FINISHED_PER_MINUTE: LiteralString = """
+SELECT floor(extract(epoch FROM now() - finished_at) / 60)::int AS minutes_ago,
+       count(*) FILTER (WHERE status = 'done') AS done,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+FROM jobs
+WHERE finished_at > now() - interval '60 minutes'
+GROUP BY 1"""
+
+# -- jobs list -------------------------------------------------------------------------------
+
+# The job filters of the list, its count, and the bulk actions. %(floor)s bounds a search
+# that no partial index narrows to the newest ids (primary key range).
+_JOBS_FILTER = sql.SQL("""
+    (%(status)s::text IS NULL OR status = %(status)s::text)
+AND (%(due)s::boolean IS NULL OR (run_at <= now()) = %(due)s::boolean)
+AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+AND (%(key_like)s::text IS NULL OR unique_key LIKE %(key_like)s::text)
+AND (%(unique_key)s::text IS NULL OR unique_key = %(unique_key)s::text)
+AND (%(id)s::bigint IS NULL OR id = %(id)s::bigint)
+AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s::timestamptz)
+AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s::timestamptz)
+AND (%(finished_from)s::timestamptz IS NULL OR finished_at >= %(finished_from)s::timestamptz)
+AND (%(finished_to)s::timestamptz IS NULL OR finished_at < %(finished_to)s::timestamptz)
+AND (%(payload)s::jsonb IS NULL OR payload @> %(payload)s::jsonb)
+AND (%(error_like)s::text IS NULL OR (status = 'failed' AND last_error ILIKE %(error_like)s::text))
+AND (%(signature)s::text IS NULL OR pgbeat_error_signature(last_error) = %(signature)s::text)
+AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
+AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
+
+# One page of matching jobs, newest first, strictly below the %(before)s cursor (keyset on
+# the primary key or a status's partial index on id).
+JOBS_PAGE = sql.SQL("""
+SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
+       unique_key, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200) AS error_line,
+       locked_until, payload
+FROM jobs
+WHERE {filter} AND (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s""").format(filter=_JOBS_FILTER)
+
+# How many jobs match, stopping at %(cap)s + 1.
+JOBS_COUNT_MATCHING = sql.SQL("""
+SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {filter} LIMIT %(cap)s + 1) AS matching
+""").format(filter=_JOBS_FILTER)
+
+# -- actions: each re-checks the status in its WHERE clause -----------------------------------
+
+# Checked rows: run pending jobs now (primary key).
+JOBS_RUN_NOW_IDS: LiteralString = """
+UPDATE jobs SET run_at = now()
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
+
+# Checked rows: failed jobs back to pending, due now, attempts reset (primary key).
+JOBS_RETRY_IDS: LiteralString = """
+UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
+                finished_at = NULL
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'failed' RETURNING id"""
+
+# Checked rows: pending jobs cancelled into failed, keeping the record (primary key).
+JOBS_CANCEL_IDS: LiteralString = """
+UPDATE jobs SET status = 'failed', last_error = %(reason)s, finished_at = now()
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
+
+# Checked rows: finished jobs deleted (primary key).
+JOBS_DELETE_IDS: LiteralString = """
+DELETE FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('done', 'failed')
+RETURNING id"""
+
+# Every job matching the filter (never above %(max_id)s, the newest id when the operator
+# confirmed), with the action's own status test: a job that changed status is skipped.
+JOBS_RUN_NOW_MATCHING = sql.SQL("""
+UPDATE jobs SET run_at = now()
+WHERE {filter} AND status = 'pending' RETURNING id""").format(filter=_JOBS_FILTER)
+
+JOBS_RETRY_MATCHING = sql.SQL("""
+UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
+                finished_at = NULL
+WHERE {filter} AND status = 'failed' RETURNING id""").format(filter=_JOBS_FILTER)
+
+JOBS_CANCEL_MATCHING = sql.SQL("""
+UPDATE jobs SET status = 'failed', last_error = %(reason)s, finished_at = now()
+WHERE {filter} AND status = 'pending' RETURNING id""").format(filter=_JOBS_FILTER)
+
+JOBS_DELETE_MATCHING = sql.SQL("""
+DELETE FROM jobs WHERE {filter} AND status IN ('done', 'failed') RETURNING id
+""").format(filter=_JOBS_FILTER)
+
+# -- job detail ------------------------------------------------------------------------------
+
+# Every column of one job, including those later migrations add (primary key).
+JOBS_DETAIL: LiteralString = "SELECT * FROM jobs WHERE id = %(id)s"
+
+# The recorded attempts of one job that did not succeed, oldest first (pgbeat_job_attempts_job).
+ATTEMPTS_OF_JOB: LiteralString = """
+SELECT attempt, outcome, finished_at, duration_s, worker, error
+FROM pgbeat_job_attempts WHERE job_id = %(id)s
+ORDER BY finished_at, attempt LIMIT 200"""
+
+# -- failures --------------------------------------------------------------------------------
+
+# Failed jobs of the window grouped by kind and error signature, over the newest %(cap)s
+# failures only (jobs_failed_finished, newest first).
+JOBS_FAILURE_GROUPS: LiteralString = """
+SELECT kind, signature, count(*) AS failures, min(finished_at) AS first_seen,
+       max(finished_at) AS last_seen, max(id) AS example_id
+FROM (
+    SELECT kind, pgbeat_error_signature(last_error) AS signature, finished_at, id
+    FROM jobs
+    WHERE status = 'failed' AND finished_at >= now() - %(window)s::interval
+    ORDER BY finished_at DESC
+    LIMIT %(cap)s
+) AS recent
+GROUP BY kind, signature
+ORDER BY failures DESC, last_seen DESC
+LIMIT 200"""
+
+# -- schedules -------------------------------------------------------------------------------
+
+# The jobs of some periods, one probe per (kind, unique key) pair (jobs_unique).
+JOBS_OF_PERIODS: LiteralString = """
+SELECT kind, unique_key, id, status, created_at, run_at, finished_at, attempts
+FROM jobs
+WHERE (kind, unique_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(keys)s::text[]))"""
+
+# -- processes -------------------------------------------------------------------------------
+
+# Every registered process with its heartbeat's age by the database clock (a small table).
+PROCESSES_ALL: LiteralString = """
+SELECT id, role, host, pid, version, started_at, heartbeat_at,
+       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_s,
+       schedules_hash, details
+FROM pgbeat_processes
+ORDER BY role, host, pid
+LIMIT 500"""

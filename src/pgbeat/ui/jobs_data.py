@@ -1,0 +1,111 @@
+"""The jobs pages' reads and writes: one filtered page, capped counts, bulk actions.
+
+Each function takes one connection and runs a fixed statement of ``db/ui_queries.py``.
+Actions carry their own status test in the statement, so a job whose status changed
+between the page and the click is skipped and counted, never acted on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from pgbeat.db import ui_queries as q
+from pgbeat.ui.filters import SEARCH_WINDOW, JobFilter
+from pgbeat.ui.store import one, rows
+
+PAGE_SIZE = 50
+COUNT_CAP = 10_000
+
+_BY_IDS = {
+    "run_now": q.JOBS_RUN_NOW_IDS,
+    "retry": q.JOBS_RETRY_IDS,
+    "cancel": q.JOBS_CANCEL_IDS,
+    "delete": q.JOBS_DELETE_IDS,
+}
+_MATCHING = {
+    "run_now": q.JOBS_RUN_NOW_MATCHING,
+    "retry": q.JOBS_RETRY_MATCHING,
+    "cancel": q.JOBS_CANCEL_MATCHING,
+    "delete": q.JOBS_DELETE_MATCHING,
+}
+
+
+@dataclass(frozen=True)
+class JobsPage:
+    rows: list[dict[str, Any]]
+    count: int  # capped at COUNT_CAP + 1
+    floor: int | None  # the lowest id searched, when the search was bounded
+    next_before: int | None  # cursor of the next page
+    search_older: int | None  # cursor to search the ids below the bound
+
+
+def clock(conn: psycopg.Connection[Any]) -> tuple[Any, int]:
+    """The database's now() and the largest job id (0 for an empty table)."""
+    row = conn.execute(q.UI_NOW).fetchone()
+    assert row is not None
+    return row[0], int(row[1] or 0)
+
+
+def jobs_page(
+    conn: psycopg.Connection[Any],
+    job_filter: JobFilter,
+    before: int | None,
+    max_id: int,
+    kind_of_schedule: str | None,
+) -> JobsPage:
+    """One page of jobs matching the filter, newest first, below the ``before`` cursor."""
+    params = job_filter.params(kind_of_schedule)
+    floor = None
+    if not job_filter.is_empty() and not job_filter.narrowed_by_index():
+        floor = max(1, (before if before is not None else max_id + 1) - SEARCH_WINDOW)
+    params.update(floor=floor, before=before, limit=PAGE_SIZE + 1, cap=COUNT_CAP)
+    found = rows(conn, q.JOBS_PAGE, params)
+    count_row = one(conn, q.JOBS_COUNT_MATCHING, params)
+    count = int(count_row["count"]) if count_row else 0
+    next_before = found[PAGE_SIZE - 1]["id"] if len(found) > PAGE_SIZE else None
+    search_older = floor if floor is not None and floor > 1 and next_before is None else None
+    return JobsPage(found[:PAGE_SIZE], count, floor, next_before, search_older)
+
+
+def count_matching(
+    conn: psycopg.Connection[Any], job_filter: JobFilter, max_id: int, kind_of_schedule: str | None
+) -> int:
+    """How many jobs (ids up to ``max_id``) match, capped at ``COUNT_CAP + 1``."""
+    params = job_filter.params(kind_of_schedule)
+    params.update(max_id=max_id, cap=COUNT_CAP)
+    row = one(conn, q.JOBS_COUNT_MATCHING, params)
+    return int(row["count"]) if row else 0
+
+
+def act_on_ids(
+    conn: psycopg.Connection[Any], action: str, ids: list[int], reason: str
+) -> list[int]:
+    """Apply ``action`` to these jobs where their status still allows it; the ids acted on."""
+    result = conn.execute(_BY_IDS[action], {"ids": ids, "reason": reason}).fetchall()
+    return [int(r[0]) for r in result]
+
+
+def act_on_matching(
+    conn: psycopg.Connection[Any],
+    action: str,
+    job_filter: JobFilter,
+    max_id: int,
+    kind_of_schedule: str | None,
+    reason: str,
+) -> list[int]:
+    """Apply ``action`` to every job (ids up to ``max_id``) the filter matches now."""
+    params = job_filter.params(kind_of_schedule)
+    params.update(max_id=max_id, reason=reason)
+    with conn.transaction():
+        return [int(r[0]) for r in conn.execute(_MATCHING[action], params).fetchall()]
+
+
+def job_detail(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:
+    return one(conn, q.JOBS_DETAIL, {"id": job_id})
+
+
+def attempts_of(conn: psycopg.Connection[Any], job_id: int) -> list[dict[str, Any]]:
+    return rows(conn, q.ATTEMPTS_OF_JOB, {"id": job_id})

@@ -1,0 +1,271 @@
+"""The jobs list, a job's page, and the actions on jobs (one, checked, or all matching).
+
+An action on all jobs matching a filter always goes through a confirm page that shows the
+exact count; the POST then repeats the filter and the newest id seen, and the statement
+re-checks each job's status, so the result reads "retried 37, skipped 3 whose status changed".
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from pgbeat.ui import jobs_data
+from pgbeat.ui.context import Ui, first, redirect
+from pgbeat.ui.filters import (
+    ACTION_DONE,
+    ACTION_WORDS,
+    ACTIONS,
+    ACTIONS_FOR_STATUS,
+    FilterError,
+    JobFilter,
+)
+from pgbeat.ui.redact import payload_text
+
+MAX_CHECKED = 1000
+
+
+def routes(ui: Ui) -> list[BaseRoute]:
+    pages = JobPages(ui)
+    return [
+        Route("/jobs", pages.index, methods=["GET"], name="jobs"),
+        Route("/jobs/confirm", pages.confirm, methods=["GET"], name="jobs_confirm"),
+        Route("/jobs/bulk", pages.bulk, methods=["POST"], name="jobs_bulk"),
+        Route("/jobs/{job_id:int}", pages.detail, methods=["GET"], name="job"),
+        Route("/jobs/{job_id:int}/{action}", pages.act_one, methods=["POST"], name="job_action"),
+    ]
+
+
+class JobPages:
+    def __init__(self, ui: Ui) -> None:
+        self.ui = ui
+
+    def index(self, request: Request) -> Response:
+        try:
+            job_filter = JobFilter.from_query(request.query_params)
+            before = _cursor(request.query_params.get("before"))
+        except FilterError as exc:
+            return self._list_page(request, JobFilter(), None, error=str(exc))
+        return self._list_page(request, job_filter, before, error=None)
+
+    def _list_page(
+        self, request: Request, job_filter: JobFilter, before: int | None, error: str | None
+    ) -> Response:
+        schedule_kind = self._schedule_kind(job_filter)
+        with self.ui.store.connection() as conn:
+            now, max_id = jobs_data.clock(conn)
+            page = jobs_data.jobs_page(conn, job_filter, before, max_id, schedule_kind)
+        for row in page.rows:
+            row["payload_text"] = payload_text(
+                row["payload"], hidden=self.ui.settings.hide_payloads, pretty=False
+            )
+        return self.ui.render(
+            request,
+            "jobs.html",
+            nav="jobs",
+            now=now,
+            f=job_filter,
+            page=page,
+            error=error,
+            before=before,
+            actions=job_filter.actions() if self.ui.can_act(request) else (),
+            action_words=ACTION_WORDS,
+            cap=jobs_data.COUNT_CAP,
+        )
+
+    def detail(self, request: Request) -> Response:
+        job_id = int(request.path_params["job_id"])
+        with self.ui.store.connection() as conn:
+            now, _ = jobs_data.clock(conn)
+            job = jobs_data.job_detail(conn, job_id)
+            attempts = jobs_data.attempts_of(conn, job_id) if job else []
+        if job is None:
+            raise HTTPException(404, f"no job {job_id} (it may have been purged)")
+        for attempt in attempts:
+            seconds = attempt["duration_s"]
+            attempt["started_at"] = (
+                None if seconds is None else attempt["finished_at"] - timedelta(seconds=seconds)
+            )
+        name, _, _ = (job.get("unique_key") or "").partition("@")
+        schedule = self.ui.schedules.load().find(name) if name else None
+        extra = {k: v for k, v in job.items() if k not in _SHOWN_FIELDS}
+        return self.ui.render(
+            request,
+            "job.html",
+            nav="jobs",
+            now=now,
+            job=job,
+            attempts=attempts,
+            schedule=schedule.schedule if schedule else None,
+            extra_fields=extra,
+            payload=payload_text(
+                job["payload"], hidden=self.ui.settings.hide_payloads, pretty=True
+            ),
+            actions=ACTIONS_FOR_STATUS.get(job["status"], ()) if self.ui.can_act(request) else (),
+            action_words=ACTION_WORDS,
+        )
+
+    async def act_one(self, request: Request) -> Response:
+        form = await self.ui.read_form(request)
+        del form
+        job_id = int(request.path_params["job_id"])
+        action = str(request.path_params["action"]).replace("-", "_")
+        if action not in ACTIONS:
+            raise HTTPException(404, f"no action {action!r}")
+        done = await run_in_threadpool(self._act_on_ids, request, action, [job_id])
+        if action == "delete" and done:
+            return redirect(request, "/jobs", f"Job {job_id} deleted.")
+        message = (
+            f"Job {job_id} {ACTION_DONE[action]}."
+            if done
+            else f"Job {job_id} was not {ACTION_DONE[action]}: its status no longer allows it."
+        )
+        return redirect(request, f"/jobs/{job_id}", message)
+
+    def confirm(self, request: Request) -> Response:
+        action = request.query_params.get("action", "")
+        if action not in ACTIONS or not self.ui.can_act(request):
+            raise HTTPException(400 if self.ui.can_act(request) else 403, "no such action")
+        try:
+            job_filter = JobFilter.from_query(request.query_params)
+        except FilterError as exc:
+            raise HTTPException(400, str(exc)) from None
+        if action not in job_filter.actions():
+            raise HTTPException(400, f"{ACTION_WORDS[action]} needs a status filter that allows it")
+        with self.ui.store.connection() as conn:
+            now, max_id = jobs_data.clock(conn)
+            count = jobs_data.count_matching(
+                conn, job_filter, max_id, self._schedule_kind(job_filter)
+            )
+        return self.ui.render(
+            request,
+            "confirm.html",
+            nav="jobs",
+            now=now,
+            f=job_filter,
+            action=action,
+            action_words=ACTION_WORDS,
+            count=count,
+            max_id=max_id,
+            cap=jobs_data.COUNT_CAP,
+            back=request.query_params.get("back") or "",
+        )
+
+    async def bulk(self, request: Request) -> Response:
+        form = await self.ui.read_form(request)
+        action = first(form, "action")
+        if action not in ACTIONS:
+            raise HTTPException(400, "no such action")
+        flat = {name: values[0] for name, values in form.items() if values}
+        try:
+            job_filter = JobFilter.from_query(flat)
+        except FilterError as exc:
+            raise HTTPException(400, str(exc)) from None
+        back = "/jobs?" + job_filter.query()
+        if first(form, "scope") == "all":
+            return await run_in_threadpool(
+                self._act_on_all, request, action, job_filter, form, back
+            )
+        ids = _ids(form.get("ids", []))
+        if not ids:
+            return redirect(request, back, "Check some jobs first, or use the all-matching action.")
+        acted = await run_in_threadpool(self._act_on_ids, request, action, ids)
+        return redirect(request, back, _result(action, len(acted), len(ids) - len(acted)))
+
+    def _act_on_all(
+        self,
+        request: Request,
+        action: str,
+        job_filter: JobFilter,
+        form: dict[str, list[str]],
+        back: str,
+    ) -> Response:
+        if action not in job_filter.actions():
+            raise HTTPException(400, f"{ACTION_WORDS[action]} needs a status filter that allows it")
+        max_id, expected = _int(first(form, "max_id")), _int(first(form, "expected"))
+        if max_id is None or expected is None or expected > jobs_data.COUNT_CAP:
+            raise HTTPException(400, "confirm the action on its confirm page first")
+        with self.ui.store.connection() as conn:
+            acted = jobs_data.act_on_matching(
+                conn,
+                action,
+                job_filter,
+                max_id,
+                self._schedule_kind(job_filter),
+                self._reason(request),
+            )
+        skipped = max(0, expected - len(acted))
+        self.ui.log_action(
+            request,
+            action,
+            filter=job_filter.describe() or "all",
+            max_id=max_id,
+            affected=len(acted),
+            skipped=skipped,
+        )
+        return redirect(request, back, _result(action, len(acted), skipped))
+
+    def _act_on_ids(self, request: Request, action: str, ids: list[int]) -> list[int]:
+        with self.ui.store.connection() as conn:
+            acted = jobs_data.act_on_ids(conn, action, ids, self._reason(request))
+        self.ui.log_action(
+            request, action, ids=ids[:50], affected=len(acted), skipped=len(ids) - len(acted)
+        )
+        return acted
+
+    def _reason(self, request: Request) -> str:
+        return f"cancelled via the dashboard by {self.ui.identity(request).who}"
+
+    def _schedule_kind(self, job_filter: JobFilter) -> str | None:
+        if job_filter.schedule is None:
+            return None
+        entry = self.ui.schedules.load().find(job_filter.schedule)
+        return entry.schedule.kind if entry else None
+
+
+_SHOWN_FIELDS = {
+    "id",
+    "kind",
+    "status",
+    "attempts",
+    "max_attempts",
+    "run_at",
+    "created_at",
+    "finished_at",
+    "unique_key",
+    "last_error",
+    "payload",
+    "locked_until",
+    "keep_until",
+}
+
+
+def _result(action: str, acted: int, skipped: int) -> str:
+    text = f"{ACTION_DONE[action].capitalize()} {acted:,}"
+    if skipped:
+        text += f", skipped {skipped:,} whose status changed"
+    return text + "."
+
+
+def _ids(values: list[str]) -> list[int]:
+    ids = [int(v) for v in values if v.isdigit() and len(v) <= 18]
+    if len(ids) > MAX_CHECKED:
+        raise HTTPException(400, f"at most {MAX_CHECKED} checked jobs at once")
+    return ids
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() and len(text) <= 18 else None
+
+
+def _cursor(value: str | None) -> int | None:
+    if not value:
+        return None
+    if not value.isdigit() or len(value) > 18:
+        raise FilterError("before: a job id")
+    return int(value)

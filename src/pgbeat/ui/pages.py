@@ -1,0 +1,151 @@
+"""The overview, failures and processes pages.
+
+The overview runs four indexed queries: capped counts by state, the last hour per minute,
+the periods of every schedule's last fires, and the processes table.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from pgbeat.db import ui_queries as q
+from pgbeat.scheduling.schedule import fire_times_after
+from pgbeat.ui import jobs_data, schedule_data
+from pgbeat.ui.context import Ui
+from pgbeat.ui.store import one, rows
+
+WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
+FAILURES_SCANNED = 10_000
+STALE_AFTER_S = 15.0  # three missed beats (every 5 s): shown as stale before it is pruned
+UP_NEXT = 10
+
+
+@dataclass(frozen=True)
+class Bar:
+    minutes_ago: int
+    done: int
+    failed: int
+
+
+def routes(ui: Ui) -> list[BaseRoute]:
+    pages = Pages(ui)
+    return [
+        Route("/", pages.overview, methods=["GET"], name="overview"),
+        Route("/failures", pages.failures, methods=["GET"], name="failures"),
+        Route("/processes", pages.processes, methods=["GET"], name="processes"),
+    ]
+
+
+class Pages:
+    def __init__(self, ui: Ui) -> None:
+        self.ui = ui
+
+    def overview(self, request: Request) -> Response:
+        entries = list(self.ui.schedules.load().entries)[: schedule_data.PAGE]
+        with self.ui.store.connection() as conn:
+            now, _ = jobs_data.clock(conn)
+            counts = one(conn, q.JOBS_OVERVIEW_COUNTS, {"cap": jobs_data.COUNT_CAP}) or {}
+            minutes = rows(conn, q.JOBS_FINISHED_PER_MINUTE)
+            views = schedule_data.views(conn, entries, now, strip=3)
+            processes = _processes(rows(conn, q.PROCESSES_ALL))
+        health: dict[str, int] = {}
+        for view in views:
+            health[view.health] = health.get(view.health, 0) + 1
+        bars = _bars(minutes)
+        return self.ui.render(
+            request,
+            "overview.html",
+            nav="overview",
+            now=now,
+            counts=counts,
+            cap=jobs_data.COUNT_CAP,
+            bars=bars,
+            chart=_chart_summary(bars),
+            health=health,
+            up_next=_up_next(views, now),
+            processes=processes,
+            views=views,
+            day_ago=now - timedelta(hours=24),
+        )
+
+    def failures(self, request: Request) -> Response:
+        window = request.query_params.get("window", "24h")
+        if window not in WINDOWS:
+            raise HTTPException(400, "window: 1h, 24h or 7d")
+        with self.ui.store.connection() as conn:
+            now, _ = jobs_data.clock(conn)
+            groups = rows(
+                conn, q.JOBS_FAILURE_GROUPS, {"window": WINDOWS[window], "cap": FAILURES_SCANNED}
+            )
+        total = sum(int(g["failures"]) for g in groups)
+        return self.ui.render(
+            request,
+            "failures.html",
+            nav="failures",
+            now=now,
+            groups=groups,
+            window=window,
+            windows=list(WINDOWS),
+            since=now - WINDOWS[window],
+            total=total,
+            capped=total >= FAILURES_SCANNED,
+        )
+
+    def processes(self, request: Request) -> Response:
+        with self.ui.store.connection() as conn:
+            now, _ = jobs_data.clock(conn)
+            processes = _processes(rows(conn, q.PROCESSES_ALL))
+        hashes = {p["schedules_hash"] for p in processes if p["role"] == "scheduler" and p["live"]}
+        return self.ui.render(
+            request,
+            "processes.html",
+            nav="processes",
+            now=now,
+            processes=processes,
+            drift=len(hashes) > 1,
+            stale_after=STALE_AFTER_S,
+        )
+
+
+def _processes(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for process in found:
+        process["live"] = process["heartbeat_age_s"] <= STALE_AFTER_S
+    return found
+
+
+def _bars(minutes: list[dict[str, Any]]) -> list[Bar]:
+    by_minute = {int(r["minutes_ago"]): r for r in minutes}
+    return [
+        Bar(m, int(by_minute.get(m, {}).get("done", 0)), int(by_minute.get(m, {}).get("failed", 0)))
+        for m in range(59, -1, -1)
+    ]
+
+
+def _chart_summary(bars: list[Bar]) -> dict[str, Any]:
+    done = sum(b.done for b in bars)
+    failed = sum(b.failed for b in bars)
+    peak = max(bars, key=lambda b: b.done + b.failed)
+    top = max(1, peak.done + peak.failed)
+    label = f"Last 60 minutes: {done:,} done, {failed:,} failed"
+    if peak.done + peak.failed:
+        label += f", peak {top:,} per minute {peak.minutes_ago} minutes ago"
+    return {"done": done, "failed": failed, "top": top, "label": label}
+
+
+def _up_next(views: list[schedule_data.ScheduleView], now: datetime) -> list[tuple[datetime, Any]]:
+    """The next fires across all schedules, soonest first (paused ones left out)."""
+    candidates = [
+        (fire, view.schedule.name, view)
+        for view in views
+        if not view.entry.paused
+        for fire in fire_times_after(view.schedule, now, UP_NEXT)
+    ]
+    return [(fire, view) for fire, _, view in heapq.nsmallest(UP_NEXT, candidates)]

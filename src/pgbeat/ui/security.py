@@ -1,0 +1,219 @@
+"""Who may see and change what: the Host allow-list, token sessions, CSRF, response headers.
+
+One ASGI middleware runs before every route. It refuses a foreign Host (DNS rebinding)
+with 400, asks for a login when a token is set, refuses cross-site or read-only POSTs
+with 403, and adds a strict Content-Security-Policy to every response. The CSRF token
+itself is checked where the form is read (``verify_form``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import quote
+
+from pgbeat.ui.settings import UiSettings
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+COOKIE = "pgbeat_session"
+SESSION_SECONDS = 12 * 3600
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-robots-tag", b"noindex, nofollow"),
+]
+_PUBLIC = ("/healthz", "/login", "/static/", "/robots.txt")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The requester: ``admin`` may act, ``viewer`` may only look."""
+
+    role: str
+    who: str
+    session: str  # what the CSRF token is bound to
+
+    @property
+    def can_act(self) -> bool:
+        return self.role == "admin"
+
+
+class Keys:
+    """The per-process secret that signs sessions and CSRF tokens."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret or secrets.token_bytes(32)
+
+    def sign(self, text: str) -> str:
+        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
+
+    def session_cookie(self, role: str, now: float | None = None) -> str:
+        issued = int(time.time() if now is None else now)
+        nonce = secrets.token_hex(8)
+        body = f"{role}.{issued}.{nonce}"
+        return f"{body}.{self.sign(body)}"
+
+    def read_session(self, value: str, now: float | None = None) -> str | None:
+        """The role a session cookie grants, or None if forged or expired."""
+        body, _, signature = value.rpartition(".")
+        if not body or not hmac.compare_digest(self.sign(body), signature):
+            return None
+        role, issued, _ = ([*body.split("."), "", ""])[:3]
+        age = (time.time() if now is None else now) - int(issued or 0)
+        if role not in ("admin", "viewer") or not 0 <= age <= SESSION_SECONDS:
+            return None
+        return role
+
+    def csrf_token(self, session: str) -> str:
+        return self.sign(f"csrf:{session}")
+
+    def csrf_ok(self, session: str, token: str) -> bool:
+        return hmac.compare_digest(self.csrf_token(session), token)
+
+
+def token_role(settings: UiSettings, token: str) -> str | None:
+    """Which role a presented token grants (compared in constant time)."""
+    supplied = token.strip().encode()
+    if settings.token and hmac.compare_digest(supplied, settings.token.encode()):
+        return "viewer" if settings.read_only else "admin"
+    if settings.viewer_token and hmac.compare_digest(supplied, settings.viewer_token.encode()):
+        return "viewer"
+    return None
+
+
+def same_origin(headers: dict[str, str]) -> bool:
+    """False for a POST another site made the browser send (Sec-Fetch-Site or Origin)."""
+    fetch_site = headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site != "same-origin":
+        return False
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    netloc = origin.partition("://")[2]
+    return bool(netloc) and netloc.lower() == headers.get("host", "").lower()
+
+
+class SecurityMiddleware:
+    """Host check, authentication, cross-site and read-only refusal, security headers."""
+
+    def __init__(self, app: ASGIApp, settings: UiSettings, keys: Keys) -> None:
+        self.app = app
+        self.settings = settings
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        send = _with_headers(send)
+        if not self.settings.host_allowed(headers.get("host", "")):
+            await _plain(send, 400, "Invalid Host header")
+            return
+        path = _strip_prefix(scope["path"], self.settings.prefix)
+        identity = self._identify(headers, scope)
+        scope.setdefault("state", {})["identity"] = identity
+        public = path == "/healthz" or path.startswith(_PUBLIC)
+        if identity is None and not public:
+            if scope["method"] in ("GET", "HEAD"):
+                target = quote(scope["path"] + _query(scope), safe="/?=&")
+                await _redirect(send, f"{self.settings.prefix}/login?next={target}")
+            else:
+                await _plain(send, 401, "Log in first")
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            if not same_origin(headers):
+                await _plain(send, 403, "Cross-site request refused")
+                return
+            acting = path not in ("/login", "/logout")
+            if acting and (identity is None or not identity.can_act):
+                await _plain(send, 403, "Read-only: actions are disabled")
+                return
+        await self.app(scope, receive, send)
+
+    def _identify(self, headers: dict[str, str], scope: Scope) -> Identity | None:
+        client = scope.get("client") or ("?", 0)
+        if not self.settings.auth_required:
+            anon_role = "viewer" if self.settings.read_only else "admin"
+            return Identity(anon_role, f"anon@{client[0]}", "anon")
+        cookie = SimpleCookie()
+        cookie.load(headers.get("cookie", ""))
+        if COOKIE in cookie:
+            value = cookie[COOKIE].value
+            session_role = self.keys.read_session(value)
+            if session_role is not None:
+                return Identity(session_role, f"{session_role}@{client[0]}", value)
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            token_grant = token_role(self.settings, auth[7:])
+            if token_grant is not None:
+                return Identity(token_grant, f"{token_grant}-token@{client[0]}", "bearer")
+        return None
+
+
+def _strip_prefix(path: str, prefix: str) -> str:
+    if prefix and (path == prefix or path.startswith(prefix + "/")):
+        return path[len(prefix) :] or "/"
+    return path
+
+
+def _query(scope: Scope) -> str:
+    raw = scope.get("query_string", b"")
+    return "?" + raw.decode("latin-1") if raw else ""
+
+
+def _with_headers(send: Send) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            names = {name.lower() for name, _ in headers}
+            headers += [h for h in _HEADERS if h[0] not in names]
+            if b"cache-control" not in names:
+                headers.append((b"cache-control", b"no-store"))
+            message["headers"] = headers
+        await send(message)
+
+    return sending
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = text.encode() + b"\n"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _redirect(send: Send, location: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", location.encode()), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})

@@ -1,0 +1,150 @@
+"""A schedule's time line for the dashboard: upcoming fires with DST notes, and past periods.
+
+Pure. Fire times come from the scheduler's own functions (``next_fire_after``,
+``last_fires_between``), never from a re-implementation, so what the page promises is
+what the scheduler does. ``now`` is always the database's clock, passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from pgbeat.scheduling import dst
+from pgbeat.scheduling.catchup import ON_TIME, last_fires_between
+from pgbeat.scheduling.schedule import Schedule, next_fire_after
+from pgbeat.ui.describe import field_values
+from pgbeat.ui.timefmt import local_text, offset_text
+
+MAX_PREVIEW = 200
+DST_WARNING = timedelta(days=7)
+OVERDUE_GRACE = ON_TIME + timedelta(seconds=5)  # a period this late without a job is overdue
+HISTORY_LOOK_BACK = timedelta(days=400)  # the strip never looks further for 30 periods
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One upcoming fire time as the preview shows it."""
+
+    at: datetime  # UTC
+    local: str
+    offset: str
+    gap: timedelta | None  # since the previous fire in the list
+    note: str
+
+
+@dataclass(frozen=True)
+class DstChange:
+    """The next change of UTC offset in a zone."""
+
+    at: datetime
+    before: timedelta
+    after: timedelta
+
+    @property
+    def words(self) -> str:
+        direction = "forward" if self.after > self.before else "back"
+        return f"clocks go {direction} {offset_text(self.before)} \u2192 {offset_text(self.after)}"
+
+
+def preview(schedule: Schedule, start: datetime, count: int) -> list[Fire]:
+    """The next ``count`` fires strictly after ``start``, each with a note where DST acts."""
+    count = max(1, min(count, MAX_PREVIEW))
+    zone = schedule.zone
+    fires: list[Fire] = []
+    previous: datetime | None = None
+    at = start
+    for _ in range(count):
+        at = next_fire_after(schedule, at)
+        gap = None if previous is None else at - previous
+        fires.append(
+            Fire(
+                at,
+                local_text(at, zone),
+                offset_text(dst.utc_offset(at, zone)),
+                gap,
+                dst_note(schedule, at, previous),
+            )
+        )
+        previous = at
+    return fires
+
+
+def dst_note(schedule: Schedule, at: datetime, previous: datetime | None) -> str:
+    """Why this fire's wall-clock time or spacing is unusual, or ``""``."""
+    zone = schedule.zone
+    local = at.astimezone(zone)
+    notes = []
+    if schedule.cron is not None and schedule.is_fixed_time:
+        minute, hour = _minute_hour(schedule.cron)
+        if (local.hour, local.minute) not in {(h, m) for h in hour for m in minute}:
+            notes.append(
+                "GAP: the scheduled time does not exist this day (clocks jump forward); "
+                f"fires once at {local:%H:%M} {local.tzname()}, when the gap ends"
+            )
+        elif len(dst.instants(local.replace(tzinfo=None), zone)) == 2:
+            notes.append(
+                f"FOLD: {local:%H:%M} occurs twice this day (clocks go back); "
+                "fires once, at the first occurrence"
+            )
+    elif schedule.cron is not None and len(dst.instants(local.replace(tzinfo=None), zone)) == 2:
+        notes.append(f"FOLD: {local:%H:%M} occurs twice this day; wildcard schedules fire in both")
+    if previous is not None:
+        before, after = dst.utc_offset(previous, zone), dst.utc_offset(at, zone)
+        if before != after:
+            change = DstChange(dst.transition_between(previous, at, zone), before, after)
+            extra = " (interval schedules keep elapsed time)" if schedule.every else ""
+            notes.append(f"{change.words} since the previous fire{extra}")
+    return "; ".join(notes)
+
+
+def next_dst_change(
+    zone: ZoneInfo, now: datetime, within: timedelta = DST_WARNING
+) -> DstChange | None:
+    """The first offset change in (now, now + within], if any."""
+    end = now + within
+    before, after = dst.utc_offset(now, zone), dst.utc_offset(end, zone)
+    if before == after:
+        # Two changes within a week never happen in real zones; one check at each end does.
+        return None
+    return DstChange(dst.transition_between(now, end, zone), before, after)
+
+
+def last_periods(schedule: Schedule, now: datetime, count: int) -> list[datetime]:
+    """The fire times of the last ``count`` periods due by ``now``, newest first."""
+    fires = last_fires_between(schedule, now - HISTORY_LOOK_BACK, now, count)
+    return fires[::-1]
+
+
+def periods_before(schedule: Schedule, before: datetime, count: int) -> list[datetime]:
+    """Up to ``count`` fire times strictly before ``before``, newest first (history paging)."""
+    return last_periods(schedule, before - timedelta(microseconds=1), count)
+
+
+def period_state(
+    fire_at: datetime,
+    job_status: str | None,
+    now: datetime,
+    *,
+    newest: bool,
+    enabled: bool = True,
+) -> str:
+    """What happened to one period: the job's status, or missed / overdue / skipped."""
+    if job_status is not None:
+        return job_status
+    if not enabled:
+        return "skipped"
+    if now - fire_at < OVERDUE_GRACE:
+        return "due"  # the scheduler has a few seconds to insert it
+    return "overdue" if newest else "missed"
+
+
+def _minute_hour(cron: str) -> tuple[set[int], set[int]]:
+    # Aliases other than @hourly (never a fixed time) all fire at 00:00.
+    minute, hour = cron.split()[:2] if not cron.startswith("@") else ("0", "0")
+    return field_values(minute, 0, 59), field_values(hour, 0, 23)
+
+
+def utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
