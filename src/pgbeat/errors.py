@@ -32,6 +32,10 @@ class ConfigError(PgbeatError):
         self.problems = problems
 
 
+class UiError(PgbeatError):
+    """The dashboard cannot start with these settings (e.g. a public address without a token)."""
+
+
 class JobNotFound(PgbeatError):
     """No job has this id."""
 

@@ -9,14 +9,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from pgbeat.errors import PgbeatError
+from pgbeat.errors import UiError
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
-
-
-class UiError(PgbeatError):
-    """The dashboard cannot start with these settings."""
 
 
 @dataclass(frozen=True)
