@@ -21,6 +21,7 @@ import psycopg
 import psycopg_pool
 
 from pgbeat.db import queries
+from pgbeat.db.pooler import connection_options, session_options
 from pgbeat.errors import DatabaseUnavailable
 
 log = logging.getLogger("pgbeat.db")
@@ -118,7 +119,12 @@ def embedded_url(directory: Path | None = None) -> str:
 def connect(url: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
     """Open one connection, or raise ``DatabaseUnavailable`` with a one-line reason."""
     try:
-        return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, round(timeout)))
+        return psycopg.connect(
+            url,
+            autocommit=autocommit,
+            connect_timeout=max(1, round(timeout)),
+            **connection_options(url),
+        )
     except psycopg.Error as exc:
         raise DatabaseUnavailable(describe_failure(exc, url)) from None
 
@@ -137,7 +143,8 @@ def make_pool(
         url,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True, "application_name": name},  # visible in pg_stat_activity
+        # application_name: visible in pg_stat_activity
+        kwargs={"autocommit": True, "application_name": name, **connection_options(url)},
         check=psycopg_pool.ConnectionPool.check_connection,
         name=name,
         open=False,
@@ -206,9 +213,7 @@ class Connector:
         self._url = url
         self._application_name = application_name
         self._configure = configure
-        ours = " ".join(f"-c {name}={value}" for name, value in settings.items())
-        theirs = str(psycopg.conninfo.conninfo_to_dict(url).get("options") or "")
-        self._options = f"{theirs} {ours}".strip()  # keep the URL's own options (search_path...)
+        self._options = session_options(url, settings)  # none behind a pooler
         self._conn: psycopg.Connection[Any] | None = None
 
     def get(self) -> psycopg.Connection[Any]:
@@ -218,7 +223,8 @@ class Connector:
                 autocommit=True,
                 connect_timeout=5,
                 application_name=self._application_name,
-                options=self._options or None,
+                options=self._options,
+                **connection_options(self._url),
             )
             if self._configure is not None:
                 self._configure(self._conn)
