@@ -1,7 +1,7 @@
-"""Connections: which database to use, the embedded server, and psycopg errors as pgbeat's.
+"""Connections: which database to use, and psycopg errors as pgbeat's.
 
 When neither ``--database-url`` nor ``DATABASE_URL`` is given, pgbeat starts (or reuses) an
-embedded PostgreSQL under ``./.pgbeat/`` so that the demo needs no server.
+embedded PostgreSQL under ``./.pgbeat/`` (db/embedded.py) so that the demo needs no server.
 """
 
 from __future__ import annotations
@@ -9,27 +9,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
-import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import psycopg_pool
 
 from pgbeat.db import queries
-from pgbeat.db.pooler import connection_options, session_options
+from pgbeat.db.embedded import embedded_url
 from pgbeat.errors import DatabaseUnavailable
 
 log = logging.getLogger("pgbeat.db")
-T = TypeVar("T")
-
-EMBEDDED_DIR_ENV = "PGBEAT_HOME"
-_embedded_servers: dict[Path, Any] = {}
 
 
 def redact(url: str) -> str:
@@ -94,39 +86,10 @@ def resolve_url(explicit: str | None) -> str:
     return embedded_url()
 
 
-def embedded_url(directory: Path | None = None) -> str:
-    """Start (or reuse) the embedded PostgreSQL and return its URL.
-
-    The server stops when the last pgbeat process using it exits; its data stays in
-    the directory and is used again on the next start.
-    """
-    directory = (directory or Path(os.environ.get(EMBEDDED_DIR_ENV, ".pgbeat"))).resolve()
-    if directory not in _embedded_servers:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pgserver warns about XDG_RUNTIME_DIR on servers
-            import pgserver
-
-            directory.mkdir(parents=True, exist_ok=True)
-            try:
-                server = pgserver.get_server(directory, cleanup_mode="stop")
-            except Exception as exc:
-                raise DatabaseUnavailable(
-                    f"could not start the embedded PostgreSQL in {directory}: {exc}"
-                ) from None
-        _embedded_servers[directory] = server
-        print(f"pgbeat: using the embedded PostgreSQL in {directory}", file=sys.stderr)
-    return str(_embedded_servers[directory].get_uri())
-
-
 def connect(url: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
     """Open one connection, or raise ``DatabaseUnavailable`` with a one-line reason."""
     try:
-        return psycopg.connect(
-            url,
-            autocommit=autocommit,
-            connect_timeout=max(1, round(timeout)),
-            **connection_options(url),
-        )
+        return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, round(timeout)))
     except psycopg.Error as exc:
         raise DatabaseUnavailable(describe_failure(exc, url)) from None
 
@@ -145,8 +108,7 @@ def make_pool(
         url,
         min_size=1,
         max_size=max_size,
-        # application_name: visible in pg_stat_activity
-        kwargs={"autocommit": True, "application_name": name, **connection_options(url)},
+        kwargs={"autocommit": True, "application_name": name},  # visible in pg_stat_activity
         check=psycopg_pool.ConnectionPool.check_connection,
         name=name,
         open=False,
@@ -158,38 +120,15 @@ def translated_errors(url: str) -> Iterator[None]:
     """Turn connection-level psycopg failures into ``DatabaseUnavailable``."""
     try:
         yield
-    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-        if not is_connection_failure(exc):
-            raise
+    except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
         raise DatabaseUnavailable(describe_failure(exc, url)) from None
 
 
-# SQLSTATE classes that describe the server or the link, not the statement: connection
-# exception, insufficient resources (disk full, out of memory, too many connections),
-# operator intervention (admin shutdown, crash recovery, cancel) and system error.
-_OUTAGE_CLASSES = ("08", "53", "57", "58")
-# A standby, or a demoted primary after a failover, refuses writes until we reach the primary.
-_OUTAGE_CODES = frozenset({"25006"})
-
-
-def is_connection_failure(
-    exc: BaseException, conn: psycopg.Connection[Any] | None = None
-) -> bool:
-    """True when ``exc`` means the database (not this statement) failed: reconnect and retry.
-
-    Decided from the connection's state and the error's SQLSTATE class, not its Python
-    class: psycopg files "index row too large" (54000) under OperationalError, and
-    treating that as an outage would retry a statement that can never succeed.
-    """
-    if isinstance(exc, DatabaseUnavailable | psycopg_pool.PoolTimeout):
-        return True
-    if not isinstance(exc, psycopg.Error) or isinstance(exc, psycopg.errors.PipelineAborted):
-        return False
-    if conn is not None and (conn.broken or conn.closed):
-        return True
-    if exc.sqlstate is None:  # raised by libpq itself: no reply from the server
-        return isinstance(exc, psycopg.OperationalError)
-    return exc.sqlstate.startswith(_OUTAGE_CLASSES) or exc.sqlstate in _OUTAGE_CODES
+def is_connection_failure(exc: BaseException) -> bool:
+    """True for errors that mean "the database went away", worth a reconnect and retry."""
+    return isinstance(
+        exc, psycopg.OperationalError | psycopg_pool.PoolTimeout | DatabaseUnavailable
+    )
 
 
 class ReconnectBackoff:
@@ -220,20 +159,8 @@ class ReconnectBackoff:
                 self._on_recovered()
 
 
-@dataclass(frozen=True)
-class Outage:
-    """The database could not be used; try again after ``pause`` seconds."""
-
-    pause: float
-
-
 class Connector:
-    """One connection for a single loop, opened on demand and dropped after a failure.
-
-    ``run(work)`` is the one reconnect loop of pgbeat: it runs ``work`` on the connection,
-    and when the database fails it drops the connection and returns an ``Outage`` with
-    the backoff to wait; any other error is the caller's and propagates. Connectors may
-    share one ``backoff`` so that one outage is logged once, not once per connection.
+    """One connection, opened on demand and dropped after a failure, for a single loop.
 
     A loop that owns its connection skips the pool's per-checkout health query: on the
     worker's hot path that query would cost one round trip per claim.
@@ -245,14 +172,14 @@ class Connector:
         application_name: str,
         *,
         configure: Callable[[psycopg.Connection[Any]], None] | None = None,
-        backoff: ReconnectBackoff | None = None,
         **settings: str,
     ) -> None:
         self._url = url
         self._application_name = application_name
         self._configure = configure
-        self.backoff = backoff or ReconnectBackoff(url, log)
-        self._options = session_options(url, settings)  # none behind a pooler
+        ours = " ".join(f"-c {name}={value}" for name, value in settings.items())
+        theirs = str(psycopg.conninfo.conninfo_to_dict(url).get("options") or "")
+        self._options = f"{theirs} {ours}".strip()  # keep the URL's own options (search_path...)
         self._conn: psycopg.Connection[Any] | None = None
 
     def get(self) -> psycopg.Connection[Any]:
@@ -262,36 +189,11 @@ class Connector:
                 autocommit=True,
                 connect_timeout=5,
                 application_name=self._application_name,
-                options=self._options,
-                **connection_options(self._url),
+                options=self._options or None,
             )
             if self._configure is not None:
                 self._configure(self._conn)
         return self._conn
-
-    def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T | Outage:
-        """``work(conn)``'s result, or an ``Outage`` when the database failed under it.
-
-        Failing to connect is always an outage; an error from ``work`` is one only when
-        ``is_connection_failure`` says so, and otherwise propagates.
-        """
-        try:
-            conn = self.get()
-        except psycopg.OperationalError as exc:
-            return self.failed(exc)
-        try:
-            result = work(conn)
-        except Exception as exc:
-            if not is_connection_failure(exc, conn):
-                raise
-            return self.failed(exc)
-        self.backoff.succeeded()
-        return result
-
-    def failed(self, exc: BaseException) -> Outage:
-        """Count a failure of the database: drop the connection, return the pause."""
-        self.discard()
-        return Outage(self.backoff.failed(exc))
 
     def discard(self) -> None:
         """Close the connection after a failure; the next ``get`` opens a new one."""
