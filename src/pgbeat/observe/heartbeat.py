@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -17,8 +16,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from pgbeat.background import BackgroundLoop
 from pgbeat.db import queries
-from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure
+from pgbeat.db.connections import Connector, Outage, ReconnectBackoff
 
 log = logging.getLogger("pgbeat.heartbeat")
 
@@ -52,17 +52,16 @@ class Heartbeat:
             "details": Jsonb(details or {}),
         }
         self._every = every.total_seconds()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="pgbeat-heartbeat", daemon=True)
-        self._outage = ReconnectBackoff(url, log)
+        self._connector = Connector(url, "pgbeat-heartbeat", backoff=ReconnectBackoff(url, log))
+        self._loop = BackgroundLoop("pgbeat-heartbeat", self._step, on_exit=self._connector.close)
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop beating and remove this process's row (best effort)."""
-        self._stopped.set()
-        self._thread.join(timeout=self._every + 5)
+        self._loop.stop()
+        self._loop.join(timeout=self._every + 5)
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=3) as conn:
                 conn.execute(queries.PROCESSES_DELETE, {"id": self.id})
@@ -73,17 +72,10 @@ class Heartbeat:
         conn.execute(queries.PROCESSES_UPSERT, self._row)
         conn.execute(queries.PROCESSES_PRUNE, {"stale_after": STALE_AFTER})
 
-    def _main(self) -> None:
-        connector = Connector(self._url, "pgbeat-heartbeat")
-        while not self._stopped.is_set():
-            try:
-                self.beat(connector.get())
-                self._outage.succeeded()
-                wait = self._every
-            except Exception as exc:
-                if not is_connection_failure(exc):
-                    log.exception("heartbeat failed")
-                connector.discard()
-                wait = self._outage.failed(exc)
-            self._stopped.wait(wait)
-        connector.close()
+    def _step(self) -> float:
+        try:
+            result = self._connector.run(self.beat)
+        except Exception:
+            log.exception("heartbeat failed")  # a heartbeat never stops its process's work
+            return self._every
+        return result.pause if isinstance(result, Outage) else self._every
