@@ -17,7 +17,7 @@ from psycopg import sql
 from pgbeat.db import queries
 from pgbeat.errors import NotMigrated
 
-# pg_advisory_lock key: the first 8 bytes of "pgbeat.m" as a signed bigint, fixed forever.
+# The advisory lock's key: the first 8 bytes of "pgbeat.m" as a signed bigint, fixed forever.
 MIGRATION_LOCK_KEY = int.from_bytes(b"pgbeat.m", "big", signed=True)
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -55,27 +55,34 @@ def migration_script() -> str:
 def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     """Apply the pending migrations, each in its own transaction; return those applied.
 
-    ``conn`` must be in autocommit mode: the advisory lock is held by the session across
-    the per-migration transactions, and released even when one of them fails.
+    Every transaction takes the advisory lock first, then reads what is applied: replicas
+    migrating at once wait for each other and skip what another applied. The lock is a
+    transaction's, not the session's, so migrate also works through a transaction pooler.
+    In autocommit each migration commits on its own; inside the caller's transaction (as
+    Django's ``migrate`` runs it) each is a savepoint and all commit with the caller.
     """
-    conn.execute(queries.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
-    try:
+    with conn.transaction():
+        conn.execute(queries.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
         conn.execute(queries.MIGRATIONS_CREATE_TABLE)
-        done = {row[0] for row in conn.execute(queries.MIGRATIONS_APPLIED)}
-        applied = []
-        for migration in available_migrations():
-            if migration.version in done:
-                continue
-            with conn.transaction():
-                conn.execute(migration.sql.encode())  # a script: several statements, no parameters
-                conn.execute(
-                    queries.MIGRATIONS_RECORD,
-                    {"version": migration.version, "name": migration.name},
-                )
-            applied.append(migration)
-        return applied
-    finally:
-        conn.execute(queries.MIGRATIONS_UNLOCK, {"key": MIGRATION_LOCK_KEY})
+        done = _applied_versions(conn)
+    return [m for m in available_migrations() if m.version not in done and _apply(conn, m)]
+
+
+def _apply(conn: psycopg.Connection[Any], migration: Migration) -> bool:
+    """Apply ``migration`` under the lock unless another process just did; True if applied."""
+    with conn.transaction():
+        conn.execute(queries.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
+        if migration.version in _applied_versions(conn):
+            return False
+        conn.execute(migration.sql.encode())  # a script: several statements, no parameters
+        conn.execute(
+            queries.MIGRATIONS_RECORD, {"version": migration.version, "name": migration.name}
+        )
+    return True
+
+
+def _applied_versions(conn: psycopg.Connection[Any]) -> set[int]:
+    return {row[0] for row in conn.execute(queries.MIGRATIONS_APPLIED)}
 
 
 def pending_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.errors import ConfigError
+from pgbeat.errors import UserError
 
 POOLER_ENV = "PGBEAT_POOLER"
 LISTEN_URL_ENV = "PGBEAT_LISTEN_URL"
@@ -43,7 +43,7 @@ def pooler() -> str | None:
     if value in ("", "none"):
         return None
     if value not in POOLER_MODES:
-        raise ConfigError(
+        raise UserError(
             f"{POOLER_ENV} must be one of {', '.join(POOLER_MODES)} (got {value!r}); "
             "session pooling needs no setting"
         )

@@ -17,9 +17,9 @@ DATABASE_NOW: LiteralString = "SELECT now()"
 
 # -- migrations ---------------------------------------------------------------------------
 
-# Serialises `pgbeat migrate` across processes (session-level advisory lock).
-MIGRATIONS_LOCK: LiteralString = "SELECT pg_advisory_lock(%(key)s)"
-MIGRATIONS_UNLOCK: LiteralString = "SELECT pg_advisory_unlock(%(key)s)"
+# Serialises `pgbeat migrate` across processes until the end of the transaction (a
+# transaction-level advisory lock: safe behind a transaction pooler, never left held).
+MIGRATIONS_LOCK: LiteralString = "SELECT pg_advisory_xact_lock(%(key)s)"
 
 # Where applied migrations are recorded.
 MIGRATIONS_CREATE_TABLE: LiteralString = """

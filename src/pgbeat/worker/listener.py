@@ -15,6 +15,7 @@ import psycopg
 
 from pgbeat.db import queries
 from pgbeat.db.connections import ReconnectBackoff
+from pgbeat.db.pooler import connection_options
 
 log = logging.getLogger("pgbeat.listener")
 
@@ -48,7 +49,11 @@ class Listener:
 
     def _listen(self) -> None:
         with psycopg.connect(
-            self._url, autocommit=True, connect_timeout=5, application_name="pgbeat-listener"
+            self._url,
+            autocommit=True,
+            connect_timeout=5,
+            application_name="pgbeat-listener",
+            **connection_options(self._url),  # keepalives: a partition ends in a reconnect
         ) as conn:
             conn.execute(queries.JOBS_LISTEN)
             self._outage.succeeded()

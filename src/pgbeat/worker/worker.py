@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
+from pgbeat.db import pooler
 from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
@@ -87,7 +88,10 @@ class Worker:
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._wake = threading.Event()
         self._executor = Executor(self.settings.concurrency, self._on_settled, self._on_slot_freed)
-        self._listener = Listener(url, self._on_notify) if self.settings.listen else None
+        listen_url = pooler.listen_url(url)  # None behind a pooler: LISTEN needs a session
+        self._listener = (
+            Listener(listen_url, self._on_notify) if self.settings.listen and listen_url else None
+        )
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._lock = threading.Lock()
