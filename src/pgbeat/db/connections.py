@@ -10,8 +10,9 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -19,9 +20,11 @@ import psycopg_pool
 
 from pgbeat.db import queries
 from pgbeat.db.embedded import embedded_url
+from pgbeat.db.pooler import connection_options, session_options
 from pgbeat.errors import DatabaseUnavailable
 
 log = logging.getLogger("pgbeat.db")
+T = TypeVar("T")
 
 
 def redact(url: str) -> str:
@@ -89,7 +92,12 @@ def resolve_url(explicit: str | None) -> str:
 def connect(url: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
     """Open one connection, or raise ``DatabaseUnavailable`` with a one-line reason."""
     try:
-        return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, round(timeout)))
+        return psycopg.connect(
+            url,
+            autocommit=autocommit,
+            connect_timeout=max(1, round(timeout)),
+            **connection_options(url),
+        )
     except psycopg.Error as exc:
         raise DatabaseUnavailable(describe_failure(exc, url)) from None
 
@@ -108,7 +116,8 @@ def make_pool(
         url,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True, "application_name": name},  # visible in pg_stat_activity
+        # application_name: visible in pg_stat_activity
+        kwargs={"autocommit": True, "application_name": name, **connection_options(url)},
         check=psycopg_pool.ConnectionPool.check_connection,
         name=name,
         open=False,
@@ -120,15 +129,38 @@ def translated_errors(url: str) -> Iterator[None]:
     """Turn connection-level psycopg failures into ``DatabaseUnavailable``."""
     try:
         yield
-    except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        if not is_connection_failure(exc):
+            raise
         raise DatabaseUnavailable(describe_failure(exc, url)) from None
 
 
-def is_connection_failure(exc: BaseException) -> bool:
-    """True for errors that mean "the database went away", worth a reconnect and retry."""
-    return isinstance(
-        exc, psycopg.OperationalError | psycopg_pool.PoolTimeout | DatabaseUnavailable
-    )
+# SQLSTATE classes that describe the server or the link, not the statement: connection
+# exception, insufficient resources (disk full, out of memory, too many connections),
+# operator intervention (admin shutdown, crash recovery, cancel) and system error.
+_OUTAGE_CLASSES = ("08", "53", "57", "58")
+# A standby, or a demoted primary after a failover, refuses writes until we reach the primary.
+_OUTAGE_CODES = frozenset({"25006"})
+
+
+def is_connection_failure(
+    exc: BaseException, conn: psycopg.Connection[Any] | None = None
+) -> bool:
+    """True when ``exc`` means the database (not this statement) failed: reconnect and retry.
+
+    Decided from the connection's state and the error's SQLSTATE class, not its Python
+    class: psycopg files "index row too large" (54000) under OperationalError, and
+    treating that as an outage would retry a statement that can never succeed.
+    """
+    if isinstance(exc, DatabaseUnavailable | psycopg_pool.PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.Error) or isinstance(exc, psycopg.errors.PipelineAborted):
+        return False
+    if conn is not None and (conn.broken or conn.closed):
+        return True
+    if exc.sqlstate is None:  # raised by libpq itself: no reply from the server
+        return isinstance(exc, psycopg.OperationalError)
+    return exc.sqlstate.startswith(_OUTAGE_CLASSES) or exc.sqlstate in _OUTAGE_CODES
 
 
 class ReconnectBackoff:
@@ -159,8 +191,20 @@ class ReconnectBackoff:
                 self._on_recovered()
 
 
+@dataclass(frozen=True)
+class Outage:
+    """The database could not be used; try again after ``pause`` seconds."""
+
+    pause: float
+
+
 class Connector:
-    """One connection, opened on demand and dropped after a failure, for a single loop.
+    """One connection for a single loop, opened on demand and dropped after a failure.
+
+    ``run(work)`` is the one reconnect loop of pgbeat: it runs ``work`` on the connection,
+    and when the database fails it drops the connection and returns an ``Outage`` with
+    the backoff to wait; any other error is the caller's and propagates. Connectors may
+    share one ``backoff`` so that one outage is logged once, not once per connection.
 
     A loop that owns its connection skips the pool's per-checkout health query: on the
     worker's hot path that query would cost one round trip per claim.
@@ -172,14 +216,14 @@ class Connector:
         application_name: str,
         *,
         configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+        backoff: ReconnectBackoff | None = None,
         **settings: str,
     ) -> None:
         self._url = url
         self._application_name = application_name
         self._configure = configure
-        ours = " ".join(f"-c {name}={value}" for name, value in settings.items())
-        theirs = str(psycopg.conninfo.conninfo_to_dict(url).get("options") or "")
-        self._options = f"{theirs} {ours}".strip()  # keep the URL's own options (search_path...)
+        self.backoff = backoff or ReconnectBackoff(url, log)
+        self._options = session_options(url, settings)  # none behind a pooler
         self._conn: psycopg.Connection[Any] | None = None
 
     def get(self) -> psycopg.Connection[Any]:
@@ -189,11 +233,36 @@ class Connector:
                 autocommit=True,
                 connect_timeout=5,
                 application_name=self._application_name,
-                options=self._options or None,
+                options=self._options,
+                **connection_options(self._url),
             )
             if self._configure is not None:
                 self._configure(self._conn)
         return self._conn
+
+    def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T | Outage:
+        """``work(conn)``'s result, or an ``Outage`` when the database failed under it.
+
+        Failing to connect is always an outage; an error from ``work`` is one only when
+        ``is_connection_failure`` says so, and otherwise propagates.
+        """
+        try:
+            conn = self.get()
+        except psycopg.OperationalError as exc:
+            return self.failed(exc)
+        try:
+            result = work(conn)
+        except Exception as exc:
+            if not is_connection_failure(exc, conn):
+                raise
+            return self.failed(exc)
+        self.backoff.succeeded()
+        return result
+
+    def failed(self, exc: BaseException) -> Outage:
+        """Count a failure of the database: drop the connection, return the pause."""
+        self.discard()
+        return Outage(self.backoff.failed(exc))
 
     def discard(self) -> None:
         """Close the connection after a failure; the next ``get`` opens a new one."""
