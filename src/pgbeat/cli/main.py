@@ -16,7 +16,7 @@ import psycopg
 
 from pgbeat.cli import jobs, schedules, status, types, ui, worker
 from pgbeat.cli.common import Parser
-from pgbeat.db import connections
+from pgbeat.db import connections, pooler
 from pgbeat.errors import PgbeatError
 from pgbeat.observe import logs
 
@@ -67,6 +67,12 @@ def _common_flags() -> argparse.ArgumentParser:
         help="PostgreSQL URL (default: $DATABASE_URL, else embedded in ./.pgbeat)",
     )
     common.add_argument(
+        "--pooler",
+        choices=pooler.POOLER_MODES,
+        help="'transaction' behind pgbouncer in transaction mode: no session state, workers "
+        "poll (default: $PGBEAT_POOLER, else none)",
+    )
+    common.add_argument(
         "--log-level",
         default=os.environ.get("PGBEAT_LOG_LEVEL", "INFO"),
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -92,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
+    if getattr(args, "pooler", None):  # read by every connection, also in worker processes
+        os.environ[pooler.POOLER_ENV] = args.pooler
     try:
         code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
