@@ -131,12 +131,6 @@ DELETE FROM jobs WHERE {filter} AND status IN ('done', 'failed') RETURNING id
 # Every column of one job, including those later migrations add (primary key).
 JOBS_DETAIL: LiteralString = "SELECT * FROM jobs WHERE id = %(id)s"
 
-# The recorded attempts of one job that did not succeed, oldest first (pgbeat_job_attempts_job).
-ATTEMPTS_OF_JOB: LiteralString = """
-SELECT attempt, outcome, finished_at, duration_s, worker, error
-FROM pgbeat_job_attempts WHERE job_id = %(id)s
-ORDER BY finished_at, attempt LIMIT 200"""
-
 # -- failures --------------------------------------------------------------------------------
 
 # Failed jobs of the window grouped by kind and error signature, over the newest %(cap)s

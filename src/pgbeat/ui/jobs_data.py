@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 
+from pgbeat.db import attempt_queries
 from pgbeat.db import ui_queries as q
 from pgbeat.ui.filters import SEARCH_WINDOW, JobFilter
 from pgbeat.ui.store import one, rows
@@ -108,4 +109,4 @@ def job_detail(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | N
 
 
 def attempts_of(conn: psycopg.Connection[Any], job_id: int) -> list[dict[str, Any]]:
-    return rows(conn, q.ATTEMPTS_OF_JOB, {"id": job_id})
+    return rows(conn, attempt_queries.ATTEMPTS_OF_JOB, {"id": job_id})

@@ -6,6 +6,8 @@ One statement each, on the worker's own connections in autocommit. No loops, no 
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import set_json_loads
 
-from pgbeat.db import queries
+from pgbeat.db import attempt_queries, queries
 from pgbeat.db.literals import number_array
 from pgbeat.job import Job
 
@@ -92,6 +94,23 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
 def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
     """Return unfinished runs to pending at shutdown, without charging their attempt."""
     conn.execute(queries.JOBS_RELEASE, _fences(jobs))
+
+
+def record_attempts(
+    conn: psycopg.Connection[Any], attempts: Sequence[tuple[Job, str, str | None, float]]
+) -> None:
+    """Keep (job, outcome, error, seconds) of runs that did not succeed, for the dashboard."""
+    conn.execute(
+        attempt_queries.ATTEMPTS_INSERT,
+        {
+            "worker": f"{socket.gethostname()}:{os.getpid()}",
+            "ids": [job.id for job, _, _, _ in attempts],
+            "attempts": [job.attempt for job, _, _, _ in attempts],
+            "outcomes": [outcome for _, outcome, _, _ in attempts],
+            "durations": [seconds for _, _, _, seconds in attempts],
+            "errors": [None if e is None else truncate_error(e) for _, _, e, _ in attempts],
+        },
+    )
 
 
 def _fences(jobs: Sequence[Job]) -> dict[str, str]:

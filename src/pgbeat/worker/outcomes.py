@@ -109,6 +109,13 @@ class OutcomeBuffer:
             operations.fail_jobs(conn, failures)
         if released:
             operations.release_jobs(conn, released)
+        unsuccessful = [
+            (run.job, outcome.verdict, outcome.error, run.duration)
+            for run, outcome in decided
+            if outcome is not _DONE and outcome.verdict != "done"
+        ]
+        if unsuccessful:  # the attempts history: nothing to write for a healthy batch
+            operations.record_attempts(conn, unsuccessful)
         return decided
 
 
