@@ -92,9 +92,19 @@ class JobFilter:
         """The bulk actions valid for every job this filter can match."""
         return ACTIONS_FOR_STATUS.get(self.status or "", ())
 
-    def narrowed_by_index(self) -> bool:
-        """True when a partial index bounds the search (any status but done), or by id."""
-        return self.status in ("pending", "running", "failed") or self.id is not None
+    def searches_window(self) -> bool:
+        """Whether a search must be bounded to a window of ids to stay off a full scan.
+
+        Not when no filter is set (the newest rows come first), an id is given, or a
+        status other than done is filtered on only by indexed fields: its partial index
+        bounds the rows read. Payload, error text and creation time are read row by row.
+        """
+        if self.is_empty() or self.id is not None:
+            return False
+        row_by_row = any(
+            v is not None for v in (self.payload, self.error, self.created_from, self.created_to)
+        )
+        return row_by_row or self.status not in ("pending", "running", "failed")
 
     def with_status(self, status: str | None) -> JobFilter:
         return replace(self, status=status, when=None if status != "pending" else self.when)

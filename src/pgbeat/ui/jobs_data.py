@@ -59,9 +59,7 @@ def jobs_page(
 ) -> JobsPage:
     """One page of jobs matching the filter, newest first, below the ``before`` cursor."""
     params = job_filter.params(kind_of_schedule)
-    floor = None
-    if not job_filter.is_empty() and not job_filter.narrowed_by_index():
-        floor = max(1, (before if before is not None else max_id + 1) - SEARCH_WINDOW)
+    floor = window_floor(job_filter, before if before is not None else max_id + 1)
     params.update(floor=floor, before=before, limit=PAGE_SIZE + 1, cap=COUNT_CAP)
     found = rows(conn, q.JOBS_PAGE, params)
     count_row = one(conn, q.JOBS_COUNT_MATCHING, params)
@@ -71,12 +69,21 @@ def jobs_page(
     return JobsPage(found[:PAGE_SIZE], count, floor, next_before, search_older)
 
 
+def window_floor(job_filter: JobFilter, below: int) -> int | None:
+    """The lowest id a bounded search reads when it starts below id ``below``, if bounded."""
+    return max(1, below - SEARCH_WINDOW) if job_filter.searches_window() else None
+
+
 def count_matching(
-    conn: psycopg.Connection[Any], job_filter: JobFilter, max_id: int, kind_of_schedule: str | None
+    conn: psycopg.Connection[Any],
+    job_filter: JobFilter,
+    max_id: int,
+    floor: int | None,
+    kind_of_schedule: str | None,
 ) -> int:
-    """How many jobs (ids up to ``max_id``) match, capped at ``COUNT_CAP + 1``."""
+    """How many jobs with ids in [floor, max_id] match, capped at ``COUNT_CAP + 1``."""
     params = job_filter.params(kind_of_schedule)
-    params.update(max_id=max_id, cap=COUNT_CAP)
+    params.update(max_id=max_id, floor=floor, cap=COUNT_CAP)
     row = one(conn, q.JOBS_COUNT_MATCHING, params)
     return int(row["count"]) if row else 0
 
@@ -93,13 +100,13 @@ def act_on_matching(
     conn: psycopg.Connection[Any],
     action: str,
     job_filter: JobFilter,
-    max_id: int,
+    id_range: tuple[int | None, int],
     kind_of_schedule: str | None,
     reason: str,
 ) -> list[int]:
-    """Apply ``action`` to every job (ids up to ``max_id``) the filter matches now."""
+    """Apply ``action`` to every job with an id in [floor, max_id] the filter matches now."""
     params = job_filter.params(kind_of_schedule)
-    params.update(max_id=max_id, reason=reason)
+    params.update(floor=id_range[0], max_id=id_range[1], reason=reason)
     with conn.transaction():
         return [int(r[0]) for r in conn.execute(_MATCHING[action], params).fetchall()]
 

@@ -137,10 +137,13 @@ class JobPages:
             raise HTTPException(400, str(exc)) from None
         if action not in job_filter.actions():
             raise HTTPException(400, f"{ACTION_WORDS[action]} needs a status filter that allows it")
+        below = _int(request.query_params.get("below", ""))
         with self.ui.store.connection() as conn:
-            now, max_id = jobs_data.clock(conn)
+            now, newest = jobs_data.clock(conn)
+            max_id = newest if below is None else min(newest, below - 1)
+            floor = jobs_data.window_floor(job_filter, max_id + 1)
             count = jobs_data.count_matching(
-                conn, job_filter, max_id, self._schedule_kind(job_filter)
+                conn, job_filter, max_id, floor, self._schedule_kind(job_filter)
             )
         return self.ui.render(
             request,
@@ -152,8 +155,8 @@ class JobPages:
             action_words=ACTION_WORDS,
             count=count,
             max_id=max_id,
+            floor=floor,
             cap=jobs_data.COUNT_CAP,
-            back=request.query_params.get("back") or "",
         )
 
     async def bulk(self, request: Request) -> Response:
@@ -188,14 +191,17 @@ class JobPages:
         if action not in job_filter.actions():
             raise HTTPException(400, f"{ACTION_WORDS[action]} needs a status filter that allows it")
         max_id, expected = _int(first(form, "max_id")), _int(first(form, "expected"))
+        floor = _int(first(form, "floor"))
         if max_id is None or expected is None or expected > jobs_data.COUNT_CAP:
+            raise HTTPException(400, "confirm the action on its confirm page first")
+        if floor is None and job_filter.searches_window():
             raise HTTPException(400, "confirm the action on its confirm page first")
         with self.ui.store.connection() as conn:
             acted = jobs_data.act_on_matching(
                 conn,
                 action,
                 job_filter,
-                max_id,
+                (floor, max_id),
                 self._schedule_kind(job_filter),
                 self._reason(request),
             )
@@ -204,7 +210,7 @@ class JobPages:
             request,
             action,
             filter=job_filter.describe() or "all",
-            max_id=max_id,
+            ids=f"{floor or 1}-{max_id}",
             affected=len(acted),
             skipped=skipped,
         )
@@ -259,8 +265,8 @@ def _ids(values: list[str]) -> list[int]:
     return ids
 
 
-def _int(text: str) -> int | None:
-    return int(text) if text.isdigit() and len(text) <= 18 else None
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() and len(text) <= 18 else None
 
 
 def _cursor(value: str | None) -> int | None:

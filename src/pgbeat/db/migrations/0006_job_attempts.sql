@@ -47,6 +47,10 @@ $$;
 -- failures page. Failed rows are few, so these cost the workers next to nothing.
 CREATE INDEX IF NOT EXISTS jobs_failed_id ON jobs (id) WHERE status = 'failed';
 CREATE INDEX IF NOT EXISTS jobs_failed_finished ON jobs (finished_at) WHERE status = 'failed';
+-- Failed jobs by kind and error signature: a kind's failures, and one failure group's jobs
+-- (the failures page's "retry all" / "delete all").
+CREATE INDEX IF NOT EXISTS jobs_failed_signature
+    ON jobs (kind, pgbeat_error_signature(last_error)) WHERE status = 'failed';
 
 -- Finished jobs by finish time: "done in 24 h", the per-minute chart, finished-time filters.
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;

@@ -1,0 +1,239 @@
+"""``python -m bench.ui_bench``: the dashboard's page times and database CPU on a big table.
+
+Builds (once, then reuses) a database ``pgbeat_ui_bench`` whose jobs table holds 5,000,000
+rows of 1,000 kinds in mixed statuses, serves the dashboard on it with uvicorn, and
+measures every page: the server time of each (median of ``--repeat`` requests) and the
+CPU the dashboard's database backends spend on it, read from /proc. The CPU of one open
+page refreshing every 5 s follows from the per-request figure. See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import psycopg
+import uvicorn
+from psycopg import sql
+
+from bench.database import admin_url, with_database
+from pgbeat.db.migrate import apply_migrations
+from pgbeat.ui import create_app
+
+DATABASE = "pgbeat_ui_bench"
+ROWS = 5_000_000
+KINDS = 1_000
+TARGET_MS = 300.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+# Statuses by row number: 4 % failed, 3 % pending due, 2 % pending later, 1 % running,
+# the rest done; finished and created times spread over the last 7 days, newest last.
+BUILD = """
+INSERT INTO jobs (kind, payload, status, attempts, max_attempts, run_at, created_at,
+                  finished_at, last_error, unique_key, locked_until)
+SELECT 'kind_' || (i %% %(kinds)s),
+       jsonb_build_object('user_id', i %% 100000, 'n', i, 'token', 'secret'),
+       s.status,
+       CASE WHEN s.status = 'failed' THEN 3 WHEN s.status = 'done' THEN 1 ELSE 0 END,
+       3,
+       CASE WHEN s.status = 'pending' AND i %% 100 >= 7 THEN now() + (i %% 3600) * interval '1 s'
+            ELSE t.created END,
+       t.created,
+       CASE WHEN s.status IN ('done', 'failed') THEN t.created + interval '2 s' END,
+       CASE WHEN s.status = 'failed' THEN
+            (ARRAY['ValueError: bad input for order ', 'TimeoutError: call took ',
+                   'KeyError: missing field '])[1 + i %% 3] || (i %% 977)
+            || E'\\nTraceback (most recent call last):\\n  File "app.py", line 12' END,
+       CASE WHEN i %% 50 = 0 THEN 'sched_' || (i %% 20) || '@' || i END,
+       CASE WHEN s.status = 'running' THEN now() + interval '5 min' END
+FROM generate_series(1, %(rows)s) AS i,
+     LATERAL (SELECT now() - interval '7 days' * (1 - i::float8 / %(rows)s) AS created) AS t,
+     LATERAL (SELECT CASE WHEN i %% 100 < 4 THEN 'failed'
+                          WHEN i %% 100 < 9 AND i > %(rows)s - 400000 THEN 'pending'
+                          WHEN i %% 100 = 9 AND i > %(rows)s - 100000 THEN 'running'
+                          ELSE 'done' END AS status) AS s
+"""
+
+SCHEDULES = """
+[schedules.nightly_report]
+cron = "30 2 * * *"
+timezone = "America/New_York"
+kind = "kind_1"
+
+[schedules.berlin_hourly]
+cron = "0 * * * *"
+timezone = "Europe/Berlin"
+kind = "kind_2"
+
+[schedules.heartbeat]
+every = "10s"
+kind = "kind_3"
+"""
+
+
+def build(url: str, rows: int) -> None:
+    """Create the database and its rows unless a complete one is already there."""
+    admin = admin_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
+        ).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+    with psycopg.connect(url, autocommit=True) as conn:
+        apply_migrations(conn)
+        have = conn.execute("SELECT count(*) FROM jobs").fetchone()
+        if have and have[0] == rows:
+            return
+        print(f"building {rows:,} jobs in {DATABASE} (a few minutes) ...", file=sys.stderr)
+        started = time.monotonic()
+        conn.execute("TRUNCATE jobs RESTART IDENTITY")
+        conn.execute(BUILD, {"rows": rows, "kinds": KINDS})  # type: ignore[arg-type]
+        conn.execute("VACUUM ANALYZE jobs")
+        print(f"built in {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+def pages(url: str) -> list[tuple[str, str]]:
+    """(label, path) of every page measured, with ids taken from the data."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT max(id) FROM jobs WHERE status = 'failed'").fetchone()
+    failed_id = int(row[0]) if row and row[0] else 1
+    payload = quote(json.dumps({"user_id": 4242}))
+    group = "status=failed&kind=kind_7&signature=" + quote("KeyError: missing field N")
+    return [
+        ("overview", "/"),
+        ("jobs, all", "/jobs"),
+        ("jobs, page 2", f"/jobs?before={failed_id}"),
+        ("jobs, failed", "/jobs?status=failed"),
+        ("jobs, pending", "/jobs?status=pending"),
+        ("jobs, running", "/jobs?status=running"),
+        ("jobs, done", "/jobs?status=done"),
+        ("jobs, kind", "/jobs?kind=kind_7"),
+        ("jobs, failed + kind", "/jobs?status=failed&kind=kind_7"),
+        ("jobs, payload", f"/jobs?payload={payload}"),
+        ("jobs, failed + payload", f"/jobs?status=failed&payload={payload}"),
+        ("jobs, error text", "/jobs?status=failed&error=order%20812"),
+        ("jobs, schedule", "/jobs?schedule=nightly_report"),
+        ("job detail", f"/jobs/{failed_id}"),
+        ("confirm retry (failed + kind)", "/jobs/confirm?status=failed&kind=kind_7&action=retry"),
+        ("failure group's jobs", "/jobs?" + group),
+        ("confirm retry (failure group)", "/jobs/confirm?action=retry&" + group),
+        (
+            "confirm retry (failed + payload)",
+            f"/jobs/confirm?status=failed&payload={payload}&action=retry",
+        ),
+        ("failures 1h", "/failures?window=1h"),
+        ("failures 24h", "/failures?window=24h"),
+        ("failures 7d", "/failures?window=7d"),
+        ("processes", "/processes"),
+        ("schedules", "/schedules"),
+        ("schedule detail", "/schedules/nightly_report"),
+    ]
+
+
+class Server:
+    """The dashboard under uvicorn on a free port, in a thread of this process."""
+
+    def __init__(self, url: str, schedules: Path) -> None:
+        app = create_app(url, schedules_path=str(schedules))
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.05)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *_: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def backend_cpu(url: str) -> float:
+    """CPU seconds used so far by the dashboard's backends (application_name pgbeat-ui)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbeat-ui'"
+            )
+        ]
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
+def measure(url: str, repeat: int) -> list[dict[str, Any]]:
+    results = []
+    with tempfile.TemporaryDirectory() as folder:
+        schedules = Path(folder) / "schedules.toml"
+        schedules.write_text(SCHEDULES)
+        with Server(url, schedules) as base, httpx.Client(base_url=base, timeout=30) as client:
+            client.get("/").raise_for_status()  # opens the pool
+            for label, path in pages(url):
+                client.get(path).raise_for_status()  # warm the cache
+                cpu_before = backend_cpu(url)
+                times = []
+                for _ in range(repeat):
+                    started = time.perf_counter()
+                    response = client.get(path)
+                    times.append((time.perf_counter() - started) * 1000)
+                    response.raise_for_status()
+                cpu_ms = (backend_cpu(url) - cpu_before) / repeat * 1000
+                results.append(
+                    {
+                        "page": label,
+                        "path": path,
+                        "median_ms": statistics.median(times),
+                        "max_ms": max(times),
+                        "db_cpu_ms": cpu_ms,
+                    }
+                )
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ui_bench", description=__doc__)
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    url = with_database(admin_url(), DATABASE)
+    build(url, args.rows)
+    results = measure(url, args.repeat)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{'page':<32} {'median':>9} {'max':>9} {'DB CPU':>9}")
+    for r in results:
+        flag = "" if r["median_ms"] < TARGET_MS else "  over target"
+        print(
+            f"{r['page']:<32} {r['median_ms']:>7.1f}ms {r['max_ms']:>7.1f}ms "
+            f"{r['db_cpu_ms']:>7.1f}ms{flag}"
+        )
+    overview = next(r for r in results if r["page"] == "overview")
+    per_minute = overview["db_cpu_ms"] * 12
+    print(
+        f"\nan open overview refreshing every 5 s: {per_minute:.0f} ms of database CPU per "
+        f"minute ({per_minute / 600:.2f} % of one core)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
