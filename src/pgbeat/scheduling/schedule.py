@@ -32,6 +32,7 @@ from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 from pgbeat.scheduling import dst
 
 CatchUp = Literal["none", "latest", "all"]
+Overlap = Literal["allow", "skip"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
@@ -102,6 +103,10 @@ class Schedule(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1)
     catch_up: CatchUp = "latest"
     catch_up_window: timedelta = timedelta(hours=1)
+    # "skip": no new period while an earlier job of this schedule is pending or running.
+    overlap: Overlap = "allow"
+    # Each period's run_at is delayed by a fixed offset in [0, jitter) (scheduling/jitter.py).
+    jitter: timedelta | None = None
     enabled: bool = True
 
     @field_validator("name")
@@ -116,7 +121,7 @@ class Schedule(BaseModel):
     def _check_cron(cls, value: str | None) -> str | None:
         return None if value is None else validate_cron(value)
 
-    @field_validator("every", "catch_up_window", mode="before")
+    @field_validator("every", "catch_up_window", "jitter", mode="before")
     @classmethod
     def _parse_duration(cls, value: object) -> object:
         # Durations are written like "30s" or "1h30m", in schedules.toml and in code alike.
@@ -145,6 +150,15 @@ class Schedule(BaseModel):
             raise ValueError(f"must be at most {MAX_DURATION.days} days")
         return value
 
+    @field_validator("jitter")
+    @classmethod
+    def _check_jitter(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(0):
+            raise ValueError("must not be negative")
+        if value is not None and value > MAX_DURATION:
+            raise ValueError(f"must be at most {MAX_DURATION.days} days")
+        return value or None  # timedelta(0) from code is no jitter
+
     @field_validator("timezone")
     @classmethod
     def _check_timezone(cls, value: str) -> str:
@@ -170,7 +184,7 @@ class Schedule(BaseModel):
             raise ValueError("missing 'cron' or 'every' (set exactly one)")
         return self
 
-    @field_serializer("every", "catch_up_window", when_used="json")
+    @field_serializer("every", "catch_up_window", "jitter", when_used="json")
     def _show_duration(self, value: timedelta | None) -> str | None:
         return None if value is None else format_duration(value)
 
