@@ -1,7 +1,7 @@
 """Raw-SQL baselines on pgbeat's own ``jobs`` table: what plain psycopg loops achieve.
 
 The floor every queue is compared with: one INSERT per transaction, bulk INSERT from
-``unnest`` and COPY, and two drain loops on 4 connections (threads): the lesson's claim
+``unnest`` and COPY, and two drain loops on 4 connections (threads): the classic claim
 of one job + mark done per job, and a batched claim of 100 + one UPDATE to mark them done.
 The batched loop drains ``BATCHED_DRAIN_FACTOR`` times ``--jobs``: at its speed a drain of
 ``--jobs`` lasts well under a second and its rate swung too much between runs.
@@ -36,7 +36,7 @@ CONNECTIONS = 4
 BATCHED_DRAIN_FACTOR = 3
 PAYLOAD = "{}"
 
-# The lesson's enqueue: one row, the column defaults do the rest.
+# The classic enqueue: one row, the column defaults do the rest.
 INSERT_ONE: LiteralString = "INSERT INTO jobs (kind, payload) VALUES (%s, %s::jsonb)"
 
 # Many rows in one statement from parallel arrays.
@@ -46,7 +46,7 @@ SELECT kind, payload FROM unnest(%s::text[], %s::jsonb[]) AS new_job(kind, paylo
 
 COPY_JOBS: LiteralString = "COPY jobs (kind, payload) FROM STDIN"
 
-# Lease up to %(limit)s due jobs (the lesson's claim, generalised from LIMIT 1).
+# Lease up to %(limit)s due jobs (the classic claim, generalised from LIMIT 1).
 CLAIM: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, locked_until = now() + interval '5 minutes'
@@ -58,7 +58,7 @@ WHERE id = ANY(ARRAY(
     FOR UPDATE SKIP LOCKED))
 RETURNING id, kind, payload, attempts, max_attempts"""
 
-# The lesson's mark-done, for one job.
+# The classic mark-done, for one job.
 COMPLETE_ONE: LiteralString = (
     "UPDATE jobs SET status = 'done', locked_until = NULL WHERE id = %(id)s"
 )
@@ -121,7 +121,7 @@ def drain(url: str, jobs: int, limit: int) -> Result:
         variant = "batched"
         config = f"claim LIMIT {limit} + one UPDATE ... = ANY, 4 threads, {jobs:,} jobs"
     else:
-        variant, config = "per_job", "claim LIMIT 1 + UPDATE per job (the lesson), 4 threads"
+        variant, config = "per_job", "claim LIMIT 1 + UPDATE per job (the classic loop), 4 threads"
     return rate_result(SYSTEM, DRAIN, variant, config, jobs, seconds)
 
 

@@ -73,7 +73,7 @@ class _HoldingRegistry(pgbeat.Registry):
 
 
 def test_a_claim_is_committed_before_its_handler_starts(database_url: str) -> None:
-    """DESIGN: "claim ... set a lease, and commit at once" before the handler runs.
+    """A claim sets its lease and commits before the handler runs.
 
     Otherwise a handler that kills its process before the claim commits rolls the claim
     back: its attempt is never charged and the job can kill workers without end. Before

@@ -1,4 +1,8 @@
-"""The lesson's own SQL runs unchanged against pgbeat's schema (translated only from Go's $N)."""
+"""The classic PostgreSQL job-queue SQL runs unchanged against pgbeat's schema.
+
+Claim, mark done, retry with backoff, reap and a daily report keyed by unique_key, as that
+well-known design writes them (translated only from Go's $N placeholders).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The bundled demo that ``pgbeat run`` starts: a few handlers showing retries and idempotency.
 
 ``welcome_email`` fails half of the time (a flaky provider) and is idempotent through an
-``emails_sent`` record, as the lesson's practice exercise asks: running it twice sends once.
+``emails_sent`` record, as every handler should be: running it twice sends once.
 """
 
 from __future__ import annotations
