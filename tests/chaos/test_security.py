@@ -121,6 +121,8 @@ def test_unreachable_database_never_prints_the_password(command: list[str], tmp_
     [
         f"host=127.0.0.1 port=1 user=u password={SECRET} dbname=db",
         f"postgresql://u@127.0.0.1:1/db?password={SECRET}",
+        # An unescaped "@": libpq takes "pa" as the password and "s3cret@127.0.0.1" as the host.
+        f"postgresql://u:pa@{SECRET}@127.0.0.1:1/db",
     ],
 )
 def test_other_url_forms_never_print_the_password(url: str) -> None:

@@ -100,13 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     if getattr(args, "pooler", None):  # read by every connection, also in worker processes
         os.environ[pooler.POOLER_ENV] = args.pooler
+    # Every error is scrubbed against the URL in use: libpq quotes pieces of a password
+    # it misreads (an unescaped "@" turns its tail into the host name).
+    url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
     try:
         code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
-        print(f"pgbeat: error: {types.one_line(str(exc))}", file=sys.stderr)
+        message = connections.scrub(types.one_line(str(exc)), url)
+        print(f"pgbeat: error: {message}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:  # a database error that is not the user's input
-        url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
         message = connections.scrub(types.one_line(str(exc)), url)
         print(f"pgbeat: error: database error: {type(exc).__name__}: {message}", file=sys.stderr)
         return 1

@@ -76,7 +76,7 @@ def cmd_health(args: argparse.Namespace) -> int:
                 queries.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
             ).fetchone()
     except Exception as exc:
-        print(f"unhealthy: {types.one_line(str(exc))}")
+        print(f"unhealthy: {connections.scrub(types.one_line(str(exc)), url)}")
         return 1
     workers = int(row[0]) if row else 0
     if workers == 0:

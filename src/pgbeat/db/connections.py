@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 import psycopg
 import psycopg_pool
@@ -31,49 +32,54 @@ def redact(url: str) -> str:
     """``url`` with its password replaced by ``***``, safe to log.
 
     Handles both forms libpq reads: ``postgresql://user:pw@host/db?password=pw`` and
-    ``host=... password=...``.
+    ``host=... password=...``, and passwords that libpq splits (an unescaped ``@`` or ``/``).
     """
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error:
         return "<unparseable database url>"
-    if not params.get("password"):
-        return url
     if "://" not in url:
+        if not params.get("password"):
+            return url
         return psycopg.conninfo.make_conninfo("", **{**params, "password": "***"})
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
-    query = (
-        "&".join(
+    scheme, _, rest = url.partition("://")
+    before_query, question, query = rest.partition("?")
+    userinfo, at, location = before_query.rpartition("@")  # the last "@": as the user meant
+    if ":" in userinfo:
+        userinfo = userinfo.partition(":")[0] + ":***"
+    if query:
+        query = "&".join(
             "password=***" if pair.partition("=")[0] == "password" else pair
-            for pair in parts.query.split("&")
+            for pair in query.split("&")
         )
-        if parts.query
-        else ""
-    )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    return f"{scheme}://{userinfo}{at}{location}{question}{query}"
 
 
-def _passwords(url: str) -> set[str]:
-    """Every spelling of ``url``'s password that an error message might quote."""
+# What ends the userinfo of a URL for libpq or for urllib: libpq takes what follows a
+# password's first "@" as the host, or stops at a "/" and takes the rest as port and path.
+_URL_SEPARATORS = re.compile(r"[@/?#]")
+
+
+def _passwords(url: str) -> list[str]:
+    """Every spelling of ``url``'s password, and every piece libpq may quote apart, longest first.
+
+    ``postgresql://app:pa@ss@db/x`` connects to host ``ss@db`` with password ``pa``: its
+    error ("failed to resolve host 'ss@db'") quotes the rest of the password.
+    """
     found: set[str] = set()
-    try:
-        password = psycopg.conninfo.conninfo_to_dict(url).get("password")
-    except psycopg.Error:
-        password = None
-    if password:
-        found.add(str(password))
+    with contextlib.suppress(psycopg.Error):
+        found.add(str(psycopg.conninfo.conninfo_to_dict(url).get("password") or ""))
     if "://" in url:
-        raw = urlsplit(url).password
-        if raw:
-            found.add(raw)
-    return found
+        userinfo = url.partition("://")[2].partition("?")[0].rpartition("@")[0]
+        raw = userinfo.partition(":")[2]
+        found.update((raw, unquote(raw)))
+        for separator in _URL_SEPARATORS.finditer(raw):
+            found.update((raw[: separator.start()], raw[separator.end() :]))
+    return sorted((p for p in found if p), key=len, reverse=True)
 
 
 def scrub(message: str, url: str) -> str:
-    """Remove the password of ``url`` from an error message that may quote it."""
+    """Remove the password of ``url`` (and any piece of it) from an error message."""
     for password in _passwords(url):
         message = message.replace(password, "***")
     return " ".join(message.split())
