@@ -9,7 +9,7 @@ import json
 import os
 import socket
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -20,6 +20,9 @@ from pgbeat.db.literals import number_array
 from pgbeat.job import Job
 
 ERROR_TEXT_LIMIT = 10_000  # last_error keeps the head of a huge message, not 10 MB of it
+MAX_RETRY_DELAY = timedelta(days=36_525)  # a century: a retry later than that is clamped
+EARLIEST_RUN_AT = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST_RUN_AT = datetime(9000, 1, 1, tzinfo=UTC)
 
 _decode_json = json.JSONDecoder().decode
 
@@ -74,8 +77,14 @@ def retry_jobs(
         {
             **_fences([job for job, _, _ in retries]),
             "errors": [truncate_error(error) for _, error, _ in retries],
-            "run_ats": [when if isinstance(when, datetime) else None for _, _, when in retries],
-            "delays": [when if isinstance(when, timedelta) else None for _, _, when in retries],
+            "run_ats": [
+                writable_retry_time(when) if isinstance(when, datetime) else None
+                for _, _, when in retries
+            ],
+            "delays": [
+                writable_retry_time(when) if isinstance(when, timedelta) else None
+                for _, _, when in retries
+            ],
         },
     )
 
@@ -130,8 +139,34 @@ def reap_expired(conn: psycopg.Connection[Any]) -> list[tuple[int, str, str]]:
 
 
 def truncate_error(error: str) -> str:
-    """An error as ``last_error`` can hold it: no NUL (PostgreSQL text refuses it), no 10 MB."""
+    """An error as ``last_error`` can hold it: no NUL (PostgreSQL text refuses it), no 10 MB,
+    nothing UTF-8 cannot encode."""
     error = error.replace("\x00", "\\x00")
-    if len(error) <= ERROR_TEXT_LIMIT:
-        return error
-    return error[:ERROR_TEXT_LIMIT] + f"... [truncated, {len(error)} characters in all]"
+    if len(error) > ERROR_TEXT_LIMIT:
+        error = error[:ERROR_TEXT_LIMIT] + f"... [truncated, {len(error)} characters in all]"
+    return printable(error)
+
+
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (lone surrogates) written as ``\\udcff``.
+
+    A file name read with ``os.fsdecode`` keeps its undecodable bytes as lone surrogates,
+    and an exception quoting it would otherwise fail every write and print of its message.
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def writable_retry_time(when: datetime | timedelta) -> datetime | timedelta:
+    """A retry time within the range the database stores and Python reads back.
+
+    ``Retry(after=timedelta(days=2 * 10**8))`` would put ``run_at`` past PostgreSQL's last
+    timestamp, and a ``run_at`` past year 9999 could not be claimed by Python: both are
+    clamped, to a century from now at most, and to years 1900-9000 when absolute.
+    """
+    if isinstance(when, timedelta):
+        return max(-MAX_RETRY_DELAY, min(MAX_RETRY_DELAY, when))
+    return max(EARLIEST_RUN_AT, min(LATEST_RUN_AT, when))

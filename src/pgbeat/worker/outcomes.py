@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.backoff import BackoffPolicy
+from pgbeat.db.connections import is_connection_failure
 from pgbeat.job import Job
 from pgbeat.observe.metrics import Metrics
 from pgbeat.worker import operations
@@ -63,7 +64,7 @@ class OutcomeBuffer:
         if not runs:
             return False
         try:
-            decided = self._write(conn, runs)
+            decided = self._write(conn, self._decide(runs))
         except BaseException:
             with self._lock:  # an outcome is never dropped
                 self._runs[:0] = runs
@@ -76,47 +77,107 @@ class OutcomeBuffer:
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
         return any(outcome.verdict in ("retry", "released") for _, outcome in decided)
 
-    def _write(
-        self, conn: psycopg.Connection[Any], runs: Sequence[Run]
-    ) -> list[tuple[Run, Outcome]]:
-        done: list[Job] = []
-        released: list[Job] = []
-        retries: list[tuple[Job, str, Any]] = []
-        failures: list[tuple[Job, str]] = []
-        decided: list[tuple[Run, Outcome]] = []
+    def _decide(self, runs: Sequence[Run]) -> _Batch:
+        batch = _Batch()
         for run in _latest_attempts(runs):
             if run.error is None:  # the common case, without a new Outcome for each
-                decided.append((run, _DONE))
-                done.append(run.job)
-                continue
-            outcome = decide(run.job, run.error, self._backoff, self._rng)
-            decided.append((run, outcome))
-            if outcome.verdict == "done":
-                done.append(run.job)
-            elif outcome.verdict == "released":
-                released.append(run.job)
-            elif outcome.verdict == "retry":
-                retries.append((run.job, outcome.error or "", outcome.retry_at))
+                batch.decided.append((run, _DONE))
+                batch.done.append(run.job)
             else:
-                failures.append((run.job, outcome.error or ""))
+                batch.add(run, decide(run.job, run.error, self._backoff, self._rng))
+        return batch
+
+    def _write(self, conn: psycopg.Connection[Any], batch: _Batch) -> list[tuple[Run, Outcome]]:
+        """Write a batch; if the database refuses it (not a lost connection), one by one."""
+        try:
+            batch.send(conn)
+        except Exception as exc:
+            if is_connection_failure(exc, conn):
+                raise
+            log.warning(
+                "could not record %d outcomes at once (%s); recording them one by one",
+                len(batch.decided),
+                _first_line(exc),
+            )
+            return [self._write_one(conn, run, outcome) for run, outcome in batch.decided]
+        return batch.decided
+
+    def _write_one(
+        self, conn: psycopg.Connection[Any], run: Run, outcome: Outcome
+    ) -> tuple[Run, Outcome]:
+        """Write one outcome; if the database refuses it, fail its job with the reason.
+
+        When even that is refused the fault is not this job's: the error propagates and
+        stops the worker, as any bug does, with every outcome kept.
+        """
+        try:
+            _Batch.of(run, outcome).send(conn)
+            return run, outcome
+        except Exception as exc:
+            if is_connection_failure(exc, conn):
+                raise
+            refused = exc
+        failed = Outcome(
+            "failed",
+            f"pgbeat could not record this run's outcome ({outcome.verdict}): "
+            f"{type(refused).__name__}: {_first_line(refused)}",
+        )
+        try:
+            _Batch.of(run, failed).send(conn)
+        except Exception as exc:
+            raise exc from refused
+        return run, failed
+
+
+class _Batch:
+    """Decided runs, grouped by the statement that writes them."""
+
+    def __init__(self) -> None:
+        self.decided: list[tuple[Run, Outcome]] = []
+        self.done: list[Job] = []
+        self.released: list[Job] = []
+        self.retries: list[tuple[Job, str, Any]] = []
+        self.failures: list[tuple[Job, str]] = []
+
+    @classmethod
+    def of(cls, run: Run, outcome: Outcome) -> _Batch:
+        batch = cls()
+        batch.add(run, outcome)
+        return batch
+
+    def add(self, run: Run, outcome: Outcome) -> None:
+        self.decided.append((run, outcome))
+        if outcome.verdict == "done":
+            self.done.append(run.job)
+        elif outcome.verdict == "released":
+            self.released.append(run.job)
+        elif outcome.verdict == "retry":
+            self.retries.append((run.job, outcome.error or "", outcome.retry_at))
+        else:
+            self.failures.append((run.job, outcome.error or ""))
+
+    def send(self, conn: psycopg.Connection[Any]) -> None:
         # No transaction: each statement is fenced by (id, attempt), so replaying the
         # whole batch after a failure part-way is harmless.
-        if done:
-            operations.complete_jobs(conn, done)
-        if retries:
-            operations.retry_jobs(conn, retries)
-        if failures:
-            operations.fail_jobs(conn, failures)
-        if released:
-            operations.release_jobs(conn, released)
+        if self.done:
+            operations.complete_jobs(conn, self.done)
+        if self.retries:
+            operations.retry_jobs(conn, self.retries)
+        if self.failures:
+            operations.fail_jobs(conn, self.failures)
+        if self.released:
+            operations.release_jobs(conn, self.released)
         unsuccessful = [
             (run.job, outcome.verdict, outcome.error, run.duration)
-            for run, outcome in decided
+            for run, outcome in self.decided
             if outcome is not _DONE and outcome.verdict != "done"
         ]
         if unsuccessful:  # the attempts history: nothing to write for a healthy batch
             operations.record_attempts(conn, unsuccessful)
-        return decided
+
+
+def _first_line(exc: BaseException) -> str:
+    return operations.printable(str(exc).strip().partition("\n")[0][:MAX_LOGGED_ERROR])
 
 
 def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
@@ -149,7 +210,7 @@ def _log_outcome(run: Run, outcome: Outcome) -> None:
     }
     where = f"job {job.id} {job.kind} attempt {job.attempt}/{job.max_attempts}"
     # the first line only, and not all of it: a handler may raise with a 10 MB message
-    first_line = (outcome.error or "")[:MAX_LOGGED_ERROR].partition("\n")[0]
+    first_line = operations.printable((outcome.error or "")[:MAX_LOGGED_ERROR].partition("\n")[0])
     if outcome.verdict == "done":
         log.info("%s done in %.1fms", where, took_ms, extra=fields)
     elif outcome.verdict == "retry":
