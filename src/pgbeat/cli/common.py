@@ -84,7 +84,7 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
 def add_metrics_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port",
-        type=types.positive_int,
+        type=types.port,
         metavar="PORT",
         help="serve Prometheus metrics on this port",
     )

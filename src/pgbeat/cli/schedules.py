@@ -15,7 +15,7 @@ from pgbeat.cli import common, types
 from pgbeat.db import connections, migrate
 from pgbeat.errors import ConfigError, UserError
 from pgbeat.scheduling.file import load_schedules, schedules_hash
-from pgbeat.scheduling.schedule import Schedule, fire_times_after, unique_key
+from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.worker.worker import Worker
 
@@ -42,7 +42,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         metavar="ISO-8601",
         help="preview from this time (default: now)",
     )
-    p.add_argument("--count", type=types.positive_int, default=5, metavar="N")
+    p.add_argument("--count", type=types.preview_count, default=5, metavar="N")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=cmd_next)
 
@@ -102,8 +102,10 @@ def cmd_next(args: argparse.Namespace) -> int:
     rows = sorted(
         (fire, schedule)
         for schedule in schedules
-        for fire in fire_times_after(schedule, after, args.count)
+        for fire in _fire_times_in_calendar(schedule, after, args.count)
     )
+    if schedules and not rows:
+        raise UserError(f"no fire time after {after.isoformat()} before the year 10000")
     if args.json:
         print(json.dumps([_fire_json(schedule, fire) for fire, schedule in rows], indent=2))
         return 0
@@ -114,6 +116,19 @@ def cmd_next(args: argparse.Namespace) -> int:
             f"{local:%Y-%m-%d %H:%M:%S %Z} ({schedule.timezone})  {unique_key(schedule, fire)}"
         )
     return 0
+
+
+def _fire_times_in_calendar(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
+    """Up to ``count`` fire times after ``after``; fewer when Python's calendar ends (9999)."""
+    fires: list[datetime] = []
+    try:
+        for _ in range(count):
+            after = next_fire_after(schedule, after)
+            after.astimezone(schedule.zone)  # shown in local time too
+            fires.append(after)
+    except (OverflowError, ValueError):  # "date value out of range", "year 10000 is out of range"
+        pass
+    return fires
 
 
 def _fire_json(schedule: Schedule, fire: datetime) -> dict[str, Any]:

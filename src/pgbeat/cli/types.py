@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgbeat.durations import parse_duration
+
+MAX_PORT = 65535
+MAX_PREVIEW = 10_000
+MAX_INT = 2**31 - 1  # PostgreSQL's int: attempts, limits and counts are stored or sent as one
 
 
 def duration(text: str) -> timedelta:
@@ -27,6 +31,24 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_INT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_INT}, got {value}")
+    return value
+
+
+def preview_count(text: str) -> int:
+    """How many fire times to preview: a list meant for reading, not a loop without end."""
+    value = positive_int(text)
+    if value > MAX_PREVIEW:
+        raise argparse.ArgumentTypeError(f"at most {MAX_PREVIEW} at a time, got {value}")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port to listen on: 1-65535 (socket.bind raises OverflowError beyond)."""
+    value = positive_int(text)
+    if value > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"a port is at most {MAX_PORT}, got {value}")
     return value
 
 
@@ -41,6 +63,10 @@ def aware_datetime(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} has no UTC offset: add one, e.g. {text}+00:00 or {text}Z"
         )
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside the years 1-9999 in UTC") from None
     return value
 
 
@@ -49,6 +75,8 @@ def json_payload(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"bad JSON payload: {exc}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError("bad JSON payload: nested too deeply") from None
 
 
 def kinds_list(text: str) -> tuple[str, ...]:

@@ -70,6 +70,8 @@ def _parse_toml(text: str, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError([f"{source}: {_toml_problem(str(error))}"]) from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and tables
+        raise ConfigError([f"{source}: arrays or inline tables nested too deeply"]) from None
 
 
 def _toml_problem(message: str) -> str:

@@ -174,6 +174,8 @@ class Schedule(BaseModel):
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as error:
             raise ValueError(f"must be JSON data ({error})") from None
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
         return value
 
     @model_validator(mode="after")
