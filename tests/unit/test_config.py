@@ -122,12 +122,17 @@ def test_no_schedules_is_valid(text: str) -> None:
         (
             'cron = "0 0 30 2 *"',
             "schedule 'job': cron: bad cron expression '0 0 30 2 *': "
-            "never fires (no month has that day)",
+            "never fires: feb has no day 30",
         ),
         (
-            'cron = "@midnight"',
-            "schedule 'job': cron: bad cron expression '@midnight': "
-            "unknown shortcut (use @hourly, @daily, @weekly, @monthly, @yearly)",
+            'cron = "@reboot"',
+            "schedule 'job': cron: bad cron expression '@reboot': "
+            "@reboot is not a period: a schedule needs times to fire at",
+        ),
+        (
+            'cron = "0 0 * * 5#2"',
+            "schedule 'job': cron: bad cron expression '0 0 * * 5#2': day-of-week field "
+            "'5#2': '5#2' is not a value, range or step (Debian cron has no L, W, #, ? or H)",
         ),
         (
             'cron = "0 2 * * *"\ntimezone = "Mars/Base"',

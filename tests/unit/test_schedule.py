@@ -410,6 +410,16 @@ CASES = [
         ["2028-02-28 23:00"],  # 29 Feb 2028 00:00 CET
         id="feb-29-in-berlin",
     ),
+    # Debian's day rule (docs/cron.md): a day field beginning with "*" (here "*/10") means
+    # both day fields must match: days 1, 11, 21, 31 that are a Wednesday or Thursday.
+    # March 2026 starts on a Sunday: Sun 1, Wed 11, Sat 21, Tue 31; April: Wed 1, Sat 11,
+    # Tue 21.
+    pytest.param(
+        "Europe/Berlin", "11 2 */10 * 3-4", "2026-03-01 00:00", "2026-04-30 00:00",
+        ["2026-03-11 01:11",  # Wed 11 March 02:11 CET
+         "2026-04-01 00:11"],  # Wed 1 April 02:11 CEST
+        id="stepped-day-of-month-and-weekday-both-match",
+    ),
     # Day of month and day of week both restricted: either matches (Vixie cron).
     # February 2026 starts on a Sunday: Fridays are the 6th, 13th, 20th and 27th.
     pytest.param(
@@ -690,6 +700,11 @@ def test_matches_minute_by_minute_reference(zone: str, transition: str, expr: st
         ("@weekly", True),
         ("@monthly", True),
         ("@yearly", True),
+        ("@midnight", True),
+        ("@annually", True),
+        # Debian looks at the first character only: "1,*/2" is a fixed-time hour field.
+        ("0 1,*/2 * * *", True),
+        ("5,*/15 2 * * *", True),
     ],
 )
 def test_is_fixed_time(expr: str, fixed: bool) -> None:
@@ -726,15 +741,16 @@ def test_validate_cron_normalises(expr: str, normalised: str) -> None:
         ("* * * *", "expected 5 fields"),
         ("0 0 * * * *", "expected 5 fields"),
         ("", "expected 5 fields"),
-        ("@midnight", "unknown shortcut"),
-        ("@reboot", "unknown shortcut"),
+        ("@fortnightly", "unknown shortcut"),
+        ("@reboot", "@reboot is not a period"),
         ("0 0 30 2 *", "never fires"),
         ("0 0 31 4,6,9,11 *", "never fires"),
         ("0 0 L * *", "day-of-month 'l' is not a number"),
-        ("0 0 * * 1#2", "day-of-week field '1#2' is not valid"),
+        ("0 0 * * 1#2", "Debian cron has no L, W, #, \\? or H"),
         ("H * * * *", "minute 'h' is not a number"),
-        ("*/0 * * * *", "step must be at least 1"),
-        ("1,,2 * * * *", "minute field '1,,2' is not valid"),
+        ("*/0 * * * *", "minute step 0 must be between 1 and"),
+        ("1,,2 * * * *", "minute field '1,,2': '' is not a value"),
+        ("5-3 * * * *", "minute range 5-3 runs backwards"),
     ],
 )
 def test_invalid_cron_rejected(expr: str, reason: str) -> None:

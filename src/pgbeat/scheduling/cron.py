@@ -131,11 +131,12 @@ def parse_cron(text: str) -> CronExpression:
 
 
 def normalise(text: str) -> str:
-    """``text`` with single spaces and lower-case names (shortcuts stay as written)."""
-    fields = text.split()
-    if len(fields) == 1 and fields[0].startswith("@"):
-        return fields[0]
-    return " ".join(fields).lower()
+    """``text`` with single spaces and in lower case (names are read in any case).
+
+    Debian reads month and weekday names in any case but shortcuts only in lower case;
+    pgbeat also reads ``@Daily`` as ``@daily`` (an extension: it can mean nothing else).
+    """
+    return " ".join(text.split()).lower()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -172,8 +173,7 @@ def _expand_shortcut(text: str) -> str:
         raise ValueError(f"a shortcut stands alone, without other fields: {text!r}")
     if text == "@reboot":
         raise ValueError("@reboot is not a period: a schedule needs times to fire at")
-    case = " (shortcuts are lower case)" if text.lower() in SHORTCUTS else ""
-    raise ValueError(f"unknown shortcut {text!r}{case}; use one of {', '.join(SHORTCUTS)}")
+    raise ValueError(f"unknown shortcut {text!r}; use one of {', '.join(SHORTCUTS)}")
 
 
 def _parse_field(text: str, spec: _Field) -> frozenset[int]:

@@ -2,23 +2,19 @@
 
 Pure: every instant is passed in and every answer is an aware UTC datetime, so the
 scheduler and the ``schedules next`` preview agree on every replica. Cron expressions
-are matched on naive local wall-clock time (croniter, imported here only) and mapped
-to instants by our own Debian/Vixie-cron DST rules (see docs/dst.md).
+are read and matched on naive local wall-clock time as Debian's cron does (cron.py) and
+mapped to instants by Debian/Vixie cron's DST rules (see docs/cron.md).
 """
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from croniter import CroniterBadDateError, CroniterError, croniter
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,7 +25,7 @@ from pydantic import (
 )
 
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
-from pgbeat.scheduling import dst
+from pgbeat.scheduling import cron, dst
 
 CatchUp = Literal["none", "latest", "all"]
 Overlap = Literal["allow", "skip"]
@@ -38,54 +34,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
 _MINUTE = timedelta(minutes=1)
 _DAY = timedelta(days=1)
-_ALIASES = {
-    "@hourly": "0 * * * *",
-    "@daily": "0 0 * * *",
-    "@weekly": "0 0 * * 0",
-    "@monthly": "0 0 1 * *",
-    "@yearly": "0 0 1 1 *",
-}
 _NAME = re.compile(r"[A-Za-z0-9_.:-]+")
 # "localtime" (and "posixrules") are whatever the host's zone files point at, and
 # "right/*" clocks count leap seconds: replicas on different hosts would disagree, so
 # none is accepted even when zoneinfo loads it.
 _HOST_ZONES = frozenset({"localtime", "posixrules"})
-# No clock is read: fire times repeat with the calendar, so "fires within ten years of
-# a fixed date" is the same test as "ever fires" (Feb 29 included). Naive on purpose:
-# croniter only ever sees local wall-clock time.
-_FIRES_CHECK_FROM = datetime(2000, 1, 1)  # noqa: DTZ001
-_FIRES_CHECK_YEARS = 10
-
-
-@dataclass(frozen=True)
-class _CronField:
-    name: str
-    low: int
-    high: int
-    names: tuple[str, ...] = ()
-
-    def problem(self, value: str) -> str | None:
-        """Why ``value`` (a number or a name) cannot appear in this field, if it cannot."""
-        if value.isdigit():
-            if self.low <= int(value) <= self.high:
-                return None
-            return f"{self.name} {value} is out of range {self.low}-{self.high}"
-        if value in self.names:
-            return None
-        return f"{self.name} {value!r} is not a number{' or a name' if self.names else ''}"
-
-
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_FIELDS = (
-    _CronField("minute", 0, 59),
-    _CronField("hour", 0, 23),
-    _CronField("day-of-month", 1, 31),
-    _CronField("month", 1, 12, _MONTHS),
-    _CronField("day-of-week", 0, 7, _WEEKDAYS),
-)
-# Standard cron only: croniter's extensions (L, W, #, H, ?) have no place in Vixie cron.
-_ITEM = re.compile(r"(?:\*|([0-9a-z]+)(?:-([0-9a-z]+))?)(?:/([0-9]+))?")
 
 
 class Schedule(BaseModel):
@@ -197,19 +150,21 @@ class Schedule(BaseModel):
 
     @property
     def is_fixed_time(self) -> bool:
-        """True for a cron whose minute and hour fields have no ``*`` (a fixed local time)."""
-        if self.cron is None:
-            return False
-        minute, hour = _five_fields(self.cron).split()[:2]
-        return "*" not in minute and "*" not in hour
+        """True for a cron whose minute and hour fields do not begin with ``*`` (Debian's rule)."""
+        return self.cron is not None and cron.parse_cron(self.cron).fixed_time
 
 
 def validate_cron(expr: str) -> str:
-    """Return ``expr`` normalised (lower case, single spaces) or raise ``ValueError``."""
-    normalised = " ".join(expr.split()).lower()
-    problem = _cron_problem(normalised)
-    if problem is not None:
-        raise ValueError(f"bad cron expression {expr!r}: {problem}")
+    """Return ``expr`` normalised (single spaces, lower-case names) or raise ``ValueError``.
+
+    Accepts what Debian's cron accepts, less what it would accept with no sensible
+    meaning (reversed ranges, text after a field); see docs/cron.md.
+    """
+    normalised = cron.normalise(expr)
+    try:
+        cron.parse_cron(normalised)
+    except ValueError as error:
+        raise ValueError(f"bad cron expression {expr!r}: {error}") from None
     return normalised
 
 
@@ -285,76 +240,14 @@ def _is_zone_name(name: str) -> bool:
     return True
 
 
-def _five_fields(cron: str) -> str:
-    return _ALIASES.get(cron, cron)
-
-
-@functools.lru_cache(maxsize=4096)
-def _cron_problem(normalised: str) -> str | None:
-    if normalised.startswith("@"):
-        if normalised in _ALIASES:
-            return None
-        return f"unknown shortcut (use {', '.join(_ALIASES)})"
-    fields = normalised.split()
-    if len(fields) != len(_FIELDS):
-        return f"expected 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
-    for text, field in zip(fields, _FIELDS, strict=True):
-        problem = _field_problem(text, field)
-        if problem is not None:
-            return problem
-    return _firing_problem(normalised)
-
-
-def _field_problem(text: str, field: _CronField) -> str | None:
-    for item in text.split(","):
-        match = _ITEM.fullmatch(item)
-        if match is None:
-            return f"{field.name} field {text!r} is not valid (use numbers, names, * , - /)"
-        low, high, step = match.groups()
-        for value in (low, high):
-            problem = None if value is None else field.problem(value)
-            if problem is not None:
-                return problem
-        if step is not None and int(step) == 0:
-            return f"{field.name} step must be at least 1"
-    return None
-
-
-def _firing_problem(fields: str) -> str | None:
-    try:
-        _template(fields).get_next(datetime, update_current=False)
-    except CroniterBadDateError:
-        return "never fires (no month has that day)"
-    except CroniterError as error:
-        return re.sub(r"^\[.*?\] ", "", str(error))
-    return None
-
-
-@functools.lru_cache(maxsize=4096)
-def _template(fields: str) -> croniter[datetime]:
-    # Parsing costs ~35 us; copying a parsed template costs ~2 us.
-    return croniter(
-        fields,
-        _FIRES_CHECK_FROM,
-        ret_type=datetime,
-        max_years_between_matches=_FIRES_CHECK_YEARS,
-    )
-
-
-def _wall_clock_matches(cron: str, after: datetime) -> croniter[datetime]:
-    """A croniter yielding naive local wall-clock matches strictly after naive ``after``."""
-    matches = copy.copy(_template(_five_fields(cron)))
-    matches.set_current(after, force=True)
-    return matches
-
-
 def _cron_fires(schedule: Schedule, after: datetime) -> Iterator[tuple[datetime, ...]]:
     """For each matching wall-clock time that may fire after ``after``: its instants."""
     assert schedule.cron is not None
-    zone, fixed = schedule.zone, schedule.is_fixed_time
-    matches = _wall_clock_matches(schedule.cron, _scan_start(after, zone))
+    expression, zone = cron.parse_cron(schedule.cron), schedule.zone
+    fixed = expression.fixed_time
+    local = _scan_start(after, zone)
     while True:
-        local = matches.get_next(datetime)
+        local = expression.next_match(local)
         instants = dst.instants(local, zone)
         if instants:
             # Fixed-time jobs run once, in the first pass; wildcard jobs follow the clock.
@@ -364,8 +257,7 @@ def _cron_fires(schedule: Schedule, after: datetime) -> Iterator[tuple[datetime,
         if fixed:
             yield (gap_end,)  # skipped by the clock: run the moment the gap ends
         # Later times in the gap fire at the same instant, or (wildcard) not at all.
-        resume = max(local, dst.wall_time(gap_end, zone) - _MINUTE)
-        matches.set_current(resume, force=True)
+        local = max(local, dst.wall_time(gap_end, zone) - _MINUTE)
 
 
 def _scan_start(after: datetime, zone: ZoneInfo) -> datetime:
