@@ -1,0 +1,325 @@
+"""The dashboard's security rules and page behaviour over real HTTP (uvicorn, PostgreSQL).
+
+Who may see what (token login, session cookie, read-only, viewer token), what a POST
+must carry (CSRF token, same origin), which Host names are answered, the headers of
+every response, payload masking, and bulk actions that re-check each job's status.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+import psycopg
+import pytest
+
+from tests.helpers import run_cli
+from tests.integration.ui_support import (
+    ADMIN_TOKEN,
+    VIEWER_TOKEN,
+    Dashboard,
+    dashboard,
+    fresh_database,
+    seed_jobs,
+    write_schedules,
+)
+
+CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
+
+
+@pytest.fixture(scope="module")
+def ui_database(server_url: str, template_name: str) -> Iterator[str]:
+    with fresh_database(server_url, template_name) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            seed_jobs(conn)
+        yield url
+
+
+@pytest.fixture(scope="module")
+def schedules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_schedules(tmp_path_factory.mktemp("ui"))
+
+
+@pytest.fixture(scope="module")
+def secured(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
+    with dashboard(
+        ui_database,
+        token=ADMIN_TOKEN,
+        viewer_token=VIEWER_TOKEN,
+        schedules_path=str(schedules_file),
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def open_local(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
+    """No token, as on a developer's machine: only loopback, and only this origin."""
+    with dashboard(ui_database, schedules_path=str(schedules_file), hide_payloads=False) as running:
+        yield running
+
+
+@contextmanager
+def logged_in(ui: Dashboard, token: str = ADMIN_TOKEN) -> Iterator[httpx.Client]:
+    """A client holding a session opened with ``token``."""
+    with httpx.Client(base_url=ui.origin, timeout=10) as client:
+        page = client.get(f"{ui.url}/login")
+        response = client.post(
+            f"{ui.url}/login",
+            data={"token": token, "csrf": csrf_of(page.text), "next": f"{ui.url}/jobs"},
+        )
+        assert response.status_code == 303, response.text
+        yield client
+
+
+def csrf_of(html: str) -> str:
+    match = CSRF.search(html)
+    assert match, "no CSRF field on the page"
+    return match.group(1)
+
+
+def job_status(url: str, job_id: int) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def new_job(url: str, status: str = "failed", kind: str = "probe") -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO jobs (kind, payload, status, last_error, finished_at)"
+            " VALUES (%s, '{}', %s, 'ValueError: x', now()) RETURNING id",
+            (kind, status),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# -- authentication ------------------------------------------------------------------------
+
+
+def test_health_needs_no_login_and_pages_do(secured: Dashboard) -> None:
+    with httpx.Client(base_url=secured.origin) as client:
+        assert client.get("/healthz").text == "ok\n"
+        page = client.get("/jobs?status=failed")
+        assert page.status_code == 303
+        assert page.headers["location"] == "/login?next=/jobs?status=failed"
+        assert client.post("/jobs/1/retry", data={"csrf": "x"}).status_code == 401
+
+
+def test_a_wrong_token_is_refused_and_the_right_one_opens_a_strict_session(
+    secured: Dashboard,
+) -> None:
+    with httpx.Client(base_url=secured.origin) as client:
+        page = client.get("/login")
+        wrong = client.post("/login", data={"token": "guess" * 5, "csrf": csrf_of(page.text)})
+        assert wrong.status_code == 401
+        assert "pgbeat_session" not in wrong.headers.get("set-cookie", "")
+        right = client.post(
+            "/login", data={"token": ADMIN_TOKEN, "csrf": csrf_of(page.text), "next": "/failures"}
+        )
+        assert right.status_code == 303 and right.headers["location"] == "/failures"
+        cookie = right.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
+        assert client.get("/failures").status_code == 200
+
+
+def test_login_never_redirects_to_another_site(secured: Dashboard) -> None:
+    with httpx.Client(base_url=secured.origin) as client:
+        for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
+            page = client.get("/login")
+            response = client.post(
+                "/login", data={"token": ADMIN_TOKEN, "csrf": csrf_of(page.text), "next": target}
+            )
+            assert response.headers["location"] == "/", target
+
+
+def test_a_bearer_token_works_for_scripts(secured: Dashboard) -> None:
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    response = httpx.get(f"{secured.origin}/processes", headers=headers)
+    assert response.status_code == 200
+
+
+# -- what a POST must carry ----------------------------------------------------------------
+
+
+def test_a_post_without_the_form_token_is_refused(secured: Dashboard, ui_database: str) -> None:
+    job = new_job(ui_database)
+    with logged_in(secured) as client:
+        assert client.post(f"/jobs/{job}/retry", data={"x": "1"}).status_code == 403
+        assert client.post(f"/jobs/{job}/retry", data={"csrf": "0" * 64}).status_code == 403
+    assert job_status(ui_database, job) == "failed"
+
+
+def test_cross_site_posts_are_refused_even_with_a_valid_token(
+    open_local: Dashboard, ui_database: str
+) -> None:
+    job = new_job(ui_database)
+    with httpx.Client(base_url=open_local.origin) as client:
+        token = csrf_of(client.get(f"/jobs/{job}").text)
+        for headers in (
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Sec-Fetch-Site": "same-site"},
+            {"Origin": "http://evil.example"},
+            {"Origin": "null"},
+        ):
+            response = client.post(f"/jobs/{job}/retry", data={"csrf": token}, headers=headers)
+            assert response.status_code == 403, headers
+        assert job_status(ui_database, job) == "failed"
+        same = {"Origin": open_local.origin, "Sec-Fetch-Site": "same-origin"}
+        response = client.post(f"/jobs/{job}/retry", data={"csrf": token}, headers=same)
+        assert response.status_code == 303
+    assert job_status(ui_database, job) == "pending"
+
+
+def test_forms_must_be_url_encoded(open_local: Dashboard, ui_database: str) -> None:
+    job = new_job(ui_database)
+    with httpx.Client(base_url=open_local.origin) as client:
+        token = csrf_of(client.get("/jobs").text)
+        response = client.post(f"/jobs/{job}/retry", files={"csrf": (None, token)})
+        assert response.status_code == 415
+    assert job_status(ui_database, job) == "failed"
+
+
+def test_foreign_host_names_are_refused_against_dns_rebinding(open_local: Dashboard) -> None:
+    port = urlsplit(open_local.origin).port
+    with httpx.Client(base_url=open_local.origin) as client:
+        assert client.get("/", headers={"Host": f"evil.example:{port}"}).status_code == 400
+        assert client.get("/", headers={"Host": f"localhost:{port}"}).status_code == 200
+
+
+def test_every_response_carries_a_strict_policy(open_local: Dashboard) -> None:
+    for path in ("/", "/jobs", "/static/pgbeat.css", "/healthz", "/no-such-page"):
+        headers = httpx.get(open_local.origin + path).headers
+        assert "default-src 'none'" in headers["content-security-policy"], path
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["referrer-policy"] == "no-referrer"
+
+
+# -- read-only -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["--read-only", "viewer token"])
+def test_read_only_hides_and_refuses_every_action(
+    how: str, secured: Dashboard, ui_database: str, schedules_file: Path
+) -> None:
+    job = new_job(ui_database)
+    if how == "viewer token":
+        with logged_in(secured, VIEWER_TOKEN) as client:
+            check(client, job, ui_database)
+        return
+    with (
+        dashboard(ui_database, read_only=True, schedules_path=str(schedules_file)) as ui,
+        httpx.Client(base_url=ui.origin) as client,
+    ):
+        check(client, job, ui_database)
+
+
+def check(client: httpx.Client, job: int, url: str) -> None:
+    for path in (f"/jobs/{job}", "/jobs?status=failed", "/failures?window=24h"):
+        page = client.get(path).text
+        assert "Read-only" in page
+        assert "<button" not in page.split("<main", 1)[1].replace(
+            '<button type="submit">Filter</button>', ""
+        ), path
+    token = csrf_of(client.get("/jobs").text)
+    for path in (f"/jobs/{job}/retry", f"/jobs/{job}/delete", "/jobs/bulk"):
+        response = client.post(path, data={"csrf": token, "action": "retry", "ids": str(job)})
+        assert response.status_code == 403, path
+    confirm = client.get("/jobs/confirm?status=failed&action=retry")
+    assert confirm.status_code == 403
+    assert job_status(url, job) == "failed"
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+def test_payload_secrets_are_masked_and_hide_payloads_hides_them(
+    open_local: Dashboard, ui_database: str, schedules_file: Path
+) -> None:
+    page = httpx.get(f"{open_local.origin}/jobs?payload=%7B%22tenant%22%3A%22acme%22%7D").text
+    assert "acme" in page and "sk-live-" not in page and "api_key" in page
+    with dashboard(ui_database, hide_payloads=True, schedules_path=str(schedules_file)) as ui:
+        hidden = httpx.get(f"{ui.origin}/jobs?payload=%7B%22tenant%22%3A%22acme%22%7D").text
+    assert "globex" not in hidden and "payloads are hidden" in hidden
+
+
+def test_a_bad_filter_is_reported_not_guessed(open_local: Dashboard) -> None:
+    page = httpx.get(f"{open_local.origin}/jobs?payload=%7Bnope").text
+    assert "payload: not JSON" in page
+
+
+def test_retry_all_matching_reports_jobs_whose_status_changed(
+    open_local: Dashboard, ui_database: str
+) -> None:
+    jobs = [new_job(ui_database, kind="bulk_probe") for _ in range(4)]
+    with httpx.Client(base_url=open_local.origin) as client:
+        confirm = client.get("/jobs/confirm?status=failed&kind=bulk_probe&action=retry")
+        assert "Retry 4 jobs?" in confirm.text
+        form = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', confirm.text))
+        with psycopg.connect(ui_database, autocommit=True) as conn:  # a worker got there first
+            conn.execute("UPDATE jobs SET status = 'done' WHERE id = %s", (jobs[0],))
+        done = client.post("/jobs/bulk", data=form)
+        assert done.status_code == 303
+        page = client.get(done.headers["location"]).text
+    assert "Retried 3, skipped 1 whose status changed." in page
+    assert [job_status(ui_database, j) for j in jobs] == ["done", "pending", "pending", "pending"]
+
+
+def test_the_non_loopback_start_without_a_token_is_refused(ui_database: str) -> None:
+    result = run_cli(["ui", "--host", "0.0.0.0", "--port", "1"], ui_database, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "pgbeat: error: refusing to serve the dashboard on 0.0.0.0 without a token: "
+        "set PGBEAT_UI_TOKEN or --token-file (or bind to 127.0.0.1)"
+    ]
+
+
+# -- the prefix ----------------------------------------------------------------------------
+
+
+class Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, bool]] = []  # (URL, whether a GET may follow it)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        posts = tag == "form" and dict(attrs).get("method") == "post"
+        for name, value in attrs:
+            if value is not None and name in ("href", "src", "action"):
+                self.found.append((value, not posts))
+
+
+def test_every_link_form_and_asset_stays_under_the_prefix(
+    ui_database: str, schedules_file: Path
+) -> None:
+    with (
+        dashboard(ui_database, prefix="/pgbeat", schedules_path=str(schedules_file)) as ui,
+        httpx.Client(base_url=ui.origin) as client,
+    ):
+        assert client.get("/").headers["location"] == "/pgbeat/"
+        seen: set[str] = set()
+        queue = ["/pgbeat/"]
+        while queue and len(seen) < 60:
+            path = queue.pop(0)
+            if path in seen:
+                continue
+            seen.add(path)
+            response = client.get(path)
+            assert response.status_code == 200, path
+            if "text/html" not in response.headers["content-type"]:
+                continue
+            parser = Links()
+            parser.feed(response.text)
+            for link, follow in parser.found:
+                target = urljoin(path, link)
+                assert target.startswith("/pgbeat/"), f"{link} on {path}"
+                if follow and "/confirm" not in target and "before=" not in target:
+                    queue.append(target.split("#")[0])
+        assert {"/pgbeat/schedules", "/pgbeat/static/pgbeat.js"} <= {s.split("?")[0] for s in seen}
