@@ -44,6 +44,18 @@ class Refused(PgbeatError):
     """The job is in a state that does not allow the action."""
 
 
+class ScheduleError(PgbeatError, ValueError):
+    """A schedule given in code is invalid, or the change is not allowed (one line)."""
+
+
+class ScheduleConflict(ScheduleError):
+    """The schedule belongs to a schedules file: code may not change or delete it."""
+
+
+class ScheduleNotFound(PgbeatError):
+    """No schedule has this name."""
+
+
 class UnknownKind(PgbeatError):
     """No handler is registered for a job's kind."""
 
