@@ -65,6 +65,18 @@ def parse_schedules(text: str, source: str = "schedules.toml") -> list[Schedule]
     return sorted(schedules, key=lambda schedule: schedule.name)
 
 
+def build_schedule(name: str, values: dict[str, Any]) -> Schedule:
+    """One schedule given in code (``pgbeat.upsert_schedule``), validated as a file's is.
+
+    ``values`` are the keys of a ``[schedules.NAME]`` table; ``kind`` defaults to the name.
+    Raises ``ConfigError`` with one line per problem, worded as for a schedules file.
+    """
+    schedule, problems = _schedule(name, values, {})
+    if schedule is None or problems:
+        raise ConfigError([f"schedule {name!r}: {problem}" for problem in problems])
+    return schedule
+
+
 def _parse_toml(text: str, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
