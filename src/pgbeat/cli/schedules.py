@@ -99,10 +99,14 @@ def cmd_next(args: argparse.Namespace) -> int:
         if not schedules:
             raise UserError(f"{args.schedules}: no schedule named {args.name!r}")
     after = args.after or common.now_utc()
+    # Schedules that fire at the same instant are listed by name (a Schedule has no order).
     rows = sorted(
-        (fire, schedule)
-        for schedule in schedules
-        for fire in _fire_times_in_calendar(schedule, after, args.count)
+        (
+            (fire, schedule)
+            for schedule in schedules
+            for fire in _fire_times_in_calendar(schedule, after, args.count)
+        ),
+        key=lambda row: (row[0], row[1].name),
     )
     if schedules and not rows:
         raise UserError(f"no fire time after {after.isoformat()} before the year 10000")
