@@ -27,7 +27,12 @@ STALE_AFTER = timedelta(seconds=30)  # six missed beats: the process is gone
 
 
 class Heartbeat:
-    """Registers this process under ``role`` and refreshes its row on a daemon thread."""
+    """Registers this process under ``role`` and refreshes its row every few seconds.
+
+    Either on a daemon thread and a connection of its own (``start``), or on a loop's own
+    connection (``beat_if_due``), which saves the process a connection and lets a stuck
+    loop go stale, as it should.
+    """
 
     def __init__(
         self,
@@ -52,6 +57,7 @@ class Heartbeat:
             "details": Jsonb(details or {}),
         }
         self._every = every.total_seconds()
+        self.next_beat = 0.0  # monotonic time of the next beat_if_due beat
         self._connector = Connector(url, "pgbeat-heartbeat", backoff=ReconnectBackoff(url, log))
         self._loop = BackgroundLoop("pgbeat-heartbeat", self._step, on_exit=self._connector.close)
 
@@ -67,6 +73,12 @@ class Heartbeat:
                 conn.execute(queries.PROCESSES_DELETE, {"id": self.id})
         except psycopg.Error:
             pass  # the row goes stale and is pruned by another process
+
+    def beat_if_due(self, conn: psycopg.Connection[Any], now: float) -> None:
+        """Beat on ``conn`` when one is due at ``now`` (monotonic seconds)."""
+        if now >= self.next_beat:
+            self.beat(conn)
+            self.next_beat = now + self._every
 
     def beat(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(queries.PROCESSES_UPSERT, self._row)

@@ -123,8 +123,6 @@ class Scheduler:
 
     def run(self) -> None:
         """Tick until ``stop()``; survives database outages and catches up afterwards."""
-        if self._heartbeat is not None:
-            self._heartbeat.start()
         names = ", ".join(s.name for s in self._schedules) or "none"
         log.info("scheduler started with %d schedules: %s", len(self._schedules), names)
         try:
@@ -144,13 +142,18 @@ class Scheduler:
             conn = self._connector.get()
             now = connections.database_now(conn)
             result = self.tick(conn, now)
+            if self._heartbeat is not None:  # on the tick's connection: none of its own
+                self._heartbeat.beat_if_due(conn, time.monotonic())
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
             self._connector.discard()
             return self._outage.failed(exc)
         self._outage.succeeded()
-        return _sleep_seconds(now, result.next_fire, time.monotonic() - started)
+        sleep = _sleep_seconds(now, result.next_fire, time.monotonic() - started)
+        if self._heartbeat is not None:
+            sleep = min(sleep, max(self._heartbeat.next_beat - time.monotonic(), 0.0))
+        return sleep
 
     def tick(self, conn: psycopg.Connection[Any], now: datetime) -> TickResult:
         """Insert every period due at ``now`` (the database's clock) in one statement."""
