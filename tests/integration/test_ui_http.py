@@ -199,7 +199,7 @@ def test_every_response_carries_a_strict_policy(open_local: Dashboard) -> None:
         assert "default-src 'none'" in headers["content-security-policy"], path
         assert "frame-ancestors 'none'" in headers["content-security-policy"]
         assert headers["x-content-type-options"] == "nosniff"
-        assert headers["referrer-policy"] == "no-referrer"
+        assert headers["referrer-policy"] == "same-origin"
 
 
 # -- read-only -----------------------------------------------------------------------------

@@ -118,11 +118,16 @@ def make_periods(
     jobs: dict[tuple[str, str], dict[str, Any]],
     now: datetime,
 ) -> list[Period]:
-    """Periods newest first, each with its job or what its absence means."""
+    """Periods newest first, each with its job or what its absence means.
+
+    A period older than the oldest one with a job is "none" (no record), not "missed":
+    the schedule may not have run yet, or its jobs were purged.
+    """
+    keys = [unique_key(entry.schedule, fire) for fire in fires]
+    found = [jobs.get((entry.schedule.kind, key)) for key in keys]
+    recorded = max((i for i, job in enumerate(found) if job is not None), default=0)
     periods = []
-    for index, fire in enumerate(fires):
-        key = unique_key(entry.schedule, fire)
-        job = jobs.get((entry.schedule.kind, key))
+    for index, (fire, key, job) in enumerate(zip(fires, keys, found, strict=True)):
         state = timeline.period_state(
             fire,
             None if job is None else str(job["status"]),
@@ -130,5 +135,7 @@ def make_periods(
             newest=index == 0,
             enabled=not entry.paused,
         )
+        if state == "missed" and index > recorded:
+            state = "none"
         periods.append(Period(fire, key, state, job))
     return periods

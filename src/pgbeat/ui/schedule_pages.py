@@ -18,7 +18,7 @@ from pgbeat.ui import jobs_data, schedule_data, timeline
 from pgbeat.ui.context import Ui
 
 HISTORY_PAGE = 50
-PERIOD_STATES = ("done", "failed", "running", "pending", "missed", "overdue", "skipped")
+PERIOD_STATES = ("done", "failed", "running", "pending", "missed", "overdue", "skipped", "none")
 
 
 def routes(ui: Ui) -> list[BaseRoute]:

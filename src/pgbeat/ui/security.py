@@ -35,7 +35,9 @@ CSP = (
 _HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not no-referrer: under it browsers send "Origin: null" with same-origin form posts,
+    # and the Origin check below needs the real one. Other sites still get no referrer.
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"x-robots-tag", b"noindex, nofollow"),
 ]
