@@ -59,6 +59,10 @@ def describe_cron(cron: str) -> str:
     days = _days(dom, month, dow)
     if when is None or days is None:
         return f"cron {cron}"
+    if days == "every day" and not when.startswith("at "):
+        return when  # "every 15 minutes", not "every 15 minutes every day"
+    if days == "every day" and when.startswith("at minute"):
+        return when
     return f"{when} {days}"
 
 

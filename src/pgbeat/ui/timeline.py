@@ -53,7 +53,9 @@ def preview(schedule: Schedule, start: datetime, count: int) -> list[Fire]:
     count = max(1, min(count, MAX_PREVIEW))
     zone = schedule.zone
     fires: list[Fire] = []
-    previous: datetime | None = None
+    # The fire before the window, so the first row has its gap and DST note too.
+    before = last_fires_between(schedule, start - HISTORY_LOOK_BACK, start, 1)
+    previous: datetime | None = before[0] if before else None
     at = start
     for _ in range(count):
         at = next_fire_after(schedule, at)
