@@ -15,7 +15,8 @@ import random
 import sys
 import time
 
-from tests.cron.harness import ZONES, Finding, cases, compare_case, transitions
+from tests.cron.harness import Finding, cases, compare_case
+from tests.cron.zones import ZONES, transitions
 
 SHORT = {"per_transition": 1, "random_starts": 3}
 LONG = {"per_transition": 13, "random_starts": 40}  # 693 transitions: 11,049 cases

@@ -15,17 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cron.__main__ import SHORT, run
-from tests.cron.harness import (
-    ZONES,
-    Case,
-    brute_force_between,
-    compare_case,
-    pgbeat_next,
-    random_expression,
-    random_instant,
-    starts_before,
-    transitions,
-)
+from tests.cron.brute_force import brute_force_between
+from tests.cron.expressions import random_expression
+from tests.cron.harness import Case, compare_case, pgbeat_next
+from tests.cron.zones import ZONES, random_instant, starts_before, transitions
 
 # hypothesis's failure report imports a deprecated module; the suite turns warnings into errors
 pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict:DeprecationWarning")
