@@ -26,6 +26,8 @@ EXPECTED_COLUMNS = {
     "created_at": ("timestamp with time zone", "NO", "now()"),
     "keep_until": ("timestamp with time zone", "YES", None),
     "finished_at": ("timestamp with time zone", "YES", None),
+    "job_key": ("text", "YES", None),
+    "superseded_at": ("timestamp with time zone", "YES", None),
 }
 
 
@@ -72,8 +74,17 @@ def test_migrated_schema_is_what_the_code_expects(conn: psycopg.Connection[Any])
     assert "(kind, unique_key) WHERE (unique_key IS NOT NULL)" in indexes["jobs_unique"]
     assert "WHERE (status = 'running'::text)" in indexes["jobs_running"]
     assert any(
-        "'pending'" in c and "'running'" in c and "'done'" in c and "'failed'" in c
+        "'pending'" in c
+        and "'running'" in c
+        and "'done'" in c
+        and "'failed'" in c
+        and "'cancelled'" in c
         for c in schema["checks"]
+    )
+    assert indexes["jobs_live_key"].startswith("CREATE UNIQUE INDEX jobs_live_key")
+    assert (
+        "(kind, job_key) WHERE ((job_key IS NOT NULL) AND (superseded_at IS NULL)"
+        in (indexes["jobs_live_key"])
     )
     assert pending_migrations(conn) == []
     processes = conn.execute(
