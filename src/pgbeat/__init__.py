@@ -8,6 +8,7 @@ from pgbeat.client import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_
 from pgbeat.db.migrate import apply_migrations
 from pgbeat.errors import (
     DatabaseUnavailable,
+    KeyContended,
     NotMigrated,
     PayloadError,
     PermanentError,
@@ -16,6 +17,16 @@ from pgbeat.errors import (
     UnknownKind,
 )
 from pgbeat.job import Job, JobContext
+from pgbeat.job_keys import (
+    Cancelled,
+    LiveJob,
+    cancel,
+    cancel_async,
+    find,
+    find_async,
+    reschedule,
+    reschedule_async,
+)
 from pgbeat.registry import Registry
 from pgbeat.version import __version__
 from pgbeat.worker.settings import WorkerSettings
@@ -23,9 +34,12 @@ from pgbeat.worker.worker import Worker
 
 __all__ = [
     "BackoffPolicy",
+    "Cancelled",
     "DatabaseUnavailable",
     "Job",
     "JobContext",
+    "KeyContended",
+    "LiveJob",
     "NewJob",
     "NotMigrated",
     "PayloadError",
@@ -38,8 +52,14 @@ __all__ = [
     "WorkerSettings",
     "__version__",
     "apply_migrations",
+    "cancel",
+    "cancel_async",
     "enqueue",
     "enqueue_async",
     "enqueue_many",
     "enqueue_many_async",
+    "find",
+    "find_async",
+    "reschedule",
+    "reschedule_async",
 ]

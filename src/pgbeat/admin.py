@@ -7,16 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
+import psycopg.errors
 from psycopg.rows import dict_row
 
 from pgbeat.db import queries
 from pgbeat.errors import JobNotFound, Refused
 
-STATUSES = ("pending", "running", "done", "failed")
-FINISHED = ("done", "failed")
+STATUSES = ("pending", "running", "done", "failed", "cancelled")
+FINISHED = ("done", "failed", "cancelled")
+# Reviving keyed jobs races enqueues of their keys: a key taken by a commit between the
+# statement's check and its write raises a unique violation, and the next run sees it.
+KEY_RACE_TURNS = 5
 
 
 @dataclass(frozen=True)
@@ -59,20 +63,49 @@ def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     return row
 
 
+@dataclass(frozen=True)
+class Retried:
+    ids: list[int]  # back to pending
+    kept: int  # failed jobs left failed: another job of their job_key is live
+
+
 def retry_job(conn: psycopg.Connection[Any], job_id: int) -> None:
-    """Back to pending, due now, attempts reset; refused while the job is running."""
-    if conn.execute(queries.JOBS_RETRY_ONE, {"id": job_id}).fetchone() is None:
+    """Back to pending, due now, attempts reset; refused while the job is running, or while
+    another live job holds its job_key."""
+    if not _reviving(conn, queries.JOBS_RETRY_ONE, {"id": job_id}):
+        holder = conn.execute(queries.JOBS_KEY_HOLDER, {"id": job_id}).fetchone()
+        if holder is not None:
+            raise Refused(
+                f"cannot retry job {job_id}: job {holder[0]} is the live job of its "
+                f"job_key {holder[1]!r}"
+            )
         _explain(conn, job_id, "retry", "it is running; cancel it or wait for its outcome")
 
 
-def retry_failed(conn: psycopg.Connection[Any], kind: str | None) -> list[int]:
-    """Every failed job (of ``kind``) back to pending; returns their ids."""
-    return [int(r[0]) for r in conn.execute(queries.JOBS_RETRY_FAILED, {"kind": kind})]
+def retry_failed(conn: psycopg.Connection[Any], kind: str | None) -> Retried:
+    """Every failed job (of ``kind``) back to pending, but one per job_key, and none whose
+    key another live job holds (those stay failed and are counted)."""
+    ids, kept = _reviving(conn, queries.JOBS_RETRY_FAILED, {"kind": kind})[0]
+    return Retried([int(i) for i in ids], int(kept))
 
 
-def cancel_job(conn: psycopg.Connection[Any], job_id: int) -> None:
-    """A pending job goes to failed with last_error 'cancelled'; others are refused."""
-    if conn.execute(queries.JOBS_CANCEL, {"id": job_id}).fetchone() is None:
+def _reviving(
+    conn: psycopg.Connection[Any], query: LiteralString, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Run a statement that puts finished jobs back in ``jobs_live_key``, in a savepoint."""
+    for _ in range(KEY_RACE_TURNS):
+        try:
+            with conn.transaction():
+                return conn.execute(query, params).fetchall()
+        except psycopg.errors.UniqueViolation:
+            continue
+    raise Refused("the job_keys of these jobs keep being taken by new jobs; try again")
+
+
+def cancel_job(conn: psycopg.Connection[Any], job_id: int, reason: str) -> None:
+    """A pending job goes to cancelled, ``reason`` (who, why) in last_error; others are
+    refused."""
+    if conn.execute(queries.JOBS_CANCEL, {"id": job_id, "reason": reason}).fetchone() is None:
         _explain(conn, job_id, "cancel", "only pending jobs can be cancelled")
 
 
@@ -88,7 +121,9 @@ def purge_jobs(
     """
     unknown = [s for s in statuses if s not in FINISHED]
     if unknown:
-        raise Refused(f"purge deletes finished jobs only (done, failed), not {', '.join(unknown)}")
+        raise Refused(
+            f"purge deletes finished jobs only ({', '.join(FINISHED)}), not {', '.join(unknown)}"
+        )
     deleted = 0
     while True:
         params = {"statuses": list(statuses), "older_than": older_than, "batch": batch}

@@ -15,8 +15,10 @@ import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
+from pgbeat import job_keys
 from pgbeat.db import frameworks, queries
 from pgbeat.db.literals import number_array, text_array
+from pgbeat.job_keys import OnConflict
 
 DEFAULT_MAX_ATTEMPTS = 8  # the column default of migrations/0001_jobs.sql
 
@@ -31,6 +33,9 @@ class NewJob:
     delay: timedelta | None = None
     unique_key: str | None = None
     max_attempts: int | None = None
+    job_key: str | None = None
+    on_conflict: OnConflict = "ignore"
+    max_wait: timedelta | None = None
 
 
 def _insert_params(
@@ -84,6 +89,9 @@ def enqueue(
     delay: timedelta | None = None,
     unique_key: str | None = None,
     max_attempts: int | None = None,
+    job_key: str | None = None,
+    on_conflict: OnConflict = "ignore",
+    max_wait: timedelta | None = None,
 ) -> int | None: ...
 
 
@@ -97,6 +105,9 @@ def enqueue(
     delay: timedelta | None = None,
     unique_key: str | None = None,
     max_attempts: int | None = None,
+    job_key: str | None = None,
+    on_conflict: OnConflict = "ignore",
+    max_wait: timedelta | None = None,
 ) -> Any: ...
 
 
@@ -110,6 +121,9 @@ def enqueue(
     delay: timedelta | None = None,
     unique_key: str | None = None,
     max_attempts: int | None = None,
+    job_key: str | None = None,
+    on_conflict: OnConflict = "ignore",
+    max_wait: timedelta | None = None,
 ) -> Any: ...
 
 
@@ -122,12 +136,20 @@ def enqueue(
     delay: timedelta | None = None,
     unique_key: str | None = None,
     max_attempts: int | None = None,
+    job_key: str | None = None,
+    on_conflict: OnConflict = "ignore",
+    max_wait: timedelta | None = None,
 ) -> Any:
     """Insert a job on ``conn``, in its current transaction; return its id.
 
     Returns ``None`` when a job of this kind with ``unique_key`` already exists. ``delay``
-    counts from the database clock. ``conn`` may also be a SQLAlchemy session or connection
-    or Django's connection (db/frameworks.py). With an async one this returns a coroutine
+    counts from the database clock. ``job_key`` names the live (pending or running) job of
+    the kind; when one exists, ``on_conflict`` decides: ``"ignore"`` returns ``None``, and
+    ``"replace"``, ``"keep_earliest"``, ``"keep_latest"`` give a pending job the new payload
+    and the new, earlier or later ``run_at`` (at most ``max_wait`` after its first request),
+    or supersede a running one with a new job, and return the live job's id (job_keys.py).
+    ``conn`` may also be a SQLAlchemy session or connection or Django's connection
+    (db/frameworks.py). With an async one this returns a coroutine
     (``await pgbeat.enqueue(aconn, ...)``), the same as ``enqueue_async``.
     """
     sync_conn = frameworks.sync_connection(conn)
@@ -140,7 +162,16 @@ def enqueue(
             delay=delay,
             unique_key=unique_key,
             max_attempts=max_attempts,
+            job_key=job_key,
+            on_conflict=on_conflict,
+            max_wait=max_wait,
         )
+    job_keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
+    if job_key is not None:
+        keyed = _keyed_job(
+            kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
+        )
+        return job_keys.run(sync_conn, job_keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
     row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
     return None if row is None else int(row[0])
@@ -155,17 +186,27 @@ async def enqueue_async(
     delay: timedelta | None = None,
     unique_key: str | None = None,
     max_attempts: int | None = None,
+    job_key: str | None = None,
+    on_conflict: OnConflict = "ignore",
+    max_wait: timedelta | None = None,
 ) -> int | None:
     """``enqueue`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one), awaited."""
     async_conn = await frameworks.async_connection(conn)
+    job_keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
+    if job_key is not None:
+        keyed = _keyed_job(
+            kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
+        )
+        return await job_keys.run_async(async_conn, job_keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
     cursor = await async_conn.execute(queries.JOBS_INSERT, params)
     row = await cursor.fetchone()
     return None if row is None else int(row[0])
 
 
-def _many_params(jobs: Iterable[NewJob]) -> dict[str, str]:
-    """The jobs as one array literal per column (arrays.py says why)."""
+def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.KeyedJob]]:
+    """The unkeyed jobs as one array literal per column (arrays.py says why); the keyed ones."""
+    keyed: list[job_keys.KeyedJob] = []
     kinds: list[str] = []
     payloads: list[str] = []
     run_ats: list[str | None] = []
@@ -173,6 +214,10 @@ def _many_params(jobs: Iterable[NewJob]) -> dict[str, str]:
     unique_keys: list[str | None] = []
     max_attempts: list[str] = []
     for job in jobs:
+        if job.job_key is not None or job.on_conflict != "ignore" or job.max_wait is not None:
+            job_keys.check_keyed(job.job_key, job.unique_key, job.on_conflict, job.max_wait)
+            keyed.append(_keyed_new_job(job))
+            continue
         _check_job(job.kind, job.run_at, job.delay, job.max_attempts)
         kinds.append(job.kind)
         payloads.append(json.dumps(json_value(job.payload)))
@@ -180,7 +225,7 @@ def _many_params(jobs: Iterable[NewJob]) -> dict[str, str]:
         delays.append("0" if job.delay is None else repr(job.delay.total_seconds()))
         unique_keys.append(job.unique_key)
         max_attempts.append(str(job.max_attempts or DEFAULT_MAX_ATTEMPTS))
-    return {
+    params = {
         "kinds": text_array(kinds),
         "payloads": text_array(payloads),
         "run_ats": text_array(run_ats),
@@ -188,6 +233,44 @@ def _many_params(jobs: Iterable[NewJob]) -> dict[str, str]:
         "unique_keys": text_array(unique_keys),
         "max_attempts": number_array(max_attempts),
     }
+    return params, keyed
+
+
+def _keyed_job(
+    kind: str,
+    payload: Any,
+    run_at: datetime | None,
+    delay: timedelta | None,
+    max_attempts: int | None,
+    job_key: str,
+    on_conflict: OnConflict,
+    max_wait: timedelta | None,
+) -> job_keys.KeyedJob:
+    _check_job(kind, run_at, delay, max_attempts)
+    return job_keys.KeyedJob(
+        kind,
+        job_key,
+        json.dumps(json_value(payload)),
+        run_at,
+        delay,
+        max_attempts or DEFAULT_MAX_ATTEMPTS,
+        on_conflict,
+        max_wait,
+    )
+
+
+def _keyed_new_job(job: NewJob) -> job_keys.KeyedJob:
+    assert job.job_key is not None  # check_keyed refused the rest
+    return _keyed_job(
+        job.kind,
+        job.payload,
+        job.run_at,
+        job.delay,
+        job.max_attempts,
+        job.job_key,
+        job.on_conflict,
+        job.max_wait,
+    )
 
 
 @overload
@@ -202,23 +285,31 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     """Insert many jobs in one statement on ``conn``; return the ids of those inserted.
 
     Jobs whose ``(kind, unique_key)`` already exists are skipped, so the result may be
-    shorter than the input. ``conn`` is anything ``enqueue`` takes; an async one returns
+    shorter than the input. Jobs with a ``job_key`` follow their ``on_conflict`` as in
+    ``enqueue`` (a key given twice keeps its last job) and add the ids of the live jobs
+    they inserted or updated. ``conn`` is anything ``enqueue`` takes; an async one returns
     a coroutine, the same as ``enqueue_many_async``.
     """
     sync_conn = frameworks.sync_connection(conn)
     if sync_conn is None:
         return enqueue_many_async(conn, jobs)
-    params = _many_params(jobs)
-    if params["kinds"] == "{}":
-        return []
-    return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
+    params, keyed = _many_params(jobs)
+    ids = []
+    if params["kinds"] != "{}":
+        ids = [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
+    if keyed:
+        ids.extend(job_keys.run(sync_conn, job_keys.enqueue_plan(keyed)).values())
+    return ids
 
 
 async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
     async_conn = await frameworks.async_connection(conn)
-    params = _many_params(jobs)
-    if params["kinds"] == "{}":
-        return []
-    cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-    return [int(row[0]) for row in await cursor.fetchall()]
+    params, keyed = _many_params(jobs)
+    ids = []
+    if params["kinds"] != "{}":
+        cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
+        ids = [int(row[0]) for row in await cursor.fetchall()]
+    if keyed:
+        ids.extend((await job_keys.run_async(async_conn, job_keys.enqueue_plan(keyed))).values())
+    return ids

@@ -44,6 +44,10 @@ class Refused(PgbeatError):
     """The job is in a state that does not allow the action."""
 
 
+class KeyContended(PgbeatError):
+    """A job_key's live job was claimed again and again while an enqueue replaced it."""
+
+
 class ScheduleError(PgbeatError, ValueError):
     """A schedule given in code is invalid, or the change is not allowed (one line)."""
 

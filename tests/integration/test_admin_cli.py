@@ -46,7 +46,13 @@ def test_stats(database_url: str, conn: psycopg.Connection[Any]) -> None:
     result = run_cli(["jobs", "stats", "--json"], database_url)
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
-    assert stats["by_status"] == {"pending": 4, "running": 0, "done": 0, "failed": 1}
+    assert stats["by_status"] == {
+        "pending": 4,
+        "running": 0,
+        "done": 0,
+        "failed": 1,
+        "cancelled": 0,
+    }
     assert stats["by_status_and_kind"] == {
         "pending": {"email": 3, "report": 1},
         "failed": {"report": 1},
@@ -108,16 +114,18 @@ def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pending = pgbeat.enqueue(conn, "a", {})
     result = run_cli(["jobs", "cancel", str(pending)], database_url)
     assert result.returncode == 0, result.stderr
-    assert conn.execute(
+    status, reason = conn.execute(
         "SELECT status, last_error FROM jobs WHERE id = %s", (pending,)
-    ).fetchone() == ("failed", "cancelled")
+    ).fetchone() or (None, None)
+    assert status == "cancelled"  # not failed: stopping a job on purpose is no failure
+    assert reason.startswith("cancelled by `pgbeat jobs cancel` (") and "@" in reason
     running = pgbeat.enqueue(conn, "a", {})
     operations.claim_jobs(conn, 1, timedelta(minutes=5), None)
     one_line_error(
         run_cli(["jobs", "cancel", str(running)], database_url),
         "only pending jobs can be cancelled",
     )
-    one_line_error(run_cli(["jobs", "cancel", str(pending)], database_url), "it is failed")
+    one_line_error(run_cli(["jobs", "cancel", str(pending)], database_url), "it is cancelled")
 
 
 def test_purge_keeps_young_jobs_and_guarded_scheduled_jobs(

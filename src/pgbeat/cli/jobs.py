@@ -6,7 +6,10 @@ stats, list, show, retry, cancel and purge are each a thin wrapper around ``admi
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,11 +17,11 @@ from typing import Any
 
 import psycopg
 
-from pgbeat import admin, client
+from pgbeat import admin, client, job_keys
 from pgbeat.cli import common, types
 from pgbeat.cli.common import print_json
 from pgbeat.db import connections
-from pgbeat.errors import UserError
+from pgbeat.errors import JobNotFound, UserError
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -42,6 +45,21 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--unique-key", metavar="KEY")
     p.add_argument("--max-attempts", type=types.positive_int, metavar="N")
+    p.add_argument(
+        "--job-key", metavar="KEY", help="names the live job of this kind (pending or running)"
+    )
+    p.add_argument(
+        "--on-conflict",
+        choices=job_keys.ON_CONFLICT_MODES,
+        default="ignore",
+        help="when the job key's job is live (default ignore)",
+    )
+    p.add_argument(
+        "--max-wait",
+        type=types.duration,
+        metavar="DURATION",
+        help="with --job-key: replaces never push run_at past the first request + this",
+    )
     p.set_defaults(func=cmd_enqueue)
 
     jobs = commands.add_parser("jobs", help="inspect and manage jobs")
@@ -71,14 +89,23 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", help="with --failed: only this kind")
     p.set_defaults(func=cmd_retry)
 
-    p = sub.add_parser("cancel", parents=[common], help="a pending job goes to failed")
-    p.add_argument("id", type=_job_id, metavar="ID")
+    p = sub.add_parser(
+        "cancel", parents=[common], help="a pending job is cancelled; by id, or by kind and key"
+    )
+    p.add_argument("id", type=_job_id, nargs="?", metavar="ID")
+    p.add_argument("--kind", help="with --key: the kind of the job")
+    p.add_argument(
+        "--key", metavar="KEY", help="the live job with this job key (a running one won't retry)"
+    )
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("purge", parents=[common], help="delete old finished jobs, in batches")
     p.add_argument("--older-than", type=types.duration, required=True, metavar="DURATION")
     p.add_argument(
-        "--status", type=_finished_statuses, default=admin.FINISHED, metavar="done,failed"
+        "--status",
+        type=_finished_statuses,
+        default=admin.FINISHED,
+        metavar="done,failed,cancelled",
     )
     p.set_defaults(func=cmd_purge)
 
@@ -97,7 +124,7 @@ def _finished_statuses(text: str) -> tuple[str, ...]:
     statuses = tuple(s.strip() for s in text.split(",") if s.strip())
     bad = [s for s in statuses if s not in admin.FINISHED]
     if not statuses or bad:
-        raise argparse.ArgumentTypeError(f"purge takes done and/or failed, got {text!r}")
+        raise argparse.ArgumentTypeError(f"purge takes done, failed and/or cancelled, got {text!r}")
     return statuses
 
 
@@ -108,6 +135,10 @@ def _connection(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
+    if args.job_key is not None and args.unique_key is not None:
+        raise UserError("give --job-key or --unique-key, not both")
+    if args.job_key is None and (args.on_conflict != "ignore" or args.max_wait is not None):
+        raise UserError("--on-conflict and --max-wait go with --job-key")
     with _connection(args) as conn:
         job_id = client.enqueue(
             conn,
@@ -117,11 +148,17 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             delay=args.delay,
             unique_key=args.unique_key,
             max_attempts=args.max_attempts,
+            job_key=args.job_key,
+            on_conflict=args.on_conflict,
+            max_wait=args.max_wait,
         )
     if job_id is None:
-        print(
-            f"a {args.kind} job with unique key {args.unique_key!r} already exists", file=sys.stderr
+        what = (
+            f"job key {args.job_key!r} is live (pending or running)"
+            if args.job_key is not None
+            else f"unique key {args.unique_key!r} already exists"
         )
+        print(f"a {args.kind} job with {what}", file=sys.stderr)
         return 0
     print(job_id)
     return 0
@@ -163,11 +200,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    print(f"{'id':>8}  {'kind':<20} {'status':<8} {'tries':>5}  {'run_at':<25} last_error")
+    print(f"{'id':>8}  {'kind':<20} {'status':<9} {'tries':>5}  {'run_at':<25} last_error")
     for row in rows:
         error = (row["last_error"] or "").splitlines()[0][:60] if row["last_error"] else ""
         print(
-            f"{row['id']:>8}  {row['kind'][:20]:<20} {row['status']:<8} "
+            f"{row['id']:>8}  {row['kind'][:20]:<20} {row['status']:<9} "
             f"{row['attempts']:>2}/{row['max_attempts']:<2}  {row['run_at']:%Y-%m-%d %H:%M:%S%z}"
             f"  {error}"
         )
@@ -197,8 +234,13 @@ def cmd_retry(args: argparse.Namespace) -> int:
         raise UserError("--kind goes with --failed")
     with _connection(args) as conn:
         if args.failed:
-            ids = admin.retry_failed(conn, args.kind)
-            print(f"{len(ids)} failed jobs back to pending")
+            retried = admin.retry_failed(conn, args.kind)
+            print(f"{len(retried.ids)} failed jobs back to pending")
+            if retried.kept:
+                print(
+                    f"{retried.kept} stay failed: a live job holds their job key "
+                    "(or a newer failed one of the key came back)"
+                )
             return 0
         admin.retry_job(conn, args.id)
     print(f"job {args.id} back to pending")
@@ -206,10 +248,35 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    by_key = args.kind is not None or args.key is not None
+    if by_key == (args.id is not None) or (by_key and (args.kind is None or args.key is None)):
+        raise UserError("give a job ID, or --kind and --key")
+    reason = f"cancelled by `pgbeat jobs cancel` ({_operator()})"
     with _connection(args) as conn:
-        admin.cancel_job(conn, args.id)
-    print(f"job {args.id} cancelled")
+        if not by_key:
+            admin.cancel_job(conn, args.id, reason)
+            print(f"job {args.id} cancelled")
+            return 0
+        cancelled = job_keys.cancel(conn, args.kind, args.key, reason=reason)
+    if cancelled is None:
+        raise JobNotFound(f"no live {args.kind} job with job key {args.key!r}")
+    if cancelled.was_running:
+        print(
+            f"job {cancelled.id} is running: it finishes this run, will not be retried, "
+            "and its key is free"
+        )
+    else:
+        print(f"job {cancelled.id} cancelled")
     return 0
+
+
+def _operator() -> str:
+    """Who runs this command, for the record a cancel leaves: user@host."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
 
 
 def cmd_purge(args: argparse.Namespace) -> int:

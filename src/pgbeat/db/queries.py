@@ -135,13 +135,19 @@ WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('running', 'pending')"""
 
 # Puts failed runs back to pending at their retry time: an absolute run_at, or a delay
-# from the database clock (primary key).
+# from the database clock (primary key). A superseded run (job_keys.py: a newer job took
+# its key) is not retried: its job ends cancelled, its error after the reason.
 JOBS_RETRY: LiteralString = """
 UPDATE jobs
-SET status = 'pending', locked_until = NULL,
-    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)],
-    run_at = coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
+SET status = CASE WHEN superseded_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+    finished_at = CASE WHEN superseded_at IS NULL THEN finished_at ELSE now() END,
+    locked_until = NULL,
+    last_error = CASE WHEN superseded_at IS NULL THEN '' ELSE coalesce(last_error || '; ', '') END
+                 || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)],
+    run_at = CASE WHEN superseded_at IS NOT NULL THEN run_at ELSE
+             coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
                       now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
+             END
 WHERE id = ANY(%(ids)s::bigint[])
   AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
   AND status IN ('running', 'pending')"""
@@ -155,23 +161,33 @@ WHERE id = ANY(%(ids)s::bigint[])
   AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
   AND status IN ('running', 'pending')"""
 
-# Returns running jobs to pending at shutdown without charging the attempt (primary key).
+# Returns running jobs to pending at shutdown without charging the attempt (primary key);
+# a superseded one (job_keys.py) is not run again: it ends cancelled.
 JOBS_RELEASE: LiteralString = """
 UPDATE jobs
-SET status = 'pending', locked_until = NULL, attempts = greatest(attempts - 1, 0)
+SET status = CASE WHEN superseded_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+    finished_at = CASE WHEN superseded_at IS NULL THEN finished_at ELSE now() END,
+    last_error = CASE WHEN superseded_at IS NULL THEN last_error
+                      ELSE concat_ws('; ', last_error, 'released at shutdown') END,
+    locked_until = NULL, attempts = greatest(attempts - 1, 0)
 WHERE id = ANY(%(ids)s::bigint[])
   AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
   AND status = 'running'"""
 
 # Returns jobs whose lease expired (their worker died) to pending, or to failed once their
-# attempts are spent, so a job that keeps killing its worker ends (jobs_running).
+# attempts are spent, so a job that keeps killing its worker ends (jobs_running). A
+# superseded job (job_keys.py) is not run again: it ends cancelled.
 JOBS_REAP: LiteralString = """
 UPDATE jobs
-SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
-    run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE now() END,
-    finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
+SET status = CASE WHEN superseded_at IS NOT NULL THEN 'cancelled'
+                  WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+    run_at = CASE WHEN superseded_at IS NULL AND attempts < max_attempts THEN now()
+                  ELSE run_at END,
+    finished_at = CASE WHEN superseded_at IS NOT NULL OR attempts >= max_attempts
+                       THEN now() END,
     locked_until = NULL,
-    last_error = 'lease expired during attempt ' || attempts
+    last_error = CASE WHEN superseded_at IS NULL THEN '' ELSE coalesce(last_error || '; ', '') END
+                 || 'lease expired during attempt ' || attempts
                  || ' (worker died or lost the database)'
 WHERE status = 'running' AND locked_until < now()
 RETURNING id, kind, status"""
@@ -195,7 +211,7 @@ SELECT
 # The newest jobs, optionally of one status and kind (primary key, newest first).
 JOBS_LIST: LiteralString = """
 SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
-       unique_key, last_error
+       unique_key, job_key, last_error
 FROM jobs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
@@ -205,29 +221,62 @@ LIMIT %(limit)s"""
 # Everything about one job (primary key).
 JOBS_SHOW: LiteralString = """
 SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
-       unique_key, last_error, payload, locked_until, keep_until
+       unique_key, job_key, superseded_at, last_error, payload, locked_until, keep_until
 FROM jobs WHERE id = %(id)s"""
 
 # Puts one finished or waiting job back to pending, due now, with its attempts reset
-# (primary key). Running jobs are left alone: their worker still holds them.
+# (primary key). Running jobs are left alone: their worker still holds them. A job whose
+# job_key another live job holds now is left alone too (jobs_live_key): two live jobs of
+# one key would break the key's promise (and its unique index).
 JOBS_RETRY_ONE: LiteralString = """
-UPDATE jobs
-SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL
-WHERE id = %(id)s AND status <> 'running'
+UPDATE jobs AS j
+SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL,
+    superseded_at = NULL
+WHERE j.id = %(id)s AND j.status <> 'running'
+  AND NOT EXISTS (
+      SELECT FROM jobs AS live
+      WHERE live.kind = j.kind AND live.job_key = j.job_key AND live.id <> j.id
+        AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
 RETURNING id"""
 
-# Puts every failed job (of one kind, if given) back to pending with attempts reset.
+# Puts every failed job (of one kind, if given) back to pending with attempts reset; returns
+# their ids and how many failed jobs stayed: of the failed jobs of one job_key only the
+# newest comes back, and only while no other job holds the key (jobs_live_key), so one
+# taken key never aborts the batch. Sorts the failed jobs: an operator's command.
 JOBS_RETRY_FAILED: LiteralString = """
-UPDATE jobs
-SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL
-WHERE status = 'failed' AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-RETURNING id"""
+WITH failed AS (
+    SELECT id, job_key IS NULL
+               OR row_number() OVER (PARTITION BY kind, job_key ORDER BY id DESC) = 1 AS newest
+    FROM jobs
+    WHERE status = 'failed' AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+), revived AS (
+    UPDATE jobs AS j
+    SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
+        finished_at = NULL, superseded_at = NULL
+    FROM failed
+    WHERE j.id = failed.id AND failed.newest AND j.status = 'failed'
+      AND NOT EXISTS (
+          SELECT FROM jobs AS live
+          WHERE live.kind = j.kind AND live.job_key = j.job_key
+            AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
+    RETURNING j.id
+)
+SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM revived), '{}'),
+       (SELECT count(*) FROM failed) - (SELECT count(*) FROM revived)"""
 
-# Cancels one pending job: it lands in failed with last_error 'cancelled' (primary key).
+# Cancels one pending job, with who or why in last_error (primary key). Stopping a job on
+# purpose is not a failure: it lands in cancelled, outside the failed dead letter.
 JOBS_CANCEL: LiteralString = """
-UPDATE jobs SET status = 'failed', last_error = 'cancelled', finished_at = now()
+UPDATE jobs SET status = 'cancelled', last_error = %(reason)s, finished_at = now()
 WHERE id = %(id)s AND status = 'pending'
 RETURNING id"""
+
+# Which live job holds a key, to explain a refused retry (jobs_live_key).
+JOBS_KEY_HOLDER: LiteralString = """
+SELECT live.id, live.job_key FROM jobs AS j JOIN jobs AS live
+    ON live.kind = j.kind AND live.job_key = j.job_key AND live.id <> j.id
+   AND live.superseded_at IS NULL AND live.status IN ('pending', 'running')
+WHERE j.id = %(id)s"""
 
 # The status of one job, to explain a refused retry or cancel (primary key).
 JOBS_STATUS: LiteralString = "SELECT status FROM jobs WHERE id = %(id)s"

@@ -1,0 +1,327 @@
+"""Jobs by key: the live job of ``(kind, job_key)``, enqueued with a conflict policy,
+cancelled, rescheduled or found, in the caller's transaction.
+
+A ``job_key`` names the one live (pending or running) job of its kind; the partial unique
+index ``jobs_live_key`` keeps it to one and frees the key when the job ends. A running job
+is never rewritten: it gives up its key (it is *superseded*) and never runs again, and the
+new values go to a new pending job. Each call is a short plan of statements, written once
+as a generator and driven by a sync or an async runner, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, LiteralString, TypeVar, get_args, overload
+
+import psycopg
+
+from pgbeat.db import frameworks, key_queries
+from pgbeat.db.literals import number_array, text_array
+from pgbeat.errors import KeyContended
+
+OnConflict = Literal["ignore", "replace", "keep_earliest", "keep_latest"]
+ON_CONFLICT_MODES: tuple[str, ...] = get_args(OnConflict)
+# Upsert, supersede, upsert again: a turn fails only when, in between, another transaction
+# committed a new job for the key and a worker claimed it. Past this many, give up loudly.
+SUPERSEDE_TURNS = 10
+
+T = TypeVar("T")
+Statement = tuple[LiteralString, dict[str, Any]]
+Plan = Generator[Statement, list[tuple[Any, ...]], T]
+Key = tuple[str, str]  # (kind, job_key)
+
+
+@dataclass(frozen=True)
+class KeyedJob:
+    """One keyed job to enqueue; ``payload`` is JSON text, ``max_attempts`` is resolved."""
+
+    kind: str
+    job_key: str
+    payload: str
+    run_at: datetime | None
+    delay: timedelta | None
+    max_attempts: int
+    on_conflict: OnConflict = "ignore"
+    max_wait: timedelta | None = None
+
+    @property
+    def key(self) -> Key:
+        return (self.kind, self.job_key)
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What ``cancel`` did: a pending job is now cancelled, or a running one was superseded
+    (``was_running``: its run goes on, it will not retry, and its key is free)."""
+
+    id: int
+    was_running: bool
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    """The live job of a key, as ``find`` returns it."""
+
+    id: int
+    kind: str
+    job_key: str
+    status: str  # pending or running
+    payload: Any
+    run_at: datetime
+    attempts: int
+    max_attempts: int
+    created_at: datetime
+
+
+def check_keyed(
+    job_key: str | None, unique_key: str | None, on_conflict: str, max_wait: timedelta | None
+) -> None:
+    """Reject combinations that have no meaning, before any statement runs."""
+    if on_conflict not in ON_CONFLICT_MODES:
+        raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT_MODES)}")
+    if job_key is None:
+        if on_conflict != "ignore" or max_wait is not None:
+            raise ValueError("on_conflict and max_wait apply to jobs with a job_key")
+        return
+    if not job_key or not isinstance(job_key, str):
+        raise ValueError("a job_key must be a non-empty string")
+    if unique_key is not None:
+        raise ValueError("give job_key or unique_key, not both")
+    if max_wait is not None and max_wait < timedelta(0):
+        raise ValueError("max_wait must not be negative")
+
+
+# -- plans: the statements of each call, independent of how they are run -------------------
+
+
+def enqueue_plan(jobs: Sequence[KeyedJob]) -> Plan[dict[Key, int]]:
+    """Enqueue keyed jobs; returns the id of each key's live job that was inserted or updated.
+
+    A key repeated in ``jobs`` keeps its last occurrence. Keys go to the database sorted, so
+    two batches that share keys lock their rows in the same order and cannot deadlock.
+    """
+    last = {job.key: job for job in jobs}
+    groups: dict[tuple[str, timedelta | None], list[KeyedJob]] = {}
+    for key in sorted(last):
+        job = last[key]
+        groups.setdefault((job.on_conflict, job.max_wait), []).append(job)
+    ids: dict[Key, int] = {}
+    for (on_conflict, max_wait), group in groups.items():
+        ids.update((yield from _upsert_plan(group, on_conflict, max_wait)))
+    return ids
+
+
+def enqueue_one_plan(job: KeyedJob) -> Plan[int | None]:
+    """Enqueue one keyed job: the live job's id, or ``None`` when ``ignore`` found one."""
+    ids = yield from enqueue_plan([job])
+    return ids.get(job.key)
+
+
+def _upsert_plan(
+    jobs: list[KeyedJob], on_conflict: str, max_wait: timedelta | None
+) -> Plan[dict[Key, int]]:
+    """Upsert one group (one mode); supersede the running jobs that block it; repeat."""
+    ids: dict[Key, int] = {}
+    if on_conflict == "ignore":
+        rows = yield key_queries.JOBS_INSERT_KEYED, _columns(jobs, on_conflict, max_wait)
+        return {(kind, job_key): int(job_id) for job_id, kind, job_key in rows}
+    waiting = jobs
+    for _ in range(SUPERSEDE_TURNS):
+        rows = yield key_queries.JOBS_UPSERT_KEYED, _columns(waiting, on_conflict, max_wait)
+        ids.update(((kind, job_key), int(job_id)) for job_id, kind, job_key in rows)
+        waiting = [job for job in waiting if job.key not in ids]
+        if not waiting:
+            return ids
+        # No row back: the key's live job is running. It keeps its run, loses its key.
+        yield key_queries.JOBS_SUPERSEDE_KEYED, _superseding(waiting, on_conflict)
+    raise KeyContended(
+        f"the live job of {len(waiting)} key(s) (e.g. {waiting[0].kind} {waiting[0].job_key!r}) "
+        f"was claimed again {SUPERSEDE_TURNS} times while being replaced; try again"
+    )
+
+
+def _columns(
+    jobs: Sequence[KeyedJob], on_conflict: str, max_wait: timedelta | None
+) -> dict[str, Any]:
+    return {
+        "kinds": text_array([job.kind for job in jobs]),
+        "job_keys": text_array([job.job_key for job in jobs]),
+        "payloads": text_array([job.payload for job in jobs]),
+        "run_ats": text_array([None if j.run_at is None else j.run_at.isoformat() for j in jobs]),
+        "delay_seconds": number_array(
+            "0" if job.delay is None else repr(job.delay.total_seconds()) for job in jobs
+        ),
+        "max_attempts": number_array(str(job.max_attempts) for job in jobs),
+        "on_conflict": on_conflict,
+        "max_wait": max_wait,
+    }
+
+
+def _superseding(jobs: Sequence[KeyedJob], on_conflict: str) -> dict[str, Any]:
+    return {
+        "kinds": text_array([job.kind for job in jobs]),
+        "job_keys": text_array([job.job_key for job in jobs]),
+        "reason": f"superseded while running by a newer enqueue of its job_key "
+        f"(on_conflict={on_conflict}): not run again",
+    }
+
+
+def cancel_plan(kind: str, job_key: str, reason: str | None) -> Plan[Cancelled | None]:
+    why = f"cancelled: {reason}" if reason else "cancelled by pgbeat.cancel()"
+    rows = yield key_queries.JOBS_CANCEL_KEYED, {"kind": kind, "job_key": job_key, "reason": why}
+    return None if not rows else Cancelled(int(rows[0][0]), bool(rows[0][1]))
+
+
+def reschedule_plan(
+    kind: str, job_key: str, run_at: datetime | None, delay: timedelta | None
+) -> Plan[int | None]:
+    if (run_at is None) == (delay is None):
+        raise ValueError("give run_at or delay (one of them)")
+    if run_at is not None and run_at.tzinfo is None:
+        raise ValueError("run_at must be timezone-aware")
+    params = {"kind": kind, "job_key": job_key, "run_at": run_at, "delay": delay}
+    rows = yield key_queries.JOBS_RESCHEDULE_KEYED, params
+    return None if not rows else int(rows[0][0])
+
+
+def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
+    rows = yield key_queries.JOBS_FIND_KEYED, {"kind": kind, "job_key": job_key}
+    return None if not rows else LiveJob(*rows[0])
+
+
+# -- runners ---------------------------------------------------------------------------------
+
+
+def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    """Run ``plan``'s statements on ``conn``, in its current transaction."""
+    try:
+        statement = next(plan)
+        while True:
+            statement = plan.send(conn.execute(*statement).fetchall())
+    except StopIteration as finished:
+        result: T = finished.value
+        return result
+
+
+async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+    """``run`` on an async connection."""
+    try:
+        statement = next(plan)
+        while True:
+            cursor = await conn.execute(*statement)
+            statement = plan.send(await cursor.fetchall())
+    except StopIteration as finished:
+        result: T = finished.value
+        return result
+
+
+def run_on(conn: object, plan: Plan[T]) -> T | Awaitable[T]:
+    """Run ``plan`` on any connection ``enqueue`` takes; an async one returns a coroutine."""
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
+        return _resolve_and_run(conn, plan)
+    return run(sync_conn, plan)
+
+
+async def _resolve_and_run(conn: object, plan: Plan[T]) -> T:
+    return await run_async(await frameworks.async_connection(conn), plan)
+
+
+# -- the public calls ------------------------------------------------------------------------
+# Each takes what ``pgbeat.enqueue`` takes: a psycopg connection (the overload types it),
+# an async one (a coroutine comes back), or a SQLAlchemy or Django connection.
+
+
+@overload
+def cancel(
+    conn: psycopg.Connection[Any], kind: str, job_key: str, *, reason: str | None = None
+) -> Cancelled | None: ...
+
+
+@overload
+def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any: ...
+
+
+def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any:
+    """Cancel the live job of ``(kind, job_key)``; ``None`` if there is none.
+
+    A pending job becomes ``cancelled`` (``last_error`` says who or why). A running one
+    cannot be stopped: it finishes its run, gives up its key at once and is never retried.
+    Runs in ``conn``'s transaction: a rollback undoes it. An async connection returns a
+    coroutine, as ``cancel_async``.
+    """
+    return run_on(conn, cancel_plan(kind, job_key, reason))
+
+
+async def cancel_async(
+    conn: object, kind: str, job_key: str, *, reason: str | None = None
+) -> Cancelled | None:
+    """``cancel`` on an async connection, awaited."""
+    return await _resolve_and_run(conn, cancel_plan(kind, job_key, reason))
+
+
+@overload
+def reschedule(
+    conn: psycopg.Connection[Any],
+    kind: str,
+    job_key: str,
+    *,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+) -> int | None: ...
+
+
+@overload
+def reschedule(
+    conn: object,
+    kind: str,
+    job_key: str,
+    *,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+) -> Any: ...
+
+
+def reschedule(
+    conn: object,
+    kind: str,
+    job_key: str,
+    *,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+) -> Any:
+    """Move the pending live job of ``(kind, job_key)`` to ``run_at`` (or now + ``delay``,
+    by the database clock); returns its id, or ``None`` (no pending job: nothing inserted)."""
+    return run_on(conn, reschedule_plan(kind, job_key, run_at, delay))
+
+
+async def reschedule_async(
+    conn: object,
+    kind: str,
+    job_key: str,
+    *,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+) -> int | None:
+    """``reschedule`` on an async connection, awaited."""
+    return await _resolve_and_run(conn, reschedule_plan(kind, job_key, run_at, delay))
+
+
+@overload
+def find(conn: psycopg.Connection[Any], kind: str, job_key: str) -> LiveJob | None: ...
+
+
+@overload
+def find(conn: object, kind: str, job_key: str) -> Any: ...
+
+
+def find(conn: object, kind: str, job_key: str) -> Any:
+    """The live (pending or running) job of ``(kind, job_key)``, or ``None``."""
+    return run_on(conn, find_plan(kind, job_key))
+
+
+async def find_async(conn: object, kind: str, job_key: str) -> LiveJob | None:
+    """``find`` on an async connection, awaited."""
+    return await _resolve_and_run(conn, find_plan(kind, job_key))
