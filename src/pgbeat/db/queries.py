@@ -295,11 +295,12 @@ DELETE FROM jobs WHERE id IN (
 
 # -- processes (heartbeats) -------------------------------------------------------------------
 
-# Registers or refreshes this process (primary key).
+# Registers or refreshes this process (primary key); a scheduler's file changes on reload.
 PROCESSES_UPSERT: LiteralString = """
 INSERT INTO pgbeat_processes (id, role, host, pid, version, schedules_hash, details)
 VALUES (%(id)s, %(role)s, %(host)s, %(pid)s, %(version)s, %(schedules_hash)s, %(details)s)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), details = excluded.details"""
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), details = excluded.details,
+    schedules_hash = excluded.schedules_hash"""
 
 # Removes this process on a clean exit (primary key).
 PROCESSES_DELETE: LiteralString = "DELETE FROM pgbeat_processes WHERE id = %(id)s"

@@ -80,6 +80,10 @@ class Heartbeat:
             self.beat(conn)
             self.next_beat = now + self._every
 
+    def set_schedules_hash(self, value: str | None) -> None:
+        """The fingerprint of the schedules file after a reload, sent with the next beat."""
+        self._row["schedules_hash"] = value
+
     def beat(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(queries.PROCESSES_UPSERT, self._row)
         conn.execute(queries.PROCESSES_PRUNE, {"stale_after": STALE_AFTER})
