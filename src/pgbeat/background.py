@@ -68,6 +68,11 @@ class BackgroundLoop:
         """End the current pause now (or the next one, if a step is running)."""
         self._wake.set()
 
+    def pause(self, seconds: float) -> None:
+        """Wait outside a step (a shutdown's last waits, say) until woken or ``seconds`` pass."""
+        self._wake.wait(seconds)
+        self._wake.clear()
+
     def stop(self) -> None:
         """Ask the loop to end once its current step returns; does not wait (see ``join``)."""
         self.stopping.set()

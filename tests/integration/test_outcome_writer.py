@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat.db.connections import Connector, ReconnectBackoff
+from pgbeat.db.connections import Connector
 from pgbeat.observe.metrics import Metrics
 from pgbeat.worker import operations
 from pgbeat.worker.executor import Run
@@ -40,7 +39,6 @@ class Writer:
         self.writer = OutcomeFlusher(
             Connector(url, "test-outcomes"),
             self.recorder,
-            ReconnectBackoff(url, logging.getLogger("test")),
             batch=batch,
             window=window,
             on_failure=lambda: self.failures.append("failed"),

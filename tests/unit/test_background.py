@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -102,3 +103,12 @@ def test_an_error_in_a_thread_is_kept_and_handed_over() -> None:
 
 def test_join_of_a_loop_never_started_returns_at_once() -> None:
     assert BackgroundLoop("t", lambda: None).join(0)
+
+
+def test_pause_outside_a_step_ends_when_woken() -> None:
+    loop = BackgroundLoop("t", lambda: None)
+    waker = threading.Timer(0.01, loop.wake)
+    started = time.monotonic()
+    waker.start()
+    loop.pause(DEADLINE)
+    assert time.monotonic() - started < DEADLINE / 2, "the pause ran to its end"

@@ -13,7 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure
+from pgbeat.background import UNTIL_WOKEN, BackgroundLoop
+from pgbeat.db.connections import Connector, Outage
 from pgbeat.worker.outcomes import OutcomeBuffer
 
 log = logging.getLogger("pgbeat.worker")
@@ -35,7 +36,6 @@ class OutcomeFlusher:
         self,
         connector: Connector,
         recorder: OutcomeBuffer,
-        outage: ReconnectBackoff,
         *,
         batch: int,
         window: float,
@@ -44,73 +44,57 @@ class OutcomeFlusher:
     ) -> None:
         self._connector = connector
         self._recorder = recorder
-        self._outage = outage
         self._batch = batch
         self._window = window
         self._on_failure = on_failure
         self._on_requeued = on_requeued
-        self._wake = threading.Event()
         self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="pgbeat-outcomes", daemon=True)
-        self.failure: BaseException | None = None
+        self._failed_while_closing = 0
+        self._loop = BackgroundLoop("pgbeat-outcomes", self._step, on_failure=self._failed)
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self._loop.failure
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def poke(self) -> None:
         """Outcomes arrived: look again at whether a write is due."""
-        self._wake.set()
+        self._loop.wake()
 
     def close(self) -> int:
         """Write what is left (a few tries if the database is down), stop; return the unwritten."""
         self._closing.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._loop.wake()
+        self._loop.join()
         self._connector.close()
         return self._recorder.waiting()[0]
 
-    def _main(self) -> None:
-        failed_while_closing = 0
-        while True:
-            self._wake.clear()
-            closing = self._closing.is_set()
-            count, since = self._recorder.waiting()
-            if count == 0 or since is None:
-                if closing:
-                    return
-                self._wake.wait()
-                continue
-            wait = since + self._window - time.monotonic()
-            if not closing and count < self._batch and wait > 0:
-                self._wake.wait(wait)
-                continue
-            pause = self._write()
-            if pause is None:
-                continue
-            if self.failure is not None:
-                return
-            if closing:
-                failed_while_closing += 1
-                if failed_while_closing >= CLOSING_ATTEMPTS:
-                    return
-                time.sleep(min(pause, CLOSING_PAUSE))
-            else:
-                self._closing.wait(pause)
+    def _step(self) -> float | None:
+        """Write when a batch is full or its window ended; else say how long to wait."""
+        closing = self._closing.is_set()
+        count, since = self._recorder.waiting()
+        if count == 0 or since is None:
+            return None if closing else UNTIL_WOKEN
+        wait = since + self._window - time.monotonic()
+        if not closing and count < self._batch and wait > 0:
+            return wait
+        result = self._connector.run(self._recorder.flush)
+        if not isinstance(result, Outage):
+            if result and self._on_requeued is not None:
+                self._on_requeued()
+            return 0.0
+        # A backoff that new outcomes could cut short would hammer a database that is down.
+        if not closing:
+            self._closing.wait(result.pause)
+            return 0.0
+        self._failed_while_closing += 1
+        if self._failed_while_closing >= CLOSING_ATTEMPTS:
+            return None
+        time.sleep(min(result.pause, CLOSING_PAUSE))
+        return 0.0
 
-    def _write(self) -> float | None:
-        """Flush once; on failure return how long to pause before the next try."""
-        try:
-            requeued = self._recorder.flush(self._connector.get())
-        except Exception as exc:
-            if not is_connection_failure(exc):
-                log.exception("could not record outcomes; stopping the worker")
-                self.failure = exc
-                self._on_failure()
-                return 0.0
-            self._connector.discard()
-            return self._outage.failed(exc)
-        self._outage.succeeded()
-        if requeued and self._on_requeued is not None:
-            self._on_requeued()
-        return None
+    def _failed(self, exc: BaseException) -> None:
+        log.error("could not record outcomes; stopping the worker", exc_info=exc)
+        self._on_failure()

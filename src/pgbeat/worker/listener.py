@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
+from pgbeat.background import BackgroundLoop
 from pgbeat.db import queries
-from pgbeat.db.connections import ReconnectBackoff
-from pgbeat.db.pooler import connection_options
+from pgbeat.db.connections import Connector, Outage, ReconnectBackoff
 
 log = logging.getLogger("pgbeat.listener")
 
@@ -24,41 +25,33 @@ class Listener:
     """A daemon thread that calls ``on_notify`` for each notification of new jobs."""
 
     def __init__(self, url: str, on_notify: Callable[[], None], check_every: float = 0.5) -> None:
-        self._url = url
         self._on_notify = on_notify
         self._check_every = check_every
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="pgbeat-listener", daemon=True)
+        self._connector = Connector(url, "pgbeat-listener", backoff=ReconnectBackoff(url, log))
+        self._loop = BackgroundLoop("pgbeat-listener", self._step, on_exit=self._connector.close)
         self.connected = threading.Event()
-        self._outage = ReconnectBackoff(url, log)
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(timeout=self._check_every * 4)
+        self._loop.stop()
+        self._loop.join(timeout=self._check_every * 4)
 
-    def _main(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                self._listen()
-            except psycopg.Error as exc:
-                self.connected.clear()
-                self._stopped.wait(self._outage.failed(exc))
+    def _step(self) -> float:
+        """Listen until stopped or the connection fails; then the pause before trying again."""
+        try:
+            result = self._connector.run(self._listen)
+        except psycopg.Error as exc:  # not an outage; but listening only speeds pickup up
+            result = self._connector.failed(exc)
+        self.connected.clear()
+        return result.pause if isinstance(result, Outage) else 0.0
 
-    def _listen(self) -> None:
-        with psycopg.connect(
-            self._url,
-            autocommit=True,
-            connect_timeout=5,
-            application_name="pgbeat-listener",
-            **connection_options(self._url),  # keepalives: a partition ends in a reconnect
-        ) as conn:
-            conn.execute(queries.JOBS_LISTEN)
-            self._outage.succeeded()
-            self.connected.set()
-            self._on_notify()  # anything inserted while we were not listening is due now
-            while not self._stopped.is_set():
-                for _ in conn.notifies(timeout=self._check_every):
-                    self._on_notify()
+    def _listen(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(queries.JOBS_LISTEN)
+        self._connector.backoff.succeeded()
+        self.connected.set()
+        self._on_notify()  # anything inserted while we were not listening is due now
+        while not self._loop.stopping.is_set():
+            for _ in conn.notifies(timeout=self._check_every):
+                self._on_notify()

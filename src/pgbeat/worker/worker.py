@@ -19,8 +19,9 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
+from pgbeat.background import BackgroundLoop
 from pgbeat.db import pooler
-from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure, make_pool
+from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
 from pgbeat.observe.heartbeat import Heartbeat
@@ -32,6 +33,7 @@ from pgbeat.worker.flusher import OutcomeFlusher
 from pgbeat.worker.listener import Listener
 from pgbeat.worker.outcomes import OutcomeBuffer
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
+from pgbeat.worker.timers import ClaimTimers
 
 __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 
@@ -41,7 +43,10 @@ BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a r
 
 
 def _session(
-    url: str, name: str, configure: Callable[[psycopg.Connection[Any]], None] | None = None
+    url: str,
+    name: str,
+    backoff: ReconnectBackoff,
+    configure: Callable[[psycopg.Connection[Any]], None] | None = None,
 ) -> Connector:
     """A worker connection (claims, or outcomes), with the session settings they need.
 
@@ -59,6 +64,7 @@ def _session(
         url,
         name,
         configure=configure,
+        backoff=backoff,
         synchronous_commit="off",
         enable_bitmapscan="off",
         plan_cache_mode="force_custom_plan",
@@ -83,38 +89,37 @@ class Worker:
         self._timeout_s = self.timeout.total_seconds()
         self._url = url
         self._registry = registry
-        # Outcomes are written on a second connection (outcome_writer.py says why).
-        self._connector = _session(url, "pgbeat-worker", operations.use_fast_payloads)
+        # One outage of the database is logged once, whichever connection meets it first.
+        backoff = ReconnectBackoff(url, log, lambda: self._metrics.reconnected("worker"))
+        # Outcomes are written on a second connection (flusher.py says why).
+        self._connector = _session(url, "pgbeat-worker", backoff, operations.use_fast_payloads)
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
-        self._wake = threading.Event()
+        self._loop = BackgroundLoop("pgbeat-worker", self._step)
         self._executor = Executor(self.settings.concurrency, self._on_settled, self._on_slot_freed)
         listen_url = pooler.listen_url(url)  # None behind a pooler: LISTEN needs a session
         self._listener = (
             Listener(listen_url, self._on_notify) if self.settings.listen and listen_url else None
         )
-        self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._lock = threading.Lock()
         self._recorder = OutcomeBuffer(self.settings.backoff, rng or random.Random(), self._metrics)
-        self._last_claim = 0.0
         self._claim_threshold = max(
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
         )
-        self._outage = ReconnectBackoff(url, log, lambda: self._metrics.reconnected("worker"))
         self._writer = OutcomeFlusher(
-            _session(url, "pgbeat-worker-outcomes"),
+            _session(url, "pgbeat-worker-outcomes", backoff),
             self._recorder,
-            self._outage,
             batch=self._claim_threshold,
             window=BATCH_WINDOW,
-            on_failure=self._wake.set,
+            on_failure=self._loop.wake,
             on_requeued=self._on_notify,
         )
         self._notified = False
-        self._maybe_more = True
-        self._next_poll = 0.0
-        self._next_due: float | None = None
-        self._next_reap = 0.0
+        self._timers = ClaimTimers(
+            poll_every=self.settings.poll_interval.total_seconds(),
+            reap_every=min(max(self.lease.total_seconds() / 4, 0.25), 30.0),
+            window=BATCH_WINDOW,
+        )
         self._heartbeat = (
             Heartbeat(url, "worker", details=self._heartbeat_details())
             if self.settings.heartbeat
@@ -126,15 +131,14 @@ class Worker:
 
     def stop(self) -> None:
         """Stop claiming; let running jobs finish within the grace period; then return."""
-        if self._stopping.is_set():
+        if self._loop.stopping.is_set():
             self._hurry.set()  # a second request: release running jobs now
-        self._stopping.set()
-        self._wake.set()
+        self._loop.stop()
 
     def _on_notify(self) -> None:
         with self._lock:
             self._notified = True
-        self._wake.set()
+        self._loop.wake()
 
     def _on_settled(self, run: Run) -> None:
         """Buffer the outcome; poke the writer when that makes a write due or starts its timer.
@@ -149,7 +153,7 @@ class Worker:
         """Wake the loop when freed slots change what it would do: start its BATCH_WINDOW
         timer (the first), claim at once (the threshold's worth, or every slot)."""
         if free == 1 or free == self._claim_threshold or free == self.settings.concurrency:
-            self._wake.set()
+            self._loop.wake()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -168,8 +172,7 @@ class Worker:
             self.timeout.total_seconds(),
         )
         try:
-            while not self._stopping.is_set():
-                self._step()
+            self._loop.run()
             self._drain()
         finally:
             if self._listener is not None:
@@ -184,27 +187,23 @@ class Worker:
             log.info("worker stopped")
             self.stopped.set()
 
-    def _step(self) -> None:
-        self._wake.clear()
+    def _step(self) -> float:
+        """Reap, claim and start what is due; return how long to wait before looking again."""
         if self._writer.failure is not None:
             raise self._writer.failure
         now = time.monotonic()
         next_deadline = self._executor.expire(now)
-        self._note_wake_reasons(now)
-        claim = self._claim_size(now)
-        if claim or now >= self._next_reap:
-            work = lambda conn: self._database_work(conn, now, claim)  # noqa: E731
-            if not self._with_database(work):
-                return
-        self._wait(next_deadline)
-
-    def _note_wake_reasons(self, now: float) -> None:
-        """A notification, a delayed job falling due or the poll timer: look for work."""
         with self._lock:
             notified, self._notified = self._notified, False
-        due = self._next_due is not None and now >= self._next_due
-        if notified or due or now >= self._next_poll:
-            self._maybe_more = True
+        self._timers.note(now, notified)
+        claim = self._claim_size(now)
+        if claim or self._timers.reap_due(now):
+            result = self._connector.run(lambda conn: self._database_work(conn, now, claim))
+            if isinstance(result, Outage):
+                self._loop.stopping.wait(result.pause)  # only stop() ends a backoff early
+                return 0.0
+        wake = self._timers.next_wake(next_deadline, self._executor.free_slots() > 0)
+        return max(0.0, wake - time.monotonic())
 
     def _claim_size(self, now: float) -> int:
         """How many jobs to claim now: 0 while a few more finishing jobs are worth awaiting.
@@ -213,28 +212,15 @@ class Worker:
         to BATCH_WINDOW for half the slots to free turns many small claims into one.
         """
         free = self._executor.free_slots()
-        if not self._maybe_more or free == 0:
+        if not self._timers.maybe_more or free == 0:
             return 0
         if (
             free >= self._claim_threshold
             or self._executor.busy() == 0
-            or now - self._last_claim >= BATCH_WINDOW
+            or self._timers.window_ended(now)
         ):
             return min(free, self.settings.claim_batch)
         return 0
-
-    def _wait(self, next_deadline: float | None) -> None:
-        timers = [self._next_reap]
-        if next_deadline is not None:
-            timers.append(next_deadline)
-        if self._executor.free_slots() > 0:
-            if self._maybe_more:
-                timers.append(self._last_claim + BATCH_WINDOW)
-            else:
-                timers.append(self._next_poll)
-                if self._next_due is not None:
-                    timers.append(self._next_due)
-        self._wake.wait(max(0.0, min(timers) - time.monotonic()))
 
     def _database_work(self, conn: psycopg.Connection[Any], now: float, claim: int) -> None:
         """Reap (now and then) and claim, pipelined into one round trip.
@@ -243,28 +229,15 @@ class Worker:
         process must find its attempt already charged and its lease set.
         """
         claimed: list[Job] = []
-        if now >= self._next_reap:
+        if self._timers.reap_due(now):
             with conn.pipeline():
                 self._reap(conn)
-                self._next_reap = now + self._reap_interval()
+                self._timers.reaped(now)
                 if claim:
                     claimed = self._claim(conn, claim, now)
         elif claim:
             claimed = self._claim(conn, claim, now)
         self._start(claimed)
-
-    def _with_database(self, work: Any) -> bool:
-        """Run ``work(conn)``; on a lost database log once, back off, and return False."""
-        try:
-            work(self._connector.get())
-        except Exception as exc:
-            if not is_connection_failure(exc):
-                raise
-            self._connector.discard()
-            self._stopping.wait(self._outage.failed(exc))
-            return False
-        self._outage.succeeded()
-        return True
 
     def _heartbeat_details(self) -> dict[str, Any]:
         return {
@@ -274,20 +247,12 @@ class Worker:
             "timeout_s": self.timeout.total_seconds(),
         }
 
-    def _reap_interval(self) -> float:
-        return min(max(self.lease.total_seconds() / 4, 0.25), 30.0)
-
     def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> list[Job]:
         jobs = operations.claim_jobs(conn, limit, self.lease, self.settings.kinds)
-        self._last_claim = now
         self._metrics.claimed(len(jobs))
-        self._next_poll = now + self.settings.poll_interval.total_seconds()
-        self._maybe_more = len(jobs) == limit
-        self._next_due = None
+        self._timers.claimed(now, limit, len(jobs))
         if not jobs:
-            seconds = operations.seconds_to_next_job(conn, self.settings.kinds)
-            if seconds is not None:  # <= 0: it fell due since the claim, or another worker holds it
-                self._next_due = now + max(seconds, 0.05)
+            self._timers.next_job_in(now, operations.seconds_to_next_job(conn, self.settings.kinds))
         return jobs
 
     def _start(self, jobs: list[Job]) -> None:
@@ -339,9 +304,8 @@ class Worker:
         while self._executor.unsettled() and time.monotonic() < deadline:
             if self._hurry.is_set():
                 break
-            self._wake.clear()
             self._executor.expire(time.monotonic())
-            self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+            self._loop.pause(min(0.1, max(0.0, deadline - time.monotonic())))
         released = self._executor.release_all()
         if released:
             log.warning("returning %d unfinished jobs to pending", len(released))
