@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT, handled for the length of a ``with`` block and then restored.
+"""SIGTERM and SIGINT (stop) and SIGHUP (reload), handled for a ``with`` block, then restored.
 
 The one place a process installs signal handlers: the CLI's long-running commands and the
 ``--processes`` supervisor both go through it, so every handler is put back on the way out.
@@ -35,3 +35,23 @@ def handling_stop_signals(handler: Callable[[int], None]) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def handling_reload_signal(handler: Callable[[], None]) -> Iterator[None]:
+    """Call ``handler()`` on SIGHUP inside the block (main thread only), as daemons reload.
+
+    The handler must only set a flag: the reload itself happens in the loop that sees it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(_signum: int, _frame: Any) -> None:
+        handler()
+
+    previous = signal.signal(signal.SIGHUP, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
