@@ -115,7 +115,8 @@ def compare_case(case: Case, brute_force: bool = True) -> list[Finding]:
     try:
         mine = pgbeat_next(case.expr, case.zone, case.start, FIRES)
     except ValueError as error:
-        reason = next(line for line in str(error).splitlines() if "cron" in line)
+        lines = str(error).splitlines()
+        reason = next((line for line in lines if "bad cron" in line), lines[-1])
         return _refusal(case, reason.strip())
     findings = []
     try:
