@@ -179,6 +179,7 @@ def test_shortcuts_are_debians_five_fields(shortcut: str, fields: str) -> None:
 def test_whitespace_and_case_are_normalised() -> None:
     assert normalise(" 0\t0  * *   MON-FRI ") == "0 0 * * mon-fri"
     assert normalise(" @daily ") == "@daily"
+    assert normalise("@Daily") == "@daily"  # an extension: Debian reads only "@daily"
     assert parse_cron("0 0 * Jan Mon") == parse_cron("0 0 * 1 1")
 
 
@@ -218,7 +219,6 @@ def test_fixed_time_is_debians_leading_star_rule(expr: str, fixed: bool) -> None
 # fmt: off
 REJECTED = [
     ("@reboot", "@reboot is not a period"),
-    ("@DAILY", "shortcuts are lower case"),
     ("@fortnightly", "unknown shortcut"),
     ("@daily 5", "stands alone"),  # Debian accepts: "5" would be the command
     ("0 0 L * *", "no L, W, #, ? or H"),
