@@ -14,6 +14,9 @@ from pgbeat.errors import (
     PermanentError,
     PgbeatError,
     Retry,
+    ScheduleConflict,
+    ScheduleError,
+    ScheduleNotFound,
     UnknownKind,
 )
 from pgbeat.job import Job, JobContext
@@ -28,6 +31,12 @@ from pgbeat.job_keys import (
     reschedule_async,
 )
 from pgbeat.registry import Registry
+from pgbeat.scheduling.api import (
+    delete_schedule,
+    delete_schedule_async,
+    upsert_schedule,
+    upsert_schedule_async,
+)
 from pgbeat.version import __version__
 from pgbeat.worker.settings import WorkerSettings
 from pgbeat.worker.worker import Worker
@@ -47,6 +56,9 @@ __all__ = [
     "PgbeatError",
     "Registry",
     "Retry",
+    "ScheduleConflict",
+    "ScheduleError",
+    "ScheduleNotFound",
     "UnknownKind",
     "Worker",
     "WorkerSettings",
@@ -54,6 +66,8 @@ __all__ = [
     "apply_migrations",
     "cancel",
     "cancel_async",
+    "delete_schedule",
+    "delete_schedule_async",
     "enqueue",
     "enqueue_async",
     "enqueue_many",
@@ -62,4 +76,6 @@ __all__ = [
     "find_async",
     "reschedule",
     "reschedule_async",
+    "upsert_schedule",
+    "upsert_schedule_async",
 ]

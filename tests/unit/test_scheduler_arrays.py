@@ -8,7 +8,6 @@ import pytest
 
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.scheduling.schedule import Schedule, unique_key, unique_key_prefix, unique_key_suffix
-from pgbeat.scheduling.scheduler import _repeat_each
 
 
 @pytest.mark.parametrize(
@@ -26,11 +25,9 @@ def test_text_array(values: list[str | None], literal: str) -> None:
     assert text_array(values) == literal
 
 
-def test_number_array_and_repeat_each() -> None:
+def test_number_array() -> None:
     assert number_array(["1", "2.5"]) == "{1,2.5}"
     assert number_array([]) == "{}"
-    assert _repeat_each(["a", "b"], 1) == ["a", "b"]
-    assert _repeat_each(["a", "b"], 3) == ["a", "a", "a", "b", "b", "b"]
 
 
 def test_a_key_is_the_schedule_prefix_plus_the_fire_time_suffix() -> None:

@@ -1,4 +1,8 @@
-"""The schedule-facing commands: ``schedules check|next``, ``scheduler`` and ``run``."""
+"""The schedule-facing commands: ``schedules check|next``, ``scheduler`` and ``run``.
+
+The commands on the schedules in the database (``schedules list|pause|resume|run|history``)
+are in schedule_admin.py.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +15,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pgbeat.cli import common, types
+from pgbeat.cli import common, schedule_admin, types
 from pgbeat.db import connections, migrate
 from pgbeat.errors import ConfigError, UserError
 from pgbeat.scheduling.file import load_schedules, schedules_hash
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
-from pgbeat.scheduling.scheduler import Scheduler
+from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
+from pgbeat.signals import handling_reload_signal
 from pgbeat.worker.worker import Worker
 
 DEFAULT_SCHEDULES = "schedules.toml"
 
 
 def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
-    schedules = commands.add_parser("schedules", help="check or preview schedules.toml")
+    schedules = commands.add_parser(
+        "schedules", help="check or preview schedules.toml; list, pause, resume, run schedules"
+    )
     sub = schedules.add_subparsers(
         dest="schedules_command", metavar="COMMAND", parser_class=type(schedules)
     )
@@ -46,10 +53,18 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=cmd_next)
 
+    schedule_admin.add_commands(sub, common_flags)
+
     p = commands.add_parser(
         "scheduler", parents=[common_flags], help="enqueue due periods, forever"
     )
-    p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
+    p.add_argument(
+        "--schedules",
+        metavar="PATH",
+        help="schedules file (default: ./schedules.toml if there is one, else only the "
+        "schedules in the database); SIGHUP re-reads it",
+    )
+    _add_retention_flag(p)
     common.add_metrics_flags(p)
     p.set_defaults(func=cmd_scheduler)
 
@@ -67,9 +82,20 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="schedules file (default: the demo's, or ./schedules.toml with APP)",
     )
+    _add_retention_flag(p)
     common.add_worker_flags(p)
     common.add_metrics_flags(p)
     p.set_defaults(func=cmd_run)
+
+
+def _add_retention_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--history-retention",
+        type=types.duration,
+        default=HISTORY_RETENTION,
+        metavar="DURATION",
+        help="delete schedule history older than this (default 30d)",
+    )
 
 
 def _load(path: str | Path) -> tuple[list[Schedule], str]:
@@ -147,21 +173,34 @@ def _fire_json(schedule: Schedule, fire: datetime) -> dict[str, Any]:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
-    schedules, fingerprint = _load(args.schedules)
+    path = _scheduler_schedules_path(args.schedules)
+    schedules = _load(path)[0] if path is not None else None
     url = connections.resolve_url(args.database_url)
     common.check_database(url)
     scheduler = Scheduler(
-        url, schedules, schedules_hash=fingerprint, metrics=common.start_metrics(args, url)
+        url,
+        schedules,
+        metrics=common.start_metrics(args, url),
+        load=None if path is None else lambda: load_schedules(path),
+        history_retention=args.history_retention,
     )
-    with common.stop_on_signals([scheduler.stop]):
+    with common.stop_on_signals([scheduler.stop]), handling_reload_signal(scheduler.reload):
         scheduler.run()
     return 0
+
+
+def _scheduler_schedules_path(given: str | None) -> Path | None:
+    """--schedules (which must exist); else ./schedules.toml if there is one; else None."""
+    if given is not None:
+        return Path(given)
+    default = Path(DEFAULT_SCHEDULES)
+    return default if default.is_file() else None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
-    schedules, fingerprint = _load(path) if path is not None else ([], None)
+    schedules = _load(path)[0] if path is not None else None
     url = connections.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
         migrate.apply_migrations(conn)
@@ -170,10 +209,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             demo.seed(conn)
     metrics = common.start_metrics(args, url)
-    scheduler = Scheduler(url, schedules, schedules_hash=fingerprint, metrics=metrics)
+    scheduler = Scheduler(
+        url,
+        schedules,
+        metrics=metrics,
+        load=None if path is None else lambda: load_schedules(path),
+        history_retention=args.history_retention,
+    )
     worker = Worker(url, registry, common.worker_settings(args), metrics=metrics)
     thread = threading.Thread(target=scheduler.run, name="pgbeat-scheduler", daemon=True)
-    with common.stop_on_signals([scheduler.stop, worker.stop]):
+    with (
+        common.stop_on_signals([scheduler.stop, worker.stop]),
+        handling_reload_signal(scheduler.reload),
+    ):
         thread.start()
         worker.run()
         scheduler.stop()

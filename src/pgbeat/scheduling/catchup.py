@@ -45,6 +45,29 @@ def due_periods(
     return last_fires_between(schedule, since, on_time_start, 1, between)
 
 
+def missed_periods(
+    schedule: Schedule,
+    last_tick: datetime | None,
+    now: datetime,
+    due: list[datetime],
+    limit: int,
+    between: FiresBetween = fire_times_between,
+) -> list[datetime]:
+    """The periods at ``now`` that the catch-up policy drops: late ones not in ``due``.
+
+    At most the ``limit`` latest, oldest first; only inside the catch-up window (older
+    periods are not looked at). ``due`` is what ``due_periods`` returned for the same tick.
+    """
+    window_start = now - schedule.catch_up_window
+    since = window_start if last_tick is None else max(last_tick, window_start)
+    on_time_start = max(since, now - ON_TIME)
+    if since >= on_time_start or schedule.catch_up == "all":
+        return []
+    enqueued = set(due)
+    late = last_fires_between(schedule, since, on_time_start, limit + 1, between)
+    return [fire for fire in late if fire not in enqueued][-limit:]
+
+
 def last_fires_between(
     schedule: Schedule,
     start: datetime,

@@ -1,133 +1,130 @@
 """The scheduler loop: read the database clock, insert every due period, sleep until the next.
 
-Any number of replicas run this loop on the same file. They share no state but the jobs
-table: each period is inserted with ``ON CONFLICT (kind, unique_key) DO NOTHING``, so the
-first replica wins and the others find it present. No leader, no lock.
+Any number of replicas run this loop. The schedules live in ``pgbeat_schedules``: each
+replica writes its schedules file there on start and on reload (sync.py), keeps a copy
+of the table in memory (catalog.py) and follows its changes (a NOTIFY wakes it; each tick
+also asks). Each period is claimed in ``pgbeat_schedule_history`` and its job inserted in
+one statement (periods.py): the first replica to claim a period decides its outcome, the
+others find it decided. No leader, no lock.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import os
+import socket
 import threading
 import time
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 
-from pgbeat import client
-from pgbeat.db import connections, queries
+from pgbeat.db import connections
+from pgbeat.db import schedule_queries as sq
 from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure
-from pgbeat.db.literals import number_array, text_array
+from pgbeat.db.pooler import pooler
+from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
-from pgbeat.scheduling.catchup import due_periods, keep_for
-from pgbeat.scheduling.schedule import (
-    Schedule,
-    fire_times_between,
-    next_fire_after,
-    unique_key_prefix,
-    unique_key_suffix,
-)
+from pgbeat.scheduling.catalog import Catalog, Policy
+from pgbeat.scheduling.catchup import due_periods, missed_periods
+from pgbeat.scheduling.definition import file_hash
+from pgbeat.scheduling.periods import Claims, PeriodBatch
+from pgbeat.scheduling.schedule import Schedule, fire_times_between, next_fire_after
+from pgbeat.scheduling.sync import needs_sync, sync_file
 
 log = logging.getLogger("pgbeat.scheduler")
 
 MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the schedules say
-
-
-class _Template(NamedTuple):
-    """What a schedule's jobs have in common with other schedules' (often all of it)."""
-
-    payload: str  # JSON
-    max_attempts: int
-    keep_seconds: float
-
-    @classmethod
-    def of(cls, schedule: Schedule) -> _Template:
-        return cls(
-            json.dumps(schedule.payload),
-            schedule.max_attempts or client.DEFAULT_MAX_ATTEMPTS,
-            keep_for(schedule).total_seconds(),
-        )
-
-
-@dataclass(eq=False)
-class _Group:
-    """Schedules that fire alike: the same timing and catch-up policy.
-
-    A tick finds all of them due or none, so they share the last tick and the next fire,
-    and one computation of the due periods serves them all.
-    """
-
-    schedules: list[Schedule] = field(default_factory=list)
-    key_prefixes: list[str] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)
-    templates: list[str] = field(default_factory=list)  # each schedule's template number
-    template_numbers: set[int] = field(default_factory=set)
-    last_tick: datetime | None = None
-    next_fire: datetime | None = None
-
-    def add(self, schedule: Schedule, template: int) -> None:
-        self.schedules.append(schedule)
-        self.key_prefixes.append(unique_key_prefix(schedule))
-        self.kinds.append(schedule.kind)
-        self.templates.append(str(template))
-        self.template_numbers.add(template)
+HISTORY_RETENTION = timedelta(days=30)  # history rows older than this are deleted
+MISSED_LIMIT = 100  # missed periods recorded per schedule and tick, the latest ones
+FILE_CHECK_EVERY = 10.0  # seconds between checks that this replica's file is in effect
+PURGE_EVERY = 600.0  # seconds between history purges by one replica
+PURGE_BATCH = 10_000
+TOMBSTONES_KEPT = timedelta(days=1)  # deleted schedules stay visible to polling replicas
+CHANGES_CHANNEL = "LISTEN pgbeat_schedules"
+_WAIT_SLICE = 0.25  # seconds: how promptly a wait notices stop() and reload()
 
 
 @dataclass(frozen=True)
 class TickResult:
-    """The keys a tick inserted (sorted) and found present (by timing, then file order)."""
+    """The keys of one tick's periods by what became of them (sorted), and the next fire."""
 
     inserted: list[str]
     existing: list[str]
     next_fire: datetime | None
+    skipped: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
 
 
 class Scheduler:
-    """Enqueues the periods of ``schedules`` into the database at ``url`` until ``stop()``."""
+    """Enqueues the periods of the schedules in the database at ``url`` until ``stop()``.
+
+    ``schedules`` is this replica's schedules file (synced into the table on the first
+    tick), or None to run only the schedules already there (created from code or by other
+    replicas). ``load`` re-reads the file for ``reload()`` (SIGHUP).
+    """
 
     def __init__(
         self,
         url: str,
-        schedules: Sequence[Schedule],
+        schedules: Sequence[Schedule] | None,
         *,
         schedules_hash: str | None = None,
         metrics: Metrics | None = None,
         heartbeat: bool = True,
+        load: Callable[[], Sequence[Schedule]] | None = None,
+        history_retention: timedelta = HISTORY_RETENTION,
     ) -> None:
+        del schedules_hash  # the fingerprint is the definitions' (definition.file_hash)
         self._url = url
         self._metrics = metrics or Metrics()
+        self._file = None if schedules is None else [s for s in schedules if s.enabled]
+        self._file_hash = None if self._file is None else file_hash(self._file)
+        self._load = load
+        self._retention = history_retention
         self._heartbeat = (
             Heartbeat(
                 url,
                 "scheduler",
-                schedules_hash=schedules_hash,
-                details={"schedules": [s.name for s in schedules]},
+                schedules_hash=self._file_hash,
+                details={"schedules": [s.name for s in self._file or []]},
             )
             if heartbeat
             else None
         )
-        self._schedules = [s for s in schedules if s.enabled]
-        self._groups, self._templates = _group(self._schedules)
-        self._connector = Connector(url, "pgbeat-scheduler")
+        self.replica = self._heartbeat.id if self._heartbeat else _replica_id()
+        self.catalog = Catalog()
+        self._started = False
+        self._listening = pooler() is None  # a transaction pooler does not pass NOTIFY
+        self._connector = Connector(
+            url, "pgbeat-scheduler", configure=self._listen if self._listening else None
+        )
         self._stopping = threading.Event()
+        self._reload_asked = threading.Event()
         self._outage = ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler"))
+        self._next_file_check = 0.0
+        self._next_purge = time.monotonic() + PURGE_EVERY * (0.1 + 0.9 * _spread())
         self.stopped = threading.Event()
 
     def stop(self) -> None:
         self._stopping.set()
 
+    def reload(self) -> None:
+        """Re-read the schedules file at the next tick (safe from a signal handler)."""
+        self._reload_asked.set()
+
     def run(self) -> None:
         """Tick until ``stop()``; survives database outages and catches up afterwards."""
-        names = ", ".join(s.name for s in self._schedules) or "none"
-        log.info("scheduler started with %d schedules: %s", len(self._schedules), names)
+        names = ", ".join(s.name for s in self._file or []) or "none"
+        log.info("scheduler started; schedules file: %s", names if self._file is not None else "-")
         try:
             while not self._stopping.is_set():
-                self._stopping.wait(self._tick_safely())
+                self._pause(self._tick_safely())
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
@@ -140,8 +137,11 @@ class Scheduler:
         started = time.monotonic()
         try:
             conn = self._connector.get()
+            if self._reload_asked.is_set():
+                self._reload(conn)
             now = connections.database_now(conn)
             result = self.tick(conn, now)
+            self._housekeeping(conn)
             if self._heartbeat is not None:  # on the tick's connection: none of its own
                 self._heartbeat.beat_if_due(conn, time.monotonic())
         except Exception as exc:
@@ -155,94 +155,144 @@ class Scheduler:
             sleep = min(sleep, max(self._heartbeat.next_beat - time.monotonic(), 0.0))
         return sleep
 
+    def _pause(self, seconds: float) -> None:
+        """Sleep, but wake for a change of the schedules (NOTIFY), a reload or a stop."""
+        deadline = time.monotonic() + seconds
+        while not (self._stopping.is_set() or self._reload_asked.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self._listening and self._outage.failures == 0:
+                if self._notified(min(left, _WAIT_SLICE)):
+                    return
+            else:
+                self._stopping.wait(min(left, _WAIT_SLICE))
+
+    def _notified(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a notification on the tick's (open) connection."""
+        try:
+            conn = self._connector.get()
+            return any(True for _ in conn.notifies(timeout=seconds, stop_after=1))
+        except psycopg.Error:
+            self._connector.discard()  # the next tick reconnects, or reports the outage
+            return True
+
+    @staticmethod
+    def _listen(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(CHANGES_CHANNEL)
+
     def tick(self, conn: psycopg.Connection[Any], now: datetime) -> TickResult:
         """Insert every period due at ``now`` (the database's clock) in one statement."""
+        if not self._started:
+            self._start(conn)
+        self.catalog.refresh(conn)
         memo = _FireMemo()
-        due_groups = [g for g in self._groups if _is_due(g, now)]
-        batch = _PeriodBatch(self._templates)
-        for group in due_groups:
-            batch.add(group, memo.due(group, now))
-        inserted = batch.insert(conn)
-        existing = self._report(batch, inserted)
-        for group in due_groups:
-            group.last_tick = now
-            group.next_fire = memo.next_after(group.schedules[0], now)
-        fires = [g.next_fire for g in self._groups if g.next_fire is not None]
-        return TickResult(sorted(inserted), existing, min(fires) if fires else None)
+        groups = self.catalog.take_due(now)
+        next_fires: dict[Policy, datetime] = {}
+        claims: Claims | None = None
+        try:
+            batch = PeriodBatch(self.catalog.templates.by_number)
+            for group in groups:
+                due = due_periods(group.first, group.last_tick, now, memo.between)
+                missed = missed_periods(
+                    group.first, group.last_tick, now, due, MISSED_LIMIT, memo.between
+                )
+                batch.add(group, due, missed)
+                next_fires[group.policy] = memo.next_after(group.first, now)
+            claims = batch.claim(conn, self.replica)
+        finally:
+            self.catalog.settle(groups, None if claims is None else now, next_fires)
+        self._report(claims)
+        next_fire = self.catalog.next_fire()
+        return TickResult(
+            claims.inserted, claims.existing, next_fire, claims.skipped, claims.missed
+        )
 
-    def _report(self, batch: _PeriodBatch, inserted: set[str]) -> list[str]:
-        """Log and count each period as new or already present; return the present keys.
+    def _start(self, conn: psycopg.Connection[Any]) -> None:
+        """Write this replica's file into the table (if it is the newest), then copy the table."""
+        if self._file is not None:
+            result = sync_file(conn, self._file, replica=self.replica)
+            if not result.applied:
+                log.warning(
+                    "schedules file %s is older than %s, held by another live replica: "
+                    "running the schedules in the database (see pgbeat status)",
+                    result.file_hash,
+                    result.newest,
+                )
+        self.catalog.load(conn)
+        self._started = True
+        log.info("scheduler runs %d schedules from the database", len(self.catalog))
 
-        Metrics get one call per schedule; the loop over periods runs only when the
-        logger would print them or a tick found some present and some new.
-        """
-        keys = batch.unique_keys
-        if len(inserted) == len(keys):
-            existing = []  # the keys are distinct and every one is new
-        else:
-            existing = [key for key in keys if key not in inserted] if inserted else keys
-        verbose = log.isEnabledFor(logging.INFO) or log.isEnabledFor(logging.DEBUG)
-        each_period = verbose or (bool(inserted) and bool(existing))
-        for group, start, count in batch.spans:
-            if each_period:
-                self._report_each(group, keys, start, count, inserted, verbose=verbose)
-                continue
-            new = 0 if existing else count
-            for schedule in group.schedules:
-                self._metrics.periods(schedule.name, new, count - new)
-        return existing
+    def _reload(self, conn: psycopg.Connection[Any]) -> None:
+        """Re-read the schedules file; a bad one keeps the running schedules (one log line)."""
+        self._reload_asked.clear()
+        if self._load is None:
+            log.warning("reload asked, but this scheduler has no schedules file")
+            return
+        try:
+            schedules = [s for s in self._load() if s.enabled]
+        except ConfigError as exc:
+            count = len(exc.problems)
+            log.error(
+                "reload refused, the running schedules stay: %s%s",
+                exc.problems[0] if exc.problems else exc,
+                f" (and {count - 1} more problems)" if count > 1 else "",
+            )
+            return
+        self._file, self._file_hash = schedules, file_hash(schedules)
+        if self._heartbeat is not None:
+            self._heartbeat.set_schedules_hash(self._file_hash)
+            self._heartbeat.next_beat = 0.0  # tell the others at once
+        result = sync_file(conn, schedules, replica=self.replica)
+        log.info(
+            "reloaded the schedules file (%s, %d schedules): %s",
+            result.file_hash,
+            len(schedules),
+            "in effect" if result.applied else f"a newer file is in effect ({result.newest})",
+        )
 
-    def _report_each(
-        self,
-        group: _Group,
-        keys: Sequence[str],
-        start: int,
-        count: int,
-        inserted: set[str],
-        *,
-        verbose: bool,
-    ) -> None:
-        """Count (and log) the ``count`` periods of each schedule of ``group``, from ``start``."""
-        for index, schedule in enumerate(group.schedules):
-            first = start + index * count
-            own = keys[first : first + count]
-            new = sum(1 for key in own if key in inserted)
-            self._metrics.periods(schedule.name, new, count - new)
-            if verbose:
-                _log_periods(schedule, own, inserted)
+    def _housekeeping(self, conn: psycopg.Connection[Any]) -> None:
+        """Now and then: take over when a newer file's replicas are gone; purge history."""
+        clock = time.monotonic()
+        if self._file is not None and self._file_hash and clock >= self._next_file_check:
+            self._next_file_check = clock + FILE_CHECK_EVERY
+            if needs_sync(conn, self._file_hash, replica=self.replica):
+                sync_file(conn, self._file, replica=self.replica)
+        if clock >= self._next_purge:
+            self._next_purge = clock + PURGE_EVERY
+            self.purge_history(conn)
 
+    def purge_history(self, conn: psycopg.Connection[Any]) -> int:
+        """Delete history older than the retention, and old tombstones; return rows deleted."""
+        deleted, params = 0, {"older_than": self._retention, "batch": PURGE_BATCH}
+        for _ in range(100):  # at most a million rows per turn
+            count = conn.execute(sq.HISTORY_PURGE_BATCH, params).rowcount
+            deleted += count
+            if count < PURGE_BATCH:
+                break
+        conn.execute(sq.SCHEDULES_PURGE_TOMBSTONES, {"older_than": TOMBSTONES_KEPT})
+        return deleted
 
-def _group(schedules: Iterable[Schedule]) -> tuple[list[_Group], list[_Template]]:
-    """The schedules grouped by what their fire times depend on, and their distinct templates.
+    def _report(self, claims: Claims) -> None:
+        """Count each schedule's periods (new or present) and log them when asked to."""
+        for name, (new, old) in claims.counts.items():
+            self._metrics.periods(name, new, old)
+        if log.isEnabledFor(logging.INFO):
+            for key in claims.inserted:
+                log.info("enqueued %s", key, extra=self._fields(key))
+            for key in claims.skipped:
+                log.info("skipped %s", key, extra=self._fields(key))
+            for key in claims.missed:
+                log.info("missed %s", key, extra=self._fields(key))
+        if log.isEnabledFor(logging.DEBUG):
+            for key in claims.existing:
+                log.debug("already enqueued %s", key, extra=self._fields(key))
 
-    A template's number is its position in the list, from 1.
-    """
-    groups: dict[tuple[Any, ...], _Group] = {}
-    numbers: dict[_Template, int] = {}
-    for s in schedules:
-        policy = (s.cron, s.every, s.timezone, s.catch_up, s.catch_up_window)
-        number = numbers.setdefault(_Template.of(s), len(numbers) + 1)
-        groups.setdefault(policy, _Group()).add(s, number)
-    return list(groups.values()), list(numbers)
-
-
-def _log_periods(schedule: Schedule, keys: Sequence[str], inserted: set[str]) -> None:
-    """One line per period: INFO when it was enqueued now, DEBUG when it already was."""
-    for key in keys:
-        is_new = key in inserted
-        if log.isEnabledFor(logging.INFO if is_new else logging.DEBUG):
-            fields = {"schedule": schedule.name, "kind": schedule.kind, "unique_key": key}
-            if is_new:
-                log.info("enqueued %s", key, extra=fields)
-            else:
-                log.debug("already enqueued %s", key, extra=fields)
-
-
-class _Fires(NamedTuple):
-    """A group's due fire times, written as its keys and the statement need them."""
-
-    key_suffixes: list[str]
-    epochs: list[str]  # Unix seconds, as float8 array elements
+    def _fields(self, key: str) -> dict[str, Any]:
+        name = key.partition("@")[0]
+        schedule = self.catalog.schedule(name)
+        kind = None if schedule is None else schedule.kind
+        return {"schedule": name, "kind": kind, "unique_key": key}
 
 
 class _FireMemo:
@@ -255,7 +305,6 @@ class _FireMemo:
     def __init__(self) -> None:
         self._between: dict[tuple[Any, ...], list[datetime]] = {}
         self._next: dict[tuple[Any, ...], datetime] = {}
-        self._written: dict[datetime, tuple[str, str]] = {}
 
     @staticmethod
     def _timing(schedule: Schedule) -> tuple[Any, ...]:
@@ -273,81 +322,15 @@ class _FireMemo:
             self._next[key] = next_fire_after(schedule, after)
         return self._next[key]
 
-    def due(self, group: _Group, now: datetime) -> _Fires:
-        """The periods each of the group's schedules enqueues at ``now`` (``due_periods``)."""
-        fires = due_periods(group.schedules[0], group.last_tick, now, self.between)
-        written = [self._write(fire) for fire in fires]
-        return _Fires([suffix for suffix, _ in written], [epoch for _, epoch in written])
 
-    def _write(self, fire: datetime) -> tuple[str, str]:
-        if fire not in self._written:
-            self._written[fire] = (unique_key_suffix(fire), repr(fire.timestamp()))
-        return self._written[fire]
+def _replica_id() -> str:
+    """An id like a heartbeat's, for a scheduler that does not beat (tests, benchmarks)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _is_due(group: _Group, now: datetime) -> bool:
-    """First tick, or the cached next fire time has come (by the database clock)."""
-    return group.last_tick is None or (group.next_fire is not None and group.next_fire <= now)
-
-
-class _PeriodBatch:
-    """The periods of one tick, as the columns of JOBS_INSERT_PERIODS.
-
-    Cheap for 10,000 periods: a key is a schedule's prefix plus a fire time's suffix,
-    what schedules share travels once per template, and each column is one array literal
-    (psycopg would encode a list element by element).
-    """
-
-    def __init__(self, templates: Sequence[_Template]) -> None:
-        self._templates = templates
-        self.unique_keys: list[str] = []  # each group's schedules in turn, their fires in order
-        self.spans: list[tuple[_Group, int, int]] = []  # (group, first key, keys per schedule)
-        self._kinds: list[str] = []
-        self._epochs: list[str] = []
-        self._template_of_period: list[str] = []
-        self._used: set[int] = set()
-
-    def add(self, group: _Group, fires: _Fires) -> None:
-        """Append the periods ``fires`` of each of the group's schedules."""
-        count = len(fires.key_suffixes)
-        if not count:
-            return
-        self.spans.append((group, len(self.unique_keys), count))
-        self.unique_keys += [p + s for p in group.key_prefixes for s in fires.key_suffixes]
-        self._kinds += _repeat_each(group.kinds, count)
-        self._epochs += fires.epochs * len(group.schedules)
-        self._template_of_period += _repeat_each(group.templates, count)
-        self._used |= group.template_numbers
-
-    def insert(self, conn: psycopg.Connection[Any]) -> set[str]:
-        """Insert the jobs of these periods at once; return the unique keys that were new.
-
-        Never prepared: a generic plan cannot see how many periods and templates there
-        are, and a nested loop joining many of both would be quadratic.
-        """
-        if not self.unique_keys:
-            return set()
-        cursor = conn.execute(queries.JOBS_INSERT_PERIODS, self._params(), prepare=False)
-        return {row[0] for row in cursor}
-
-    def _params(self) -> dict[str, str]:
-        numbers = sorted(self._used)
-        used = [self._templates[number - 1] for number in numbers]
-        return {
-            "unique_keys": text_array(self.unique_keys),
-            "kinds": text_array(self._kinds),
-            "fire_epochs": number_array(self._epochs),
-            "templates": number_array(self._template_of_period),
-            "template_numbers": number_array([str(number) for number in numbers]),
-            "payloads": text_array([t.payload for t in used]),
-            "max_attempts": number_array([str(t.max_attempts) for t in used]),
-            "keep_seconds": number_array([repr(t.keep_seconds) for t in used]),
-        }
-
-
-def _repeat_each(values: list[str], count: int) -> list[str]:
-    """Each value ``count`` times in a row (a schedule's column for each of its periods)."""
-    return values if count == 1 else [value for value in values for _ in range(count)]
+def _spread() -> float:
+    """A number in [0, 1) of this process, so that replicas do not purge all at once."""
+    return (os.getpid() * 2654435761 % 2**32) / 2**32
 
 
 def _sleep_seconds(now: datetime, next_fire: datetime | None, spent: float) -> float:

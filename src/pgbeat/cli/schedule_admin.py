@@ -1,0 +1,210 @@
+"""``pgbeat schedules list|pause|resume|run|history``: the schedules in the database.
+
+Each command is one call of ``pgbeat.scheduling.state`` on an autocommit connection, so a
+pause or a run commits at once and running schedulers see it within a tick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import socket
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pgbeat.cli import common, types
+from pgbeat.db import connections
+from pgbeat.durations import format_duration
+from pgbeat.errors import ScheduleNotFound
+from pgbeat.scheduling import state
+from pgbeat.scheduling.schedule import Schedule, next_fire_after
+from pgbeat.scheduling.state import PeriodRecord, ScheduleState
+
+
+def add_commands(sub: Any, common_flags: argparse.ArgumentParser) -> None:
+    """Register the commands under ``pgbeat schedules``."""
+    p = sub.add_parser(
+        "list", parents=[common_flags], help="the schedules in the database, next and last periods"
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=cmd_list)
+
+    for name, func, text in (
+        ("pause", cmd_pause, "pause a schedule: its periods are skipped until resumed"),
+        ("resume", cmd_resume, "resume a paused schedule (the paused periods are not caught up)"),
+        ("run", cmd_run_now, "enqueue a schedule's job now; prints the job id"),
+    ):
+        p = sub.add_parser(name, parents=[common_flags], help=text)
+        p.add_argument("name", metavar="NAME")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "history", parents=[common_flags], help="a schedule's periods and what became of them"
+    )
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--limit", type=types.positive_int, default=20, metavar="N")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=cmd_history)
+
+
+def _who() -> str:
+    """Who asked, as recorded in the history and the pause columns."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"cli:{user}@{socket.gethostname()}"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        now = connections.database_now(conn)
+        schedules = state.list_schedules(conn)
+    rows = [_schedule_json(s, now) for s in schedules]
+    if args.json:
+        common.print_json(rows)
+        return 0
+    if not rows:
+        print("no schedules in the database (a scheduler writes its schedules file at start)")
+        return 0
+    common_columns = ["NAME", "SOURCE", "WHEN", "ZONE", "STATE", "OVERLAP", "JITTER"]
+    header = [*common_columns, "NEXT (UTC)", "NEXT (LOCAL)", "LAST PERIOD", "JOB", "BY", "LAG"]
+    _print_table(header, [_schedule_cells(row) for row in rows])
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        changed = state.pause_schedule(conn, args.name, by=_who())
+    print(f"paused {args.name}" if changed else f"{args.name} was already paused")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        changed = state.resume_schedule(conn, args.name, by=_who())
+    print(f"resumed {args.name}" if changed else f"{args.name} was not paused")
+    return 0
+
+
+def cmd_run_now(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        job_id = state.run_schedule_now(conn, args.name, by=_who())
+    print(job_id)
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        found = state.get_schedule(conn, args.name)
+        records = state.schedule_history(conn, args.name, limit=args.limit)
+    if found is None and not records:
+        raise ScheduleNotFound(f"no schedule named {args.name!r}")
+    rows = [_period_json(record) for record in records]
+    if args.json:
+        common.print_json(rows)
+        return 0
+    header = ["FIRE AT (UTC)", "OUTCOME", "REASON", "JOB", "STATUS", "INSERTED BY", "LAG"]
+    cells = [
+        [
+            _utc(r.fire_at),
+            r.outcome,
+            r.reason or "-",
+            str(r.job_id) if r.job_id is not None else "-",
+            r.job_status or "-",
+            r.inserted_by or "-",
+            _lag(r.lag),
+        ]
+        for r in records
+    ]
+    _print_table(header, cells)
+    return 0
+
+
+def _schedule_json(found: ScheduleState, now: datetime) -> dict[str, Any]:
+    schedule = found.schedule
+    next_fire = None if schedule is None else next_fire_after(schedule, now)
+    return {
+        "name": found.name,
+        "source": found.source,
+        "cron": None if schedule is None else schedule.cron,
+        "every": None if schedule is None or schedule.every is None else _span(schedule.every),
+        "timezone": None if schedule is None else schedule.timezone,
+        "kind": None if schedule is None else schedule.kind,
+        "paused": found.paused,
+        "paused_by": found.paused_by,
+        "overlap": None if schedule is None else schedule.overlap,
+        "jitter": None if schedule is None or schedule.jitter is None else _span(schedule.jitter),
+        "next_fire": next_fire,
+        "next_fire_local": _local(schedule, next_fire),
+        "last_period": None if found.last is None else _period_json(found.last),
+        "problem": found.problem,
+    }
+
+
+def _period_json(record: PeriodRecord) -> dict[str, Any]:
+    return {
+        "fire_at": record.fire_at,
+        "outcome": record.outcome,
+        "reason": record.reason,
+        "job_id": record.job_id,
+        "job_status": record.job_status,
+        "inserted_at": record.inserted_at,
+        "inserted_by": record.inserted_by,
+        "lag": round(record.lag.total_seconds(), 3),
+    }
+
+
+def _schedule_cells(row: dict[str, Any]) -> list[str]:
+    last = row["last_period"]
+    when = f"cron {row['cron']}" if row["cron"] else f"every {row['every']}"
+    job = "-"
+    if last is not None and last["job_id"] is not None:
+        job = f"{last['job_id']} {last['job_status'] or 'purged'}"
+    elif last is not None:
+        job = f"{last['outcome']} ({last['reason']})" if last["reason"] else last["outcome"]
+    return [
+        row["name"],
+        row["source"],
+        "invalid" if row["problem"] else when,
+        row["timezone"] or "-",
+        "paused" if row["paused"] else "active",
+        row["overlap"] or "-",
+        row["jitter"] or "-",
+        _utc(row["next_fire"]) if row["next_fire"] else "-",
+        row["next_fire_local"] or "-",
+        _utc(last["fire_at"]) if last else "-",
+        job,
+        (last["inserted_by"] or "-") if last else "-",
+        f"{last['lag']:.3f}s" if last else "-",
+    ]
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    for line in (header, *rows):
+        cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+        print("  ".join(cells).rstrip())
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%SZ}"
+
+
+def _local(schedule: Schedule | None, moment: datetime | None) -> str | None:
+    if schedule is None or moment is None:
+        return None
+    return f"{moment.astimezone(schedule.zone):%Y-%m-%d %H:%M:%S %Z}"
+
+
+def _span(value: timedelta) -> str:
+    return format_duration(value) or "0s"
+
+
+def _lag(value: timedelta) -> str:
+    return f"{value.total_seconds():.3f}s"

@@ -1,0 +1,177 @@
+"""Schedules created from code: ``pgbeat.upsert_schedule`` and ``pgbeat.delete_schedule``.
+
+Each call is one statement on the caller's connection, inside the caller's transaction: a
+schedule created with a customer's row commits or rolls back with it. Values are validated
+exactly as a schedules file's are, before anything is sent. Running scheduler replicas pick
+the change up at commit (a NOTIFY wakes them; they also poll), without a restart.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from psycopg.rows import dict_row
+
+from pgbeat import client
+from pgbeat.db import frameworks
+from pgbeat.db import schedule_queries as q
+from pgbeat.errors import ConfigError, ScheduleConflict, ScheduleError
+from pgbeat.scheduling.definition import schedule_values
+from pgbeat.scheduling.file import build_schedule
+from pgbeat.scheduling.schedule import CatchUp, Overlap, Schedule
+
+Change = Literal["created", "updated", "unchanged"]
+WRITER = "api"  # updated_by of rows written from code
+
+
+def upsert_schedule(
+    conn: object,
+    name: str,
+    *,
+    cron: str | None = None,
+    every: str | timedelta | None = None,
+    timezone: str = "UTC",
+    kind: str | None = None,
+    payload: Any = None,
+    max_attempts: int | None = None,
+    catch_up: CatchUp | None = None,
+    catch_up_window: str | timedelta | None = None,
+    overlap: Overlap = "allow",
+    jitter: str | timedelta | None = None,
+) -> Any:
+    """Create or change the schedule ``name`` on ``conn``, in its current transaction.
+
+    Returns ``"created"``, ``"updated"`` or ``"unchanged"``; with an async connection, a
+    coroutine of it (as ``upsert_schedule_async``). Durations are written as in
+    schedules.toml (``"30s"``, ``"1h30m"``) or given as ``timedelta``; ``kind`` defaults to
+    the name, ``catch_up`` to ``"latest"`` within ``catch_up_window`` (``"1h"``). Pause state
+    survives a change. Raises ``ScheduleError`` (one line) for an invalid value, and
+    ``ScheduleConflict`` when a schedules file declares ``name``: change it there.
+    """
+    schedule = _validated(
+        name,
+        cron=cron,
+        every=every,
+        timezone=timezone,
+        kind=kind,
+        payload=payload,
+        max_attempts=max_attempts,
+        catch_up=catch_up,
+        catch_up_window=catch_up_window,
+        overlap=overlap,
+        jitter=jitter,
+    )
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
+        return _upsert_async(conn, schedule)
+    params = {**schedule_values(schedule), "by": WRITER}
+    with sync_conn.cursor(row_factory=dict_row) as cursor:
+        row = cursor.execute(q.SCHEDULES_UPSERT_API, params).fetchone()
+        if row is not None:
+            return "created" if row["created"] else "updated"
+        owner = cursor.execute(q.SCHEDULES_OWNER, {"name": name}).fetchone()
+    return _unchanged(name, owner)
+
+
+async def upsert_schedule_async(
+    conn: object,
+    name: str,
+    *,
+    cron: str | None = None,
+    every: str | timedelta | None = None,
+    timezone: str = "UTC",
+    kind: str | None = None,
+    payload: Any = None,
+    max_attempts: int | None = None,
+    catch_up: CatchUp | None = None,
+    catch_up_window: str | timedelta | None = None,
+    overlap: Overlap = "allow",
+    jitter: str | timedelta | None = None,
+) -> Change:
+    """``upsert_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
+    schedule = _validated(
+        name,
+        cron=cron,
+        every=every,
+        timezone=timezone,
+        kind=kind,
+        payload=payload,
+        max_attempts=max_attempts,
+        catch_up=catch_up,
+        catch_up_window=catch_up_window,
+        overlap=overlap,
+        jitter=jitter,
+    )
+    return await _upsert_async(conn, schedule)
+
+
+def delete_schedule(conn: object, name: str) -> Any:
+    """Delete the schedule ``name``, created from code, in ``conn``'s current transaction.
+
+    Returns True when it existed, False when there was no such schedule (or a coroutine of
+    that with an async connection). Its history stays until retention removes it. Raises
+    ``ScheduleConflict`` for a schedule of a schedules file: remove it from the file.
+    """
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
+        return delete_schedule_async(conn, name)
+    with sync_conn.cursor(row_factory=dict_row) as cursor:
+        if cursor.execute(q.SCHEDULES_DELETE_API, {"name": name, "by": WRITER}).fetchone():
+            return True
+        owner = cursor.execute(q.SCHEDULES_OWNER, {"name": name}).fetchone()
+    return _not_deleted(name, owner)
+
+
+async def delete_schedule_async(conn: object, name: str) -> bool:
+    """``delete_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
+    async_conn = await frameworks.async_connection(conn)
+    async with async_conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(q.SCHEDULES_DELETE_API, {"name": name, "by": WRITER})
+        if await cursor.fetchone():
+            return True
+        await cursor.execute(q.SCHEDULES_OWNER, {"name": name})
+        owner = await cursor.fetchone()
+    return _not_deleted(name, owner)
+
+
+def _validated(name: str, **values: Any) -> Schedule:
+    """The schedule these keyword values describe, or ``ScheduleError`` (one line)."""
+    given = {key: value for key, value in values.items() if value is not None}
+    if "payload" in given:
+        given["payload"] = client.json_value(given["payload"])
+    try:
+        return build_schedule(name, given)
+    except ConfigError as exc:
+        raise ScheduleError("; ".join(exc.problems)) from None
+
+
+async def _upsert_async(conn: object, schedule: Schedule) -> Change:
+    async_conn = await frameworks.async_connection(conn)
+    params = {**schedule_values(schedule), "by": WRITER}
+    async with async_conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(q.SCHEDULES_UPSERT_API, params)
+        row = await cursor.fetchone()
+        if row is not None:
+            return "created" if row["created"] else "updated"
+        await cursor.execute(q.SCHEDULES_OWNER, {"name": schedule.name})
+        owner = await cursor.fetchone()
+    return _unchanged(schedule.name, owner)
+
+
+def _unchanged(name: str, owner: dict[str, Any] | None) -> Change:
+    """Why an upsert wrote nothing: the same definition, or a file owns the name."""
+    if owner is not None and owner["source"] == "file" and not owner["deleted"]:
+        raise ScheduleConflict(
+            f"schedule {name!r} is declared in a schedules file; change it there, or pick "
+            "another name"
+        )
+    return "unchanged"
+
+
+def _not_deleted(name: str, owner: dict[str, Any] | None) -> bool:
+    if owner is not None and owner["source"] == "file" and not owner["deleted"]:
+        raise ScheduleConflict(
+            f"schedule {name!r} is declared in a schedules file; remove it from the file"
+        )
+    return False

@@ -1,0 +1,276 @@
+"""A scheduler replica's copy of ``pgbeat_schedules``, grouped so a tick looks at due ones only.
+
+Schedules that fire alike (same cron or interval, zone and catch-up policy) form a group: a
+tick finds all of them due or none, so they share one computation of their fire times and
+one next fire time. Groups wait in a heap by their next fire, so a tick with nothing due
+costs a look at the heap's top, however many schedules there are.
+
+The copy follows the table by asking for the rows written since the oldest transaction the
+previous look could not see (``pg_snapshot_xmin``): a change is seen once it commits, also
+one made in a transaction that began long before. Deleted schedules stay as tombstones long
+enough to be seen going. A schedule that is new or changed starts in a group of its own,
+with no last tick (its first tick looks back over its catch-up window, as a restarted
+replica would), and joins its policy's group after that tick.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import psycopg
+from psycopg.rows import dict_row
+
+from pgbeat import client
+from pgbeat.db import schedule_queries as q
+from pgbeat.scheduling.catchup import keep_for
+from pgbeat.scheduling.schedule import Schedule, unique_key_prefix
+from pgbeat.scheduling.state import validated_schedule
+
+log = logging.getLogger("pgbeat.scheduler")
+
+Policy = tuple[Any, ...]  # (cron, every, timezone, catch_up, catch_up_window)
+
+
+class Template(NamedTuple):
+    """What a schedule's jobs have in common with other schedules' (often all of it)."""
+
+    payload: str  # JSON
+    max_attempts: int
+    keep_seconds: float
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> Template:
+        return cls(
+            json.dumps(schedule.payload),
+            schedule.max_attempts or client.DEFAULT_MAX_ATTEMPTS,
+            keep_for(schedule).total_seconds(),
+        )
+
+
+@dataclass(eq=False)
+class Member:
+    """One schedule of a group, with what its periods need beside the group's fire times."""
+
+    schedule: Schedule
+    definition_hash: str
+    key_prefix: str
+    template: int
+    resumed_at: datetime | None  # catch-up never reaches back before it
+    created_at: datetime  # no period before it is reported missed
+
+
+@dataclass(eq=False)
+class Group:
+    """Schedules with one policy and one last tick: their due periods are the same."""
+
+    policy: Policy
+    members: dict[str, Member] = field(default_factory=dict)
+    last_tick: datetime | None = None
+    next_fire: datetime | None = None
+    alive: bool = True
+
+    @property
+    def first(self) -> Schedule:
+        """Any member's schedule: all of them fire at the same times."""
+        return next(iter(self.members.values())).schedule
+
+
+def policy_of(schedule: Schedule) -> Policy:
+    return (
+        schedule.cron,
+        schedule.every,
+        schedule.timezone,
+        schedule.catch_up,
+        schedule.catch_up_window,
+    )
+
+
+@dataclass
+class _Templates:
+    """Templates by number (from 1), counted by use so that unused ones are forgotten."""
+
+    numbers: dict[Template, int] = field(default_factory=dict)
+    by_number: dict[int, Template] = field(default_factory=dict)
+    uses: dict[int, int] = field(default_factory=dict)
+    _next: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def take(self, template: Template) -> int:
+        number = self.numbers.get(template)
+        if number is None:
+            number = self.numbers[template] = next(self._next)
+            self.by_number[number] = template
+        self.uses[number] = self.uses.get(number, 0) + 1
+        return number
+
+    def release(self, number: int) -> None:
+        self.uses[number] -= 1
+        if not self.uses[number]:
+            del self.uses[number], self.numbers[self.by_number.pop(number)]
+
+
+class Catalog:
+    """The schedules of the table, by group, with the heap of their next fire times."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._settled: dict[Policy, Group] = {}  # groups that have ticked
+        self._fresh: dict[Policy, Group] = {}  # new and changed schedules, not ticked yet
+        self._group_of: dict[str, Group] = {}
+        self._heap: list[tuple[datetime, int, Group]] = []
+        self._order = itertools.count()
+        self.templates = _Templates()
+        self.snapshot_xmin: str | None = None
+        self.invalid: dict[str, str] = {}  # rows that do not validate, and why
+
+    def __len__(self) -> int:
+        return len(self._group_of)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._group_of
+
+    def names(self) -> list[str]:
+        return sorted(self._group_of)
+
+    def schedule(self, name: str) -> Schedule | None:
+        group = self._group_of.get(name)
+        return None if group is None else group.members[name].schedule
+
+    def load(self, conn: psycopg.Connection[Any]) -> None:
+        """Replace the copy with every live row of the table (at start, after an outage)."""
+        self._reset()
+        with conn.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(q.SCHEDULES_ALL, prepare=False)
+            for row in cursor:
+                self.snapshot_xmin = row["snapshot_xmin"]
+                if row["name"] is not None:
+                    self._apply(row)
+
+    def refresh(self, conn: psycopg.Connection[Any]) -> int:
+        """Apply the rows written since the last look; return how many schedules changed."""
+        if self.snapshot_xmin is None:
+            self.load(conn)
+            return len(self)
+        changed = 0
+        with conn.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(q.SCHEDULES_CHANGED, {"since": self.snapshot_xmin})
+            for row in cursor:
+                self.snapshot_xmin = row["snapshot_xmin"]
+                if row["name"] is not None:
+                    changed += self._apply(row)
+        return changed
+
+    def take_due(self, now: datetime) -> list[Group]:
+        """The groups due at ``now``: new ones, and those whose next fire has come.
+
+        They leave the heap; ``settle`` puts them back after the tick, ticked or not.
+        """
+        due = list(self._fresh.values())
+        taken = {id(group) for group in due}
+        while self._heap and self._heap[0][0] <= now:
+            fire, _, group = heapq.heappop(self._heap)
+            if group.alive and group.next_fire == fire and id(group) not in taken:
+                taken.add(id(group))
+                due.append(group)
+        return due
+
+    def settle(
+        self, groups: list[Group], now: datetime | None, next_fires: dict[Policy, datetime]
+    ) -> None:
+        """Back into the heap after a tick at ``now`` (None: the tick failed, nothing changed).
+
+        ``next_fires`` holds each policy's next fire time after ``now``.
+        """
+        for group in groups:
+            if not group.alive:
+                continue
+            if now is not None:
+                group.last_tick, group.next_fire = now, next_fires[group.policy]
+                if self._fresh.get(group.policy) is group:
+                    group = self._join(group)
+            if group.next_fire is not None:
+                heapq.heappush(self._heap, (group.next_fire, next(self._order), group))
+
+    def next_fire(self) -> datetime | None:
+        """The earliest next fire time of any group (None when a new one waits to tick)."""
+        if self._fresh:
+            return None
+        while self._heap and not self._is_current(self._heap[0]):
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def _is_current(self, entry: tuple[datetime, int, Group]) -> bool:
+        return entry[2].alive and entry[2].next_fire == entry[0]
+
+    def _join(self, fresh: Group) -> Group:
+        """Merge a group that ticked for the first time into its policy's settled group.
+
+        Exact: if the settled group did not tick now either, its next fire is after now,
+        so no period lies between its last tick and now.
+        """
+        del self._fresh[fresh.policy]
+        settled = self._settled.get(fresh.policy)
+        if settled is None:
+            self._settled[fresh.policy] = fresh
+            return fresh
+        for name, member in fresh.members.items():
+            settled.members[name] = member
+            self._group_of[name] = settled
+        fresh.alive = False
+        return settled
+
+    def _apply(self, row: dict[str, Any]) -> int:
+        """Bring one row into the copy; 1 when the schedules changed, else 0."""
+        name = row["name"]
+        group = self._group_of.get(name)
+        member = None if group is None else group.members[name]
+        if row["deleted_at"] is not None:
+            self.invalid.pop(name, None)
+            return self._remove(name) if member is not None else 0
+        if member is not None and member.definition_hash == row["definition_hash"]:
+            member.resumed_at = row["resumed_at"]  # a pause or resume: same periods
+            return 0
+        if member is not None:
+            self._remove(name)
+        schedule, problem = validated_schedule(row)
+        if schedule is None:
+            self._report_invalid(name, problem or "invalid")
+            return 1
+        self.invalid.pop(name, None)
+        self._add(schedule, row)
+        return 1
+
+    def _add(self, schedule: Schedule, row: dict[str, Any]) -> None:
+        policy = policy_of(schedule)
+        group = self._fresh.setdefault(policy, Group(policy))
+        group.members[schedule.name] = Member(
+            schedule=schedule,
+            definition_hash=row["definition_hash"],
+            key_prefix=unique_key_prefix(schedule),
+            template=self.templates.take(Template.of(schedule)),
+            resumed_at=row["resumed_at"],
+            created_at=row["created_at"],
+        )
+        self._group_of[schedule.name] = group
+
+    def _remove(self, name: str) -> int:
+        group = self._group_of.pop(name)
+        self.templates.release(group.members.pop(name).template)
+        if not group.members:
+            group.alive = False
+            for groups in (self._fresh, self._settled):
+                if groups.get(group.policy) is group:
+                    del groups[group.policy]
+        return 1
+
+    def _report_invalid(self, name: str, problem: str) -> None:
+        if self.invalid.get(name) != problem:
+            log.warning("schedule %r in pgbeat_schedules is invalid, skipped: %s", name, problem)
+        self.invalid[name] = problem

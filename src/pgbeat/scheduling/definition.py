@@ -1,0 +1,95 @@
+"""A ``Schedule`` as a row of ``pgbeat_schedules`` and back, and the fingerprints replicas compare.
+
+Pure. ``definition_hash`` covers what decides a schedule's periods and jobs (not its name,
+nor operational state such as ``paused``): a replica inserts a period only while the row
+still carries the hash it computed the period from. ``file_hash`` fingerprints the
+definitions of a whole file, so reformatting or commenting a file is not a new version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from pgbeat.scheduling.schedule import Schedule
+
+# The columns of pgbeat_schedules that hold a definition, in the order of the hash.
+DEFINITION_COLUMNS = (
+    "kind",
+    "cron",
+    "every",
+    "timezone",
+    "payload",
+    "max_attempts",
+    "catch_up",
+    "catch_up_window",
+    "overlap",
+    "jitter",
+)
+
+
+def definition_hash(schedule: Schedule) -> str:
+    """A short fingerprint of what the schedule enqueues and when (16 hex digits)."""
+    return _digest(_canonical(schedule))
+
+
+def file_hash(schedules: Iterable[Schedule]) -> str:
+    """A short fingerprint of a set of schedules: the names and their definitions (12 hex)."""
+    pairs = sorted((s.name, definition_hash(s)) for s in schedules)
+    return _digest(json.dumps(pairs, separators=(",", ":")))[:12]
+
+
+def schedule_values(schedule: Schedule) -> dict[str, Any]:
+    """The definition columns of ``schedule``, as query parameters (payload as JSON text)."""
+    return {
+        "name": schedule.name,
+        "kind": schedule.kind,
+        "cron": schedule.cron,
+        "every": schedule.every,
+        "timezone": schedule.timezone,
+        "payload": json.dumps(schedule.payload, sort_keys=True),
+        "max_attempts": schedule.max_attempts,
+        "catch_up": schedule.catch_up,
+        "catch_up_window": schedule.catch_up_window,
+        "overlap": schedule.overlap,
+        "jitter": schedule.jitter,
+        "definition_hash": definition_hash(schedule),
+    }
+
+
+def schedule_from_row(row: Mapping[str, Any]) -> Schedule:
+    """The ``Schedule`` of a pgbeat_schedules row (validated: rows may come from raw SQL)."""
+    values = {column: row[column] for column in DEFINITION_COLUMNS}
+    values["payload"] = row["payload"] if row["payload"] is not None else {}
+    return Schedule.model_validate({"name": row["name"], **_without_none(values)})
+
+
+def _canonical(schedule: Schedule) -> str:
+    values = {
+        "kind": schedule.kind,
+        "cron": schedule.cron,
+        "every": _seconds(schedule.every),
+        "timezone": schedule.timezone,
+        "payload": schedule.payload,
+        "max_attempts": schedule.max_attempts,
+        "catch_up": schedule.catch_up,
+        "catch_up_window": _seconds(schedule.catch_up_window),
+        "overlap": schedule.overlap,
+        "jitter": _seconds(schedule.jitter),
+    }
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return None if value is None else value.total_seconds()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _without_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}

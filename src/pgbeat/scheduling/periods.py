@@ -1,0 +1,165 @@
+"""One tick's periods as the columns of the claim statement, and what became of each.
+
+The statement (``HISTORY_CLAIM_PERIODS``) decides every period's outcome and inserts the
+jobs; this module writes its arrays cheaply for 10,000 periods (a key is a schedule's
+prefix plus a fire time's suffix, what schedules share travels once per template, each
+column is one array literal) and reads its answer back, period by period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from pgbeat.db import schedule_queries as q
+from pgbeat.db.literals import number_array, text_array
+from pgbeat.scheduling.catalog import Group, Member, Template
+from pgbeat.scheduling.jitter import jitter_offset
+from pgbeat.scheduling.schedule import unique_key_suffix
+
+
+@dataclass
+class Claims:
+    """What the claim statement did with each period, by unique key, sorted."""
+
+    inserted: list[str] = field(default_factory=list)  # enqueued, job inserted now
+    existing: list[str] = field(default_factory=list)  # enqueued before (or by another writer)
+    skipped: list[str] = field(default_factory=list)  # paused, or overlap
+    missed: list[str] = field(default_factory=list)  # dropped by the catch-up policy
+    # per schedule: (inserted, existing) due periods, for the metrics
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+class PeriodBatch:
+    """The periods of one tick, member by member, in the statement's columns."""
+
+    def __init__(self, templates: dict[int, Template]) -> None:
+        self._templates = templates
+        self._schedules: list[str] = []
+        self._fire_epochs: list[str] = []
+        self._run_epochs: list[str] = []
+        self.unique_keys: list[str] = []
+        self._kinds: list[str] = []
+        self._hashes: list[str] = []
+        self._missed: list[str] = []
+        self._template_of: list[str] = []
+        self._used: set[int] = set()
+        self._written: dict[datetime, tuple[str, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.unique_keys)
+
+    def add(self, group: Group, due: Sequence[datetime], missed: Sequence[datetime]) -> None:
+        """Append each member's due periods and, flagged, the missed ones it may report."""
+        if not due and not missed:
+            return
+        for member in group.members.values():
+            floor = member.resumed_at
+            own_due = due if floor is None else [f for f in due if f > floor]
+            self._append(member, own_due, missed=False)
+            if missed:
+                start = member.created_at if floor is None else max(member.created_at, floor)
+                self._append(member, [f for f in missed if f > start], missed=True)
+
+    def _append(self, member: Member, fires: Iterable[datetime], *, missed: bool) -> None:
+        schedule = member.schedule
+        flag = "t" if missed else "f"
+        template = str(member.template)
+        for fire in fires:
+            suffix, epoch = self._write(fire)
+            self._schedules.append(schedule.name)
+            self._fire_epochs.append(epoch)
+            if schedule.jitter is None:
+                self._run_epochs.append(epoch)
+            else:
+                offset = jitter_offset(schedule.name, fire, schedule.jitter)
+                self._run_epochs.append(repr((fire + offset).timestamp()))
+            self.unique_keys.append(member.key_prefix + suffix)
+            self._kinds.append(schedule.kind)
+            self._hashes.append(member.definition_hash)
+            self._missed.append(flag)
+            self._template_of.append(template)
+        self._used.add(member.template)
+
+    def _write(self, fire: datetime) -> tuple[str, str]:
+        """A fire time's key suffix and epoch literal, written once per tick."""
+        if fire not in self._written:
+            self._written[fire] = (unique_key_suffix(fire), repr(fire.timestamp()))
+        return self._written[fire]
+
+    def claim(self, conn: psycopg.Connection[Any], replica: str) -> Claims:
+        """Run the claim statement; link periods whose job another writer inserted.
+
+        Never prepared: a generic plan cannot see how many periods there are.
+        """
+        claims = Claims()
+        if not self.unique_keys:
+            return claims
+        rows = conn.execute(q.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False)
+        decided = {(name, epoch): (outcome, inserted) for name, epoch, outcome, _, inserted in rows}
+        unlinked: list[int] = []
+        for index, key in enumerate(self.unique_keys):
+            name = self._schedules[index]
+            outcome, inserted = decided.get((name, float(self._fire_epochs[index])), (None, False))
+            if outcome == "enqueued" and not inserted:
+                unlinked.append(index)
+            self._count(claims, index, key, outcome, inserted)
+        if unlinked:
+            self._link(conn, unlinked)
+        for keys in (claims.inserted, claims.existing, claims.skipped, claims.missed):
+            keys.sort()
+        return claims
+
+    def _count(
+        self, claims: Claims, index: int, key: str, outcome: str | None, inserted: bool
+    ) -> None:
+        """File one period of the answer; ``outcome`` None: another writer decided it."""
+        if outcome == "skipped":
+            claims.skipped.append(key)
+        elif outcome == "missed":
+            claims.missed.append(key)
+        elif outcome is not None or self._missed[index] == "f":
+            name = self._schedules[index]
+            new, old = claims.counts.get(name, (0, 0))
+            if inserted:
+                claims.inserted.append(key)
+                claims.counts[name] = (new + 1, old)
+            else:
+                claims.existing.append(key)
+                claims.counts[name] = (new, old + 1)
+
+    def _link(self, conn: psycopg.Connection[Any], indexes: list[int]) -> None:
+        """Point history rows at the jobs another writer inserted for their periods."""
+        conn.execute(
+            q.HISTORY_LINK_EXISTING_JOBS,
+            {
+                "schedules": text_array([self._schedules[i] for i in indexes]),
+                "fire_epochs": number_array(self._fire_epochs[i] for i in indexes),
+                "kinds": text_array([self._kinds[i] for i in indexes]),
+                "unique_keys": text_array([self.unique_keys[i] for i in indexes]),
+            },
+            prepare=False,
+        )
+
+    def _params(self, replica: str) -> dict[str, str]:
+        numbers = sorted(self._used)
+        used = [self._templates[number] for number in numbers]
+        return {
+            "schedules": text_array(self._schedules),
+            "fire_epochs": number_array(self._fire_epochs),
+            "run_epochs": number_array(self._run_epochs),
+            "unique_keys": text_array(self.unique_keys),
+            "kinds": text_array(self._kinds),
+            "hashes": text_array(self._hashes),
+            "missed": number_array(self._missed),
+            "templates": number_array(self._template_of),
+            "template_numbers": number_array([str(number) for number in numbers]),
+            "payloads": text_array([t.payload for t in used]),
+            "max_attempts": number_array([str(t.max_attempts) for t in used]),
+            "keep_seconds": number_array([repr(t.keep_seconds) for t in used]),
+            "by": replica,
+        }

@@ -1,0 +1,234 @@
+"""What operators and the dashboard do with schedules: list, history, pause, resume, run now.
+
+Every function takes a psycopg connection (or anything ``pgbeat.enqueue`` takes that is
+synchronous) and runs in its current transaction: on an autocommit connection each call
+commits at once. Times are aware datetimes from the database's clock. Running scheduler
+replicas see a pause or resume at commit; the period decisions themselves are taken in the
+scheduler's insert statement, so a replica that has not heard of a pause yet still records
+the period as skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from psycopg.rows import dict_row
+from pydantic import ValidationError
+
+from pgbeat import client
+from pgbeat.db import frameworks
+from pgbeat.db import schedule_queries as q
+from pgbeat.errors import ScheduleNotFound
+from pgbeat.scheduling.definition import schedule_from_row
+from pgbeat.scheduling.schedule import Schedule
+
+Outcome = Literal["enqueued", "skipped", "missed", "manual"]
+
+
+@dataclass(frozen=True)
+class PeriodRecord:
+    """One row of a schedule's history: a period (or a manual run) and what became of it.
+
+    ``fire_at`` is the period's fire time (UTC); for a manual run, when it was asked for.
+    ``outcome`` is ``enqueued`` (``job_id`` is its job), ``skipped`` (``reason`` ``paused``
+    or ``overlap``), ``missed`` (``reason`` names the catch-up policy that dropped it) or
+    ``manual``. ``inserted_by`` is the ``pgbeat_processes`` id of the scheduler replica that
+    decided it, or who asked for a manual run. ``job_status`` is None once the job is purged.
+    """
+
+    schedule: str
+    fire_at: datetime
+    outcome: Outcome
+    reason: str | None
+    job_id: int | None
+    job_status: str | None
+    inserted_at: datetime
+    inserted_by: str | None
+
+    @property
+    def lag(self) -> timedelta:
+        """How long after its fire time the period was decided (inserted minus fire time)."""
+        return self.inserted_at - self.fire_at
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """A schedule as stored: its definition, who owns it, its pause state, its last period.
+
+    ``schedule`` is None (and ``problem`` says why) for a row that does not validate, such
+    as one written by hand with SQL; the scheduler skips such rows. ``source`` is ``file``
+    (a schedules file declares it) or ``api`` (``pgbeat.upsert_schedule``).
+    """
+
+    name: str
+    schedule: Schedule | None
+    problem: str | None
+    source: Literal["file", "api"]
+    paused: bool
+    paused_at: datetime | None
+    paused_by: str | None
+    resumed_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str | None
+    definition_hash: str
+    file_hash: str | None
+    last: PeriodRecord | None  # the latest period, manual runs aside
+
+
+def list_schedules(conn: object) -> list[ScheduleState]:
+    """Every schedule, by name, each with its latest period and that period's job.
+
+    One indexed lookup of the history per schedule (the newest row), so the cost grows with
+    the number of schedules, not with their history.
+    """
+    rows = _rows(conn, q.SCHEDULES_LIST, {"name": None})
+    return [_state(row) for row in rows]
+
+
+def get_schedule(conn: object, name: str) -> ScheduleState | None:
+    """The schedule ``name`` with its latest period, or None."""
+    rows = _rows(conn, q.SCHEDULES_LIST, {"name": name})
+    return _state(rows[0]) if rows else None
+
+
+def schedule_history(
+    conn: object, name: str, *, limit: int = 50, before: datetime | None = None
+) -> list[PeriodRecord]:
+    """The schedule's history, newest first: at most ``limit`` rows, before ``before`` if given.
+
+    Pass the ``fire_at`` of the last row as ``before`` to page back (keyset paging). Rows
+    are kept for the schedulers' retention (30 days unless configured otherwise), also
+    after the schedule is deleted.
+    """
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    rows = _rows(conn, q.HISTORY_OF_SCHEDULE, {"name": name, "limit": limit, "before": before})
+    return [_period(row) for row in rows]
+
+
+def pause_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
+    """Pause ``name``: its periods are recorded as skipped (paused) and nothing is enqueued.
+
+    Returns True when it was running, False when it was paused already. A pause survives
+    file syncs and changes from code. ``by`` is recorded (e.g. ``"ui:alice"``). Raises
+    ``ScheduleNotFound`` when there is no such schedule.
+    """
+    return _toggle(conn, q.SCHEDULES_PAUSE, name, by)
+
+
+def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
+    """Resume ``name``: its next period is enqueued; the periods of the pause are not caught up.
+
+    Returns True when it was paused, False when it was running already. Raises
+    ``ScheduleNotFound`` when there is no such schedule.
+    """
+    return _toggle(conn, q.SCHEDULES_RESUME, name, by)
+
+
+def run_schedule_now(
+    conn: object, name: str, *, by: str | None = None, reason: str | None = None
+) -> int:
+    """Enqueue one job of ``name`` due now, recorded as a manual run; return the job's id.
+
+    The job has the schedule's kind, payload and max_attempts, and the unique key
+    ``<name>@manual:<job id>``, which can never be a period's: the next period is still
+    enqueued as usual. It runs whether the schedule is paused or not, and whatever its
+    overlap policy. Raises ``ScheduleNotFound`` when there is no such schedule.
+    """
+    params = {
+        "name": name,
+        "by": by,
+        "reason": reason,
+        "default_max_attempts": client.DEFAULT_MAX_ATTEMPTS,
+    }
+    rows = _rows(conn, q.HISTORY_RUN_NOW, params)
+    if not rows:
+        raise ScheduleNotFound(f"no schedule named {name!r}")
+    return int(rows[0]["id"])
+
+
+def _toggle(conn: object, query: Any, name: str, by: str | None) -> bool:
+    row = _rows(conn, query, {"name": name, "by": by})[0]
+    if not row["found"]:
+        raise ScheduleNotFound(f"no schedule named {name!r}")
+    return bool(row["changed"])
+
+
+def _rows(conn: object, query: Any, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
+        raise TypeError("pgbeat.scheduling.state needs a synchronous connection")
+    with sync_conn.cursor(row_factory=dict_row) as cursor:
+        return cursor.execute(query, params).fetchall()
+
+
+def _state(row: dict[str, Any]) -> ScheduleState:
+    schedule, problem = validated_schedule(row)
+    last = None
+    if row["last_fire_at"] is not None:
+        last = PeriodRecord(
+            schedule=row["name"],
+            fire_at=row["last_fire_at"],
+            outcome=row["last_outcome"],
+            reason=row["last_reason"],
+            job_id=row["last_job_id"],
+            job_status=row["last_job_status"],
+            inserted_at=row["last_inserted_at"],
+            inserted_by=row["last_inserted_by"],
+        )
+    return ScheduleState(
+        name=row["name"],
+        schedule=schedule,
+        problem=problem,
+        source=row["source"],
+        paused=row["paused"],
+        paused_at=row["paused_at"],
+        paused_by=row["paused_by"],
+        resumed_at=row["resumed_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        updated_by=row["updated_by"],
+        definition_hash=row["definition_hash"],
+        file_hash=row["file_hash"],
+        last=last,
+    )
+
+
+def validated_schedule(row: Mapping[str, Any]) -> tuple[Schedule | None, str | None]:
+    """The ``Schedule`` of a pgbeat_schedules row, or None and a one-line reason."""
+    try:
+        return schedule_from_row(row), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return None, f"{where}: {first['msg']}" if where else first["msg"]
+
+
+def _period(row: dict[str, Any]) -> PeriodRecord:
+    return PeriodRecord(
+        schedule=row["schedule"],
+        fire_at=row["fire_at"],
+        outcome=row["outcome"],
+        reason=row["reason"],
+        job_id=row["job_id"],
+        job_status=row["job_status"],
+        inserted_at=row["inserted_at"],
+        inserted_by=row["inserted_by"],
+    )
+
+
+__all__ = [
+    "Outcome",
+    "PeriodRecord",
+    "ScheduleState",
+    "get_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "resume_schedule",
+    "run_schedule_now",
+    "schedule_history",
+]

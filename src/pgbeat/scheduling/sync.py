@@ -1,0 +1,119 @@
+"""File sync: the schedules of a replica's schedules.toml written into ``pgbeat_schedules``.
+
+Every replica syncs its file on start and on reload (SIGHUP), so N replicas write the same
+rows; syncs take turns under an advisory lock, and writing a definition the row already has
+writes nothing. Replicas holding different versions of the file do not fight:
+
+    Among the files held by live scheduler replicas, the newest one is in effect: the
+    version the database saw first most recently (``pgbeat_schedule_files.first_seen_at``).
+
+A replica whose file is older leaves the table alone (and ``pgbeat status`` names it); one
+restarted with an old file does not undo a newer one. When no live replica holds the file
+in effect any more (a rollback has finished, or its replicas are gone), the newest of the
+remaining files takes over at its replicas' next check (``needs_sync``). A file sync never
+touches a schedule created from code: such a name in a file is left to the code, with a
+warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from pgbeat.db import schedule_queries as q
+from pgbeat.observe.heartbeat import STALE_AFTER
+from pgbeat.scheduling.definition import file_hash, schedule_values
+from pgbeat.scheduling.schedule import Schedule
+
+log = logging.getLogger("pgbeat.scheduler")
+
+# The advisory lock's key: the first 8 bytes of "pgbeat.s" as a signed bigint, fixed forever.
+SYNC_LOCK_KEY = int.from_bytes(b"pgbeat.s", "big", signed=True)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What a file sync did: ``applied`` when this file is in effect now."""
+
+    file_hash: str
+    applied: bool
+    newest: str | None  # the newest file among the live replicas' (this one's included)
+    written: list[str] = field(default_factory=list)  # schedules created or changed
+    deleted: list[str] = field(default_factory=list)  # file schedules no longer declared
+    left_to_code: list[str] = field(default_factory=list)  # names created from code
+
+
+def sync_file(
+    conn: psycopg.Connection[Any], schedules: Sequence[Schedule], *, replica: str
+) -> SyncResult:
+    """Write ``schedules`` (one file's enabled schedules) as the file schedules, if newest.
+
+    ``replica`` is this process's ``pgbeat_processes`` id. Runs in a transaction of its own
+    on ``conn`` (an autocommit connection).
+    """
+    fingerprint = file_hash(schedules)
+    names = sorted(s.name for s in schedules)
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(q.FILES_LOCK, {"key": SYNC_LOCK_KEY})
+        cursor.execute(q.FILES_SEEN, {"hash": fingerprint, "by": replica, "names": names})
+        newest = _files(cursor, fingerprint, replica)["newest"]
+        if newest != fingerprint:
+            return SyncResult(fingerprint, applied=False, newest=newest)
+        result = _apply(cursor, schedules, fingerprint, replica)
+        cursor.execute(q.FILES_APPLIED, {"hash": fingerprint, "by": replica})
+    return result
+
+
+def needs_sync(conn: psycopg.Connection[Any], fingerprint: str, *, replica: str) -> bool:
+    """True when this replica's file is the newest live one but not the one in effect.
+
+    That happens when the replicas of a newer file are gone; the caller then syncs.
+    """
+    with conn.cursor(row_factory=dict_row) as cursor:
+        files = _files(cursor, fingerprint, replica)
+    return bool(files["newest"] == fingerprint and files["in_effect"] != fingerprint)
+
+
+def _files(cursor: psycopg.Cursor[dict[str, Any]], fingerprint: str, replica: str) -> Any:
+    params = {"hash": fingerprint, "by": replica, "stale_after": STALE_AFTER}
+    return cursor.execute(q.FILES_NEWEST_LIVE, params).fetchone()
+
+
+def _apply(
+    cursor: psycopg.Cursor[dict[str, Any]],
+    schedules: Sequence[Schedule],
+    fingerprint: str,
+    replica: str,
+) -> SyncResult:
+    """Write the file's schedules (by name, so concurrent writers lock rows alike)."""
+    names = sorted(s.name for s in schedules)
+    owned = {row["name"] for row in cursor.execute(q.SCHEDULES_OWNED_BY_API, {"names": names})}
+    for name in sorted(owned):
+        log.warning(
+            "schedules file: %r is a schedule created from code; the file's is ignored", name
+        )
+    written = []
+    for schedule in sorted(schedules, key=lambda s: s.name):
+        if schedule.name in owned:
+            continue
+        params = {**schedule_values(schedule), "file_hash": fingerprint, "by": replica}
+        cursor.execute(q.SCHEDULES_UPSERT_FILE, params)
+        if cursor.rowcount:
+            written.append(schedule.name)
+    deleted = [
+        row["name"]
+        for row in cursor.execute(q.SCHEDULES_DELETE_FILE_OTHERS, {"names": names, "by": replica})
+    ]
+    if written or deleted:
+        log.info(
+            "schedules file %s in effect: %d schedules written, %d deleted",
+            fingerprint,
+            len(written),
+            len(deleted),
+        )
+    return SyncResult(fingerprint, True, fingerprint, written, sorted(deleted), sorted(owned))
