@@ -103,9 +103,10 @@ def _reviving(
 
 
 def cancel_job(conn: psycopg.Connection[Any], job_id: int, reason: str) -> None:
-    """A pending job goes to cancelled, ``reason`` (who, why) in last_error; others are
-    refused."""
-    if conn.execute(queries.JOBS_CANCEL, {"id": job_id, "reason": reason}).fetchone() is None:
+    """A pending job goes to cancelled, ``reason`` (who, why) in last_error as
+    'cancelled: <reason>'; others are refused."""
+    params = {"id": job_id, "reason": f"cancelled: {reason}"}
+    if conn.execute(queries.JOBS_CANCEL, params).fetchone() is None:
         _explain(conn, job_id, "cancel", "only pending jobs can be cancelled")
 
 

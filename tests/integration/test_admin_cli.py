@@ -118,7 +118,7 @@ def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
         "SELECT status, last_error FROM jobs WHERE id = %s", (pending,)
     ).fetchone() or (None, None)
     assert status == "cancelled"  # not failed: stopping a job on purpose is no failure
-    assert reason.startswith("cancelled by `pgbeat jobs cancel` (") and "@" in reason
+    assert reason.startswith("cancelled: pgbeat jobs cancel, by ") and "@" in reason
     running = pgbeat.enqueue(conn, "a", {})
     operations.claim_jobs(conn, 1, timedelta(minutes=5), None)
     one_line_error(

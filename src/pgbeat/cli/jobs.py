@@ -251,7 +251,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     by_key = args.kind is not None or args.key is not None
     if by_key == (args.id is not None) or (by_key and (args.kind is None or args.key is None)):
         raise UserError("give a job ID, or --kind and --key")
-    reason = f"cancelled by `pgbeat jobs cancel` ({_operator()})"
+    reason = f"pgbeat jobs cancel, by {_operator()}"
     with _connection(args) as conn:
         if not by_key:
             admin.cancel_job(conn, args.id, reason)
