@@ -15,7 +15,7 @@ import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
-from pgbeat import job_keys
+from pgbeat import job_keys, limits
 from pgbeat.db import frameworks, queries
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.job_keys import OnConflict
@@ -46,7 +46,7 @@ def _insert_params(
     unique_key: str | None,
     max_attempts: int | None,
 ) -> dict[str, Any]:
-    _check_job(kind, run_at, delay, max_attempts)
+    _check_job(kind, run_at, delay, max_attempts, unique_key)
     return {
         "kind": kind,
         "payload": Jsonb(json_value(payload)),
@@ -58,16 +58,24 @@ def _insert_params(
 
 
 def _check_job(
-    kind: str, run_at: datetime | None, delay: timedelta | None, max_attempts: int | None
+    kind: str,
+    run_at: datetime | None,
+    delay: timedelta | None,
+    max_attempts: int | None,
+    key: str | None = None,
+    key_name: str = "unique_key",
 ) -> None:
     if not kind or not isinstance(kind, str):
         raise ValueError("a job's kind must be a non-empty string")
+    limits.check_job_text(kind, key, key_name)
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
     if run_at is not None and run_at.tzinfo is None:
         raise ValueError("run_at must be timezone-aware")
     if max_attempts is not None and max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
+    if max_attempts is not None and max_attempts > limits.MAX_ATTEMPTS:
+        raise ValueError(f"max_attempts must be at most {limits.MAX_ATTEMPTS}")
 
 
 def json_value(payload: Any) -> Any:
@@ -218,7 +226,7 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.
             job_keys.check_keyed(job.job_key, job.unique_key, job.on_conflict, job.max_wait)
             keyed.append(_keyed_new_job(job))
             continue
-        _check_job(job.kind, job.run_at, job.delay, job.max_attempts)
+        _check_job(job.kind, job.run_at, job.delay, job.max_attempts, job.unique_key)
         kinds.append(job.kind)
         payloads.append(json.dumps(json_value(job.payload)))
         run_ats.append(None if job.run_at is None else job.run_at.isoformat())
@@ -246,7 +254,7 @@ def _keyed_job(
     on_conflict: OnConflict,
     max_wait: timedelta | None,
 ) -> job_keys.KeyedJob:
-    _check_job(kind, run_at, delay, max_attempts)
+    _check_job(kind, run_at, delay, max_attempts, job_key, "job_key")
     return job_keys.KeyedJob(
         kind,
         job_key,

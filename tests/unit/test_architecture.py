@@ -25,6 +25,8 @@ PURE = (
     "pgbeat.scheduling.catchup",
     "pgbeat.scheduling.file",
     "pgbeat.worker.verdict",
+    "pgbeat.worker.timers",
+    "pgbeat.limits",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

@@ -13,10 +13,12 @@ from psycopg.rows import dict_row
 
 from pgbeat.cli import common, types
 from pgbeat.db import connections, migrate, queries
+from pgbeat.db import schedule_queries as sq
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import STALE_AFTER
 from pgbeat.scheduling.catchup import ON_TIME, latest_fire_between
 from pgbeat.scheduling.file import load_schedules
+from pgbeat.scheduling import state
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 
 MISSED_GRACE = timedelta(seconds=2)  # beyond ON_TIME: a period this young may be on its way
@@ -95,8 +97,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             processes = cursor.execute(
                 queries.PROCESSES_LIST, {"stale_after": STALE_AFTER}
             ).fetchall()
-        schedule_rows = _schedule_status(conn, schedules, now)
-    warnings = _warnings(processes, schedule_rows)
+        stored = state.list_schedules(conn)
+        if stored:  # the table, once a scheduler has synced its file (or code wrote some)
+            schedules = [s.schedule for s in stored if s.schedule is not None]
+        schedule_rows = _schedule_status(conn, schedules, now, {s.name: s for s in stored})
+        with conn.cursor(row_factory=dict_row) as cursor:
+            files = cursor.execute(sq.FILES_AGREEMENT, {"stale_after": STALE_AFTER}).fetchall()
+    warnings = _warnings(processes, schedule_rows) + _file_warnings(files)
     if problem:
         warnings.insert(0, problem)
     if args.json:
@@ -123,18 +130,25 @@ def _schedules_if_any(path: str) -> tuple[list[Schedule], str | None]:
 
 
 def _schedule_status(
-    conn: psycopg.Connection[Any], schedules: list[Schedule], now: datetime
+    conn: psycopg.Connection[Any],
+    schedules: list[Schedule],
+    now: datetime,
+    stored: dict[str, state.ScheduleState],
 ) -> list[dict[str, Any]]:
     rows = []
     for schedule in schedules:
-        # the last period that should exist by now, if it is young enough to be checked
-        checked_from = now - schedule.catch_up_window
+        # the last period that should exist by now, if it is young enough to be checked:
+        # not before the schedule was created or last resumed
+        found = stored.get(schedule.name)
+        floors = [] if found is None else [found.created_at, found.resumed_at]
+        checked_from = max([now - schedule.catch_up_window, *(f for f in floors if f)])
         latest = latest_fire_between(schedule, checked_from, now - MISSED_GRACE - ON_TIME)
         rows.append(
             {
                 "schedule": schedule.name,
                 "kind": schedule.kind,
-                "enabled": schedule.enabled,
+                "enabled": schedule.enabled and not (found is not None and found.paused),
+                "paused": found is not None and found.paused,
                 "latest_due": latest,
                 "latest_due_key": unique_key(schedule, latest) if latest else None,
                 "next_fire": next_fire_after(schedule, now),
@@ -152,9 +166,35 @@ def _schedule_status(
                 },
             ).fetchall()
         )
+        decided = set(
+            conn.execute(
+                sq.HISTORY_DECIDED,
+                {
+                    "schedules": [r["schedule"] for r in checked],
+                    "fire_ats": [r["latest_due"] for r in checked],
+                },
+            ).fetchall()
+        )
         for r in checked:
-            r["present"] = (r["kind"], r["latest_due_key"]) in found
+            r["present"] = (r["kind"], r["latest_due_key"]) in found or (
+                r["schedule"],
+                r["latest_due"],
+            ) in decided
     return rows
+
+
+def _file_warnings(replicas: list[dict[str, Any]]) -> list[str]:
+    """Name the scheduler replicas whose schedules file is not the one in effect."""
+    behind = [r for r in replicas if not r["in_effect"]]
+    if not behind or replicas[0]["effect_hash"] is None:
+        return []
+    effect = replicas[0]
+    names = ", ".join(f"{r['host']}:{r['pid']} (file {r['schedules_hash']})" for r in behind)
+    return [
+        f"scheduler replicas hold a different schedules file than the one in effect "
+        f"({effect['effect_hash']}, applied by {effect['effect_applied_by']}): {names}; "
+        "the newest file among live replicas wins"
+    ]
 
 
 def _warnings(processes: list[dict[str, Any]], schedules: list[dict[str, Any]]) -> list[str]:
@@ -163,11 +203,6 @@ def _warnings(processes: list[dict[str, Any]], schedules: list[dict[str, Any]]) 
         for r in schedules
         if r["present"] is False
     ]
-    hashes = {p["schedules_hash"] for p in processes if p["role"] == "scheduler"}
-    if len(hashes) > 1:
-        warnings.append(
-            f"schedulers run {len(hashes)} different schedules files: {', '.join(sorted(hashes))}"
-        )
     if not any(p["role"] == "worker" for p in processes):
         warnings.append("no live worker")
     if schedules and not any(p["role"] == "scheduler" for p in processes):
@@ -192,9 +227,11 @@ def _print_status(
     if schedules:
         print(f"\n{len(schedules)} schedules")
         for r in schedules:
-            state = {True: "enqueued", False: "MISSING", None: "-"}[r["present"]]
+            shown = {True: "enqueued", False: "MISSING", None: "-"}[r["present"]]
+            if r.get("paused"):
+                shown = "paused"
             print(
-                f"  {r['schedule']:<20} last due {r['latest_due_key'] or '-':<40} {state:<9}"
+                f"  {r['schedule']:<20} last due {r['latest_due_key'] or '-':<40} {shown:<9}"
                 f" next {r['next_fire']:%Y-%m-%dT%H:%M:%SZ}"
             )
     for warning in warnings:

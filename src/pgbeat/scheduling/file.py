@@ -73,7 +73,7 @@ def build_schedule(name: str, values: dict[str, Any]) -> Schedule:
     """
     schedule, problems = _schedule(name, values, {})
     if schedule is None or problems:
-        raise ConfigError([f"schedule {name!r}: {problem}" for problem in problems])
+        raise ConfigError([f"schedule {_label(name)}: {problem}" for problem in problems])
     return schedule
 
 
@@ -128,7 +128,7 @@ def _schedules(table: object, defaults: dict[str, Any]) -> tuple[list[Schedule],
     problems: list[str] = []
     for name, entry in table.items():
         schedule, found = _schedule(name, entry, defaults)
-        problems += [f"schedule {name!r}: {problem}" for problem in found]
+        problems += [f"schedule {_label(name)}: {problem}" for problem in found]
         if schedule is not None:
             schedules.append(schedule)
     return schedules, problems
@@ -180,3 +180,8 @@ def _hint(key: str, allowed: list[str]) -> str:
 
 def _show(value: object) -> str:
     return _SHORT.repr(value)
+
+
+def _label(name: str) -> str:
+    """A schedule's name in a problem line: a 10,000-character name must not fill the screen."""
+    return repr(name) if len(name) <= 80 else f"{name[:40]!r}... ({len(name)} characters)"

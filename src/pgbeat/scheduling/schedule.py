@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from pgbeat import limits
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 from pgbeat.scheduling import cron, dst
 
@@ -47,13 +48,13 @@ class Schedule(BaseModel):
     # strict: a TOML `max_attempts = "3"` or `enabled = "yes"` is a mistake, not a value.
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    name: str
-    kind: str = Field(min_length=1)
+    name: str = Field(max_length=limits.MAX_KIND_LENGTH)
+    kind: str = Field(min_length=1, max_length=limits.MAX_KIND_LENGTH)
     cron: str | None = None
     every: timedelta | None = None
     timezone: str = "UTC"
     payload: dict[str, Any] = {}
-    max_attempts: int | None = Field(default=None, ge=1)
+    max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS)
     catch_up: CatchUp = "latest"
     catch_up_window: timedelta = timedelta(hours=1)
     # "skip": no new period while an earlier job of this schedule is pending or running.
@@ -67,6 +68,13 @@ class Schedule(BaseModel):
     def _check_name(cls, value: str) -> str:
         if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} has characters other than letters, digits and _ . : -")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _check_kind(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("contains a NUL character, which the database cannot store")
         return value
 
     @field_validator("cron")
@@ -129,6 +137,9 @@ class Schedule(BaseModel):
             raise ValueError(f"must be JSON data ({error})") from None
         except RecursionError:
             raise ValueError("nested too deeply") from None
+        problem = limits.payload_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem}, which the database cannot store")
         return value
 
     @model_validator(mode="after")
