@@ -16,9 +16,9 @@ from pgbeat.db import connections, migrate, queries
 from pgbeat.db import schedule_queries as sq
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import STALE_AFTER
+from pgbeat.scheduling import state
 from pgbeat.scheduling.catchup import ON_TIME, latest_fire_between
 from pgbeat.scheduling.file import load_schedules
-from pgbeat.scheduling import state
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 
 MISSED_GRACE = timedelta(seconds=2)  # beyond ON_TIME: a period this young may be on its way
@@ -139,16 +139,16 @@ def _schedule_status(
     for schedule in schedules:
         # the last period that should exist by now, if it is young enough to be checked:
         # not before the schedule was created or last resumed
-        found = stored.get(schedule.name)
-        floors = [] if found is None else [found.created_at, found.resumed_at]
+        entry = stored.get(schedule.name)
+        floors = [] if entry is None else [entry.created_at, entry.resumed_at]
         checked_from = max([now - schedule.catch_up_window, *(f for f in floors if f)])
         latest = latest_fire_between(schedule, checked_from, now - MISSED_GRACE - ON_TIME)
         rows.append(
             {
                 "schedule": schedule.name,
                 "kind": schedule.kind,
-                "enabled": schedule.enabled and not (found is not None and found.paused),
-                "paused": found is not None and found.paused,
+                "enabled": schedule.enabled and not (entry is not None and entry.paused),
+                "paused": entry is not None and entry.paused,
                 "latest_due": latest,
                 "latest_due_key": unique_key(schedule, latest) if latest else None,
                 "next_fire": next_fire_after(schedule, now),

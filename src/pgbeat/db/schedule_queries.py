@@ -342,3 +342,10 @@ LEFT JOIN LATERAL (
 WHERE p.role = 'scheduler' AND p.heartbeat_at >= now() - %(stale_after)s::interval
   AND p.schedules_hash IS NOT NULL
 ORDER BY p.host, p.pid"""
+
+# Which of these periods (schedule, fire time) the history has decided, whatever the outcome
+# (pgbeat_schedule_history_period), for `pgbeat status`'s missing-period check.
+HISTORY_DECIDED: LiteralString = """
+SELECT h.schedule, h.fire_at FROM pgbeat_schedule_history AS h
+JOIN unnest(%(schedules)s::text[], %(fire_ats)s::timestamptz[]) AS p(schedule, fire_at)
+  ON h.schedule = p.schedule AND h.fire_at = p.fire_at AND h.outcome <> 'manual'"""
