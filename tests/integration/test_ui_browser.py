@@ -25,7 +25,9 @@ import pgbeat
 from pgbeat.scheduling.catchup import last_fires_between
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
+from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.ui import timefmt
+from tests.helpers import wait_for
 from tests.integration.ui_support import (
     ADMIN_TOKEN,
     VIEWER_TOKEN,
@@ -33,6 +35,7 @@ from tests.integration.ui_support import (
     dashboard,
     fresh_database,
     seed_jobs,
+    sync_schedules,
     write_schedules,
 )
 
@@ -73,8 +76,10 @@ def ui_database(server_url: str, template_name: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def schedules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_schedules(tmp_path_factory.mktemp("ui-browser"))
+def schedules_file(tmp_path_factory: pytest.TempPathFactory, ui_database: str) -> Path:
+    path = write_schedules(tmp_path_factory.mktemp("ui-browser"))
+    sync_schedules(ui_database, path)
+    return path
 
 
 @pytest.fixture(scope="module", params=PREFIXES, ids=["root", "prefix"])
@@ -144,6 +149,11 @@ def test_log_in_and_see_the_next_fire_in_the_schedules_zone_and_in_utc(
     nightly = next(s for s in load_schedules(schedules_file) if s.name == "nightly_report")
     now = database_now(ui_database)
     enqueue_latest_period(ui_database, nightly, now)  # as a running scheduler would have
+    with psycopg.connect(ui_database, autocommit=True) as conn:  # an hour without a scheduler
+        conn.execute(
+            "UPDATE pgbeat_schedules SET created_at = now() - interval '1 hour'"
+            " WHERE name = 'heartbeat'"
+        )
     log_in(page, ui)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Schedules").click()
     row = page.locator("#schedule-nightly_report")
@@ -153,6 +163,7 @@ def test_log_in_and_see_the_next_fire_in_the_schedules_zone_and_in_utc(
     assert re.search(r"E[SD]T", row.locator(".next .local").inner_text())
     expect(row.locator(".zone")).to_contain_text("America/New_York")
     expect(row).to_contain_text("at 02:30 every day")
+    expect(row.locator(".last")).to_contain_text("by test-replica")
     # No scheduler enqueued the heartbeat's last period: it is overdue, not "next".
     heartbeat = page.locator("#schedule-heartbeat .next")
     expect(heartbeat).to_contain_text("overdue")
@@ -160,9 +171,18 @@ def test_log_in_and_see_the_next_fire_in_the_schedules_zone_and_in_utc(
 
 
 def enqueue_latest_period(url: str, schedule: Schedule, now: Any) -> None:
+    """The latest period's job and history row, as a scheduler replica writes them."""
     [fire] = last_fires_between(schedule, now - timedelta(days=2), now, 1)
     with psycopg.connect(url, autocommit=True) as conn:
-        pgbeat.enqueue(conn, schedule.kind, {}, run_at=fire, unique_key=unique_key(schedule, fire))
+        job = pgbeat.enqueue(
+            conn, schedule.kind, {}, run_at=fire, unique_key=unique_key(schedule, fire)
+        )
+        conn.execute(
+            "INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, job_id, inserted_by)"
+            " VALUES (%s, %s, 'enqueued', %s, 'test-replica')"
+            " ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO NOTHING",
+            (schedule.name, fire, job),
+        )
 
 
 def test_the_preview_notes_the_spring_forward_gap(page: Page, ui: Dashboard) -> None:
@@ -279,3 +299,68 @@ def serving(folder: Path) -> Any:
             self.server.server_close()
 
     return Served()
+
+
+TICKER = """
+[schedules.ticker]
+every = "1s"
+kind = "tick"
+"""
+
+
+def history_count(url: str, outcome: str, since: Any = None) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pgbeat_schedule_history WHERE schedule = 'ticker'"
+            " AND outcome = %s AND (%s::timestamptz IS NULL OR inserted_at > %s)",
+            (outcome, since, since),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize("prefix", PREFIXES, ids=["root", "prefix"])
+def test_pause_resume_and_run_now_with_a_running_scheduler(
+    prefix: str, page: Page, server_url: str, template_name: str, tmp_path: Path
+) -> None:
+    path = write_schedules(tmp_path, TICKER)
+    with fresh_database(server_url, template_name) as url:
+        scheduler = Scheduler(url, load_schedules(path), heartbeat=False)
+        thread = threading.Thread(target=scheduler.run, daemon=True)
+        thread.start()
+        try:
+            wait_for(lambda: history_count(url, "enqueued") >= 1, timeout=15, message="a tick")
+            with dashboard(url, prefix=prefix, token=ADMIN_TOKEN) as ui:
+                log_in(page, ui)
+                page.goto(ui.url + "/schedules/ticker")
+                page.get_by_role("button", name="Pause").click()
+                expect(page.get_by_role("status")).to_have_text("ticker paused.")
+                expect(page.get_by_role("heading", name="ticker")).to_contain_text("paused")
+                paused_at = database_now(url)
+                # The scheduler honours it: periods are recorded as skipped, none enqueued.
+                wait_for(
+                    lambda: history_count(url, "skipped", paused_at) >= 2,
+                    timeout=15,
+                    message="skipped periods while paused",
+                )
+                assert history_count(url, "enqueued", paused_at + timedelta(seconds=1)) == 0
+                page.get_by_role("button", name="Resume").click()
+                expect(page.get_by_role("status")).to_have_text("ticker resumed.")
+                resumed_at = database_now(url)
+                wait_for(
+                    lambda: history_count(url, "enqueued", resumed_at) >= 1,
+                    timeout=15,
+                    message="periods enqueued again",
+                )
+                page.get_by_role("button", name="Run now").click()
+                flash = page.get_by_role("status")
+                expect(flash).to_contain_text("Manual run of ticker enqueued as job")
+                job = re.search(r"job (\d+)", flash.inner_text())
+                assert job is not None
+                page.locator("table.history tr.period-manual").first.get_by_role(
+                    "link", name=job.group(1)
+                ).click()
+                expect(page.get_by_role("heading", name=f"Job {job.group(1)}")).to_be_visible()
+                expect(page.locator("dl.fields")).to_contain_text("ticker@manual:")
+        finally:
+            scheduler.stop()
+            thread.join(15)

@@ -26,6 +26,7 @@ from tests.integration.ui_support import (
     dashboard,
     fresh_database,
     seed_jobs,
+    sync_schedules,
     write_schedules,
 )
 
@@ -41,8 +42,10 @@ def ui_database(server_url: str, template_name: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def schedules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_schedules(tmp_path_factory.mktemp("ui"))
+def schedules_file(tmp_path_factory: pytest.TempPathFactory, ui_database: str) -> Path:
+    path = write_schedules(tmp_path_factory.mktemp("ui"))
+    sync_schedules(ui_database, path)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -323,3 +326,18 @@ def test_every_link_form_and_asset_stays_under_the_prefix(
                 if follow and "/confirm" not in target and "before=" not in target:
                     queue.append(target.split("#")[0])
         assert {"/pgbeat/schedules", "/pgbeat/static/pgbeat.js"} <= {s.split("?")[0] for s in seen}
+
+
+def test_cancel_keeps_the_record_as_cancelled_and_only_finished_jobs_are_deleted(
+    open_local: Dashboard, ui_database: str
+) -> None:
+    pending, running = new_job(ui_database, "pending"), new_job(ui_database, "running")
+    with httpx.Client(base_url=open_local.origin) as client:
+        token = csrf_of(client.get("/jobs").text)
+        for job, action in ((pending, "cancel"), (running, "delete"), (running, "retry")):
+            client.post(f"/jobs/{job}/{action}", data={"csrf": token})
+        assert job_status(ui_database, pending) == "cancelled"
+        assert job_status(ui_database, running) == "running"
+        client.post(f"/jobs/{pending}/delete", data={"csrf": token})
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM jobs WHERE id = %s", (pending,)).fetchone() is None

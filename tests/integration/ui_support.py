@@ -18,6 +18,8 @@ import psycopg
 import uvicorn
 from psycopg import sql
 
+from pgbeat.scheduling.file import load_schedules
+from pgbeat.scheduling.sync import sync_file
 from pgbeat.ui import UiSettings, create_app
 from tests.conftest import with_database
 
@@ -37,10 +39,16 @@ kind = "beat"
 """
 
 
-def write_schedules(folder: Path) -> Path:
+def write_schedules(folder: Path, extra: str = "") -> Path:
     path = folder / "schedules.toml"
-    path.write_text(SCHEDULES)
+    path.write_text(SCHEDULES + extra)
     return path
+
+
+def sync_schedules(url: str, path: Path) -> None:
+    """Put the file's schedules in pgbeat_schedules, as a scheduler replica does on start."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        sync_file(conn, load_schedules(path), replica="test-replica")
 
 
 def seed_jobs(conn: psycopg.Connection[Any]) -> None:

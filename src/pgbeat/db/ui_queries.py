@@ -97,14 +97,14 @@ UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), locked_until =
                 finished_at = NULL
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'failed' RETURNING id"""
 
-# Checked rows: pending jobs cancelled into failed, keeping the record (primary key).
+# Checked rows: pending jobs cancelled, keeping the record (primary key).
 JOBS_CANCEL_IDS: LiteralString = """
-UPDATE jobs SET status = 'failed', last_error = %(reason)s, finished_at = now()
+UPDATE jobs SET status = 'cancelled', last_error = %(reason)s, finished_at = now()
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
 
-# Checked rows: finished jobs deleted (primary key).
+# Checked rows: finished (done, failed, cancelled) jobs deleted (primary key).
 JOBS_DELETE_IDS: LiteralString = """
-DELETE FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('done', 'failed')
+DELETE FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('done', 'failed', 'cancelled')
 RETURNING id"""
 
 # Every job matching the filter (never above %(max_id)s, the newest id when the operator
@@ -119,11 +119,11 @@ UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), locked_until =
 WHERE {filter} AND status = 'failed' RETURNING id""").format(filter=_JOBS_FILTER)
 
 JOBS_CANCEL_MATCHING = sql.SQL("""
-UPDATE jobs SET status = 'failed', last_error = %(reason)s, finished_at = now()
+UPDATE jobs SET status = 'cancelled', last_error = %(reason)s, finished_at = now()
 WHERE {filter} AND status = 'pending' RETURNING id""").format(filter=_JOBS_FILTER)
 
 JOBS_DELETE_MATCHING = sql.SQL("""
-DELETE FROM jobs WHERE {filter} AND status IN ('done', 'failed') RETURNING id
+DELETE FROM jobs WHERE {filter} AND status IN ('done', 'failed', 'cancelled') RETURNING id
 """).format(filter=_JOBS_FILTER)
 
 # -- job detail ------------------------------------------------------------------------------
@@ -156,6 +156,25 @@ JOBS_OF_PERIODS: LiteralString = """
 SELECT kind, unique_key, id, status, created_at, run_at, finished_at, attempts
 FROM jobs
 WHERE (kind, unique_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(keys)s::text[]))"""
+
+# Whether migration 0005 (schedules in the database) is applied.
+SCHEDULES_TABLE_EXISTS: LiteralString = "SELECT to_regclass('pgbeat_schedules') IS NOT NULL"
+
+# The last %(limit)s history rows of each schedule on a page, manual runs included, with
+# their jobs' status (pgbeat_schedule_history_recent, newest first; jobs primary key).
+HISTORY_RECENT_OF_SCHEDULES: LiteralString = """
+SELECT h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, h.inserted_at, h.inserted_by,
+       j.status AS job_status
+FROM unnest(%(names)s::text[]) AS s(name)
+CROSS JOIN LATERAL (
+    SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+    FROM pgbeat_schedule_history
+    WHERE schedule = s.name AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
+      AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
+    ORDER BY fire_at DESC
+    LIMIT %(limit)s
+) AS h
+LEFT JOIN jobs AS j ON j.id = h.job_id"""
 
 # -- processes -------------------------------------------------------------------------------
 

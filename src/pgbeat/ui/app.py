@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from pgbeat.ui import jobs_pages, pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
-from pgbeat.ui.schedule_source import FileSchedules
+from pgbeat.ui.schedule_source import ScheduleCatalog
 from pgbeat.ui.security import COOKIE, SESSION_SECONDS, Keys, SecurityMiddleware, token_role
 from pgbeat.ui.settings import UiSettings, normalize_prefix
 from pgbeat.ui.store import Store
@@ -58,7 +58,7 @@ def create_app(
         settings=settings,
         keys=Keys(),
         store=Store(settings),
-        schedules=FileSchedules(settings.schedules_path),
+        schedules=ScheduleCatalog(settings.schedules_path),
         templates=environment,
         asset_version=asset_version(),
     )

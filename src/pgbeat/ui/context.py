@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from pgbeat.ui import timefmt
-from pgbeat.ui.schedule_source import FileSchedules
+from pgbeat.ui.schedule_source import ScheduleCatalog
 from pgbeat.ui.security import Identity, Keys
 from pgbeat.ui.settings import UiSettings
 from pgbeat.ui.store import Store
@@ -38,7 +38,7 @@ class Ui:
     settings: UiSettings
     keys: Keys
     store: Store
-    schedules: FileSchedules
+    schedules: ScheduleCatalog
     templates: jinja2.Environment
     asset_version: str
 

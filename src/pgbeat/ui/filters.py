@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-STATUSES = ("pending", "running", "done", "failed")
+STATUSES = ("pending", "running", "done", "failed", "cancelled")
 WHEN = ("due", "later")
 SEARCH_WINDOW = 200_000  # ids searched per page when no partial index narrows the filter
 MAX_TEXT = 500
@@ -25,6 +25,7 @@ ACTIONS_FOR_STATUS = {
     "running": (),
     "done": ("delete",),
     "failed": ("retry", "delete"),
+    "cancelled": ("delete",),
 }
 ACTION_WORDS = {"run_now": "Run now", "cancel": "Cancel", "retry": "Retry", "delete": "Delete"}
 ACTION_DONE = {

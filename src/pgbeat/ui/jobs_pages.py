@@ -8,7 +8,9 @@ re-checks each job's status, so the result reads "retried 37, skipped 3 whose st
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
+import psycopg
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -56,8 +58,8 @@ class JobPages:
     def _list_page(
         self, request: Request, job_filter: JobFilter, before: int | None, error: str | None
     ) -> Response:
-        schedule_kind = self._schedule_kind(job_filter)
         with self.ui.store.connection() as conn:
+            schedule_kind = self._schedule_kind(conn, job_filter)
             now, max_id = jobs_data.clock(conn)
             page = jobs_data.jobs_page(conn, job_filter, before, max_id, schedule_kind)
         for row in page.rows:
@@ -84,6 +86,7 @@ class JobPages:
             now, _ = jobs_data.clock(conn)
             job = jobs_data.job_detail(conn, job_id)
             attempts = jobs_data.attempts_of(conn, job_id) if job else []
+            schedules = self.ui.schedules.load(conn)
         if job is None:
             raise HTTPException(404, f"no job {job_id} (it may have been purged)")
         for attempt in attempts:
@@ -92,7 +95,7 @@ class JobPages:
                 None if seconds is None else attempt["finished_at"] - timedelta(seconds=seconds)
             )
         name, _, _ = (job.get("unique_key") or "").partition("@")
-        schedule = self.ui.schedules.load().find(name) if name else None
+        schedule = schedules.find(name) if name else None
         extra = {k: v for k, v in job.items() if k not in _SHOWN_FIELDS}
         return self.ui.render(
             request,
@@ -143,7 +146,7 @@ class JobPages:
             max_id = newest if below is None else min(newest, below - 1)
             floor = jobs_data.window_floor(job_filter, max_id + 1)
             count = jobs_data.count_matching(
-                conn, job_filter, max_id, floor, self._schedule_kind(job_filter)
+                conn, job_filter, max_id, floor, self._schedule_kind(conn, job_filter)
             )
         return self.ui.render(
             request,
@@ -202,7 +205,7 @@ class JobPages:
                 action,
                 job_filter,
                 (floor, max_id),
-                self._schedule_kind(job_filter),
+                self._schedule_kind(conn, job_filter),
                 self._reason(request),
             )
         skipped = max(0, expected - len(acted))
@@ -227,10 +230,10 @@ class JobPages:
     def _reason(self, request: Request) -> str:
         return f"cancelled via the dashboard by {self.ui.identity(request).who}"
 
-    def _schedule_kind(self, job_filter: JobFilter) -> str | None:
+    def _schedule_kind(self, conn: psycopg.Connection[Any], job_filter: JobFilter) -> str | None:
         if job_filter.schedule is None:
             return None
-        entry = self.ui.schedules.load().find(job_filter.schedule)
+        entry = self.ui.schedules.load(conn).find(job_filter.schedule)
         return entry.schedule.kind if entry else None
 
 

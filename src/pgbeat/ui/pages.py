@@ -49,8 +49,8 @@ class Pages:
         self.ui = ui
 
     def overview(self, request: Request) -> Response:
-        entries = list(self.ui.schedules.load().entries)[: schedule_data.PAGE]
         with self.ui.store.connection() as conn:
+            entries = list(self.ui.schedules.load(conn).entries)[: schedule_data.PAGE]
             now, _ = jobs_data.clock(conn)
             counts = one(conn, q.JOBS_OVERVIEW_COUNTS, {"cap": jobs_data.COUNT_CAP}) or {}
             minutes = rows(conn, q.JOBS_FINISHED_PER_MINUTE)

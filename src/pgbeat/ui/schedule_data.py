@@ -27,12 +27,16 @@ PAGE = 100
 @dataclass
 class Period:
     fire_at: datetime
-    key: str
-    state: str  # done, failed, running, pending, missed, overdue, due, skipped
+    key: str  # the period's unique key (file mode), or the history's reason
+    # done, failed, running, pending, missed, overdue, due, skipped, manual, purged, none
+    state: str
     job: dict[str, Any] | None = None
+    decided: tuple[datetime, str | None] | None = None  # history: when, and by which replica
 
     @property
     def lag(self) -> timedelta | None:
+        if self.decided is not None:
+            return self.decided[0] - self.fire_at
         return None if self.job is None else self.job["created_at"] - self.fire_at
 
 
@@ -50,11 +54,13 @@ class ScheduleView:
 
     @property
     def last(self) -> Period | None:
-        return self.periods[0] if self.periods else None
+        """The latest period (a manual run is not a period)."""
+        return next((p for p in self.periods if p.state != "manual"), None)
 
     @property
     def overdue(self) -> Period | None:
-        return next((p for p in self.periods[:1] if p.state == "overdue"), None)
+        last = self.last
+        return last if last is not None and last.state == "overdue" else None
 
     @property
     def health(self) -> str:
@@ -78,9 +84,14 @@ def describe(schedule: Schedule) -> str:
 
 
 def views(
-    conn: psycopg.Connection[Any], entries: list[ScheduleEntry], now: datetime, strip: int = STRIP
+    conn: psycopg.Connection[Any],
+    entries: list[ScheduleEntry],
+    now: datetime,
+    strip: int = STRIP,
 ) -> list[ScheduleView]:
     """The state of each schedule at ``now`` (the database's clock)."""
+    if entries and entries[0].state is not None:
+        return _views_from_history(conn, entries, now, strip)
     result = [
         ScheduleView(
             entry=e,
@@ -138,4 +149,77 @@ def make_periods(
         if state == "missed" and index > recorded:
             state = "none"
         periods.append(Period(fire, key, state, job))
+    return periods
+
+
+def _views_from_history(
+    conn: psycopg.Connection[Any], entries: list[ScheduleEntry], now: datetime, strip: int
+) -> list[ScheduleView]:
+    history = history_rows(conn, [e.schedule.name for e in entries], strip)
+    result = []
+    for entry in entries:
+        view = ScheduleView(
+            entry=entry,
+            description=describe(entry.schedule),
+            next_fire=next_fire_after(entry.schedule, now),
+            dst_change=timeline.next_dst_change(entry.schedule.zone, now),
+        )
+        view.periods = periods_from_history(entry, history.get(entry.schedule.name, []), now)
+        result.append(view)
+    return result
+
+
+def history_rows(
+    conn: psycopg.Connection[Any],
+    names: list[str],
+    limit: int,
+    *,
+    outcome: str | None = None,
+    before: datetime | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """The newest history rows of each schedule, newest first (one indexed query)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    params = {"names": names, "limit": limit, "outcome": outcome, "before": before}
+    for row in rows(conn, q.HISTORY_RECENT_OF_SCHEDULES, params):
+        found.setdefault(row["schedule"], []).append(row)
+    for listed in found.values():
+        listed.sort(key=lambda r: r["fire_at"], reverse=True)
+    return found
+
+
+_OUTCOME_STATE = {"skipped": "skipped", "missed": "missed", "manual": "manual"}
+
+
+def periods_from_history(
+    entry: ScheduleEntry, history: list[dict[str, Any]], now: datetime, *, newest: bool = True
+) -> list[Period]:
+    """Periods newest first from the history the scheduler replicas wrote.
+
+    With ``newest``, a period that should have been decided by now but has no row yet is
+    put first as "overdue" (never for a paused schedule, nor before it was created or
+    resumed).
+    """
+    periods = []
+    for row in history:
+        if row["outcome"] == "enqueued":
+            state = str(row["job_status"]) if row["job_status"] else "purged"
+        else:
+            state = _OUTCOME_STATE[row["outcome"]]
+        job = None
+        if row["job_id"] is not None:
+            job = {
+                "id": row["job_id"],
+                "status": row["job_status"],
+                "created_at": row["inserted_at"],
+                "inserted_by": row["inserted_by"],
+            }
+        period = Period(row["fire_at"], row["reason"] or "", state, job)
+        period.decided = (row["inserted_at"], row["inserted_by"])
+        periods.append(period)
+    if newest and entry.state is not None and not entry.paused:
+        due = timeline.last_periods(entry.schedule, now - timeline.OVERDUE_GRACE, 1)
+        since = max(d for d in (entry.state.created_at, entry.state.resumed_at) if d is not None)
+        decided = max((p.fire_at for p in periods if p.state != "manual"), default=None)
+        if due and due[0] > since and (decided is None or decided < due[0]):
+            periods.insert(0, Period(due[0], "", "overdue", None))
     return periods

@@ -1,24 +1,33 @@
-"""The schedules list and a schedule's page: next fires with DST notes, and period history.
+"""The schedules list and a schedule's page: next fires with DST notes, period history,
+and (with schedules in the database) pause, resume and run now.
 
-Fire times are computed by the scheduler's own functions at the database's ``now``; the
-history shows, for each period, the job its unique key names, or that it has none.
+Fire times are computed by the scheduler's own functions at the database's ``now``. The
+history is the one the scheduler replicas write (``pgbeat_schedule_history``); before
+migration 0005 it is derived from the jobs each period's unique key names.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from pgbeat.errors import ScheduleNotFound
+from pgbeat.scheduling import state as state_api
 from pgbeat.ui import jobs_data, schedule_data, timeline
-from pgbeat.ui.context import Ui
+from pgbeat.ui.context import Ui, redirect
+from pgbeat.ui.schedule_source import ScheduleEntry
 
 HISTORY_PAGE = 50
 PERIOD_STATES = ("done", "failed", "running", "pending", "missed", "overdue", "skipped", "none")
+OUTCOMES = ("enqueued", "skipped", "missed", "manual")  # the history's, in the database
+ACTIONS = {"pause": "Paused", "resume": "Resumed", "run": "Run now"}
 
 
 def routes(ui: Ui) -> list[BaseRoute]:
@@ -26,6 +35,7 @@ def routes(ui: Ui) -> list[BaseRoute]:
     return [
         Route("/schedules", pages.index, methods=["GET"], name="schedules"),
         Route("/schedules/{name}", pages.detail, methods=["GET"], name="schedule"),
+        Route("/schedules/{name}/{action}", pages.act, methods=["POST"], name="schedule_action"),
     ]
 
 
@@ -34,13 +44,12 @@ class SchedulePages:
         self.ui = ui
 
     def index(self, request: Request) -> Response:
-        loaded = self.ui.schedules.load()
-        entries = list(loaded.entries)
         start = _page_start(request.query_params.get("page"))
-        shown = entries[start : start + schedule_data.PAGE]
         with self.ui.store.connection() as conn:
+            loaded = self.ui.schedules.load(conn)
+            entries = list(loaded.entries)
             now, _ = jobs_data.clock(conn)
-            views = schedule_data.views(conn, shown, now)
+            views = schedule_data.views(conn, entries[start : start + schedule_data.PAGE], now)
         return self.ui.render(
             request,
             "schedules.html",
@@ -48,6 +57,7 @@ class SchedulePages:
             now=now,
             views=views,
             notice=loaded.notice,
+            in_database=loaded.in_database,
             total=len(entries),
             start=start,
             page_size=schedule_data.PAGE,
@@ -55,46 +65,99 @@ class SchedulePages:
 
     def detail(self, request: Request) -> Response:
         name = request.path_params["name"]
-        entry = self.ui.schedules.load().find(name)
-        if entry is None:
-            raise HTTPException(404, f"no schedule named {name!r}")
-        schedule = entry.schedule
         params = request.query_params
         state = params.get("state") or None
-        if state is not None and state not in PERIOD_STATES:
-            raise HTTPException(400, f"state: one of {', '.join(PERIOD_STATES)}")
         count = _bounded_int(params.get("n"), 20, timeline.MAX_PREVIEW)
+        before = _instant(params.get("before"))
         with self.ui.store.connection() as conn:
+            loaded = self.ui.schedules.load(conn)
+            entry = loaded.find(name)
+            if entry is None:
+                raise HTTPException(404, f"no schedule named {name!r}")
+            states = OUTCOMES if loaded.in_database else PERIOD_STATES
+            if state is not None and state not in states:
+                raise HTTPException(400, f"state: one of {', '.join(states)}")
             now, _ = jobs_data.clock(conn)
-            start, start_error = _start(params.get("from"), schedule.zone, now)
-            before = _instant(params.get("before"))
-            fires = (
-                timeline.last_periods(schedule, now, HISTORY_PAGE)
-                if before is None
-                else timeline.periods_before(schedule, before, HISTORY_PAGE)
-            )
-            jobs = schedule_data.periods_jobs(conn, [(schedule, fires)])
             view = schedule_data.views(conn, [entry], now)[0]
-        periods = schedule_data.make_periods(entry, fires, jobs, now)
-        if before is not None and periods and periods[0].state == "overdue":
-            periods[0].state = "missed"  # only the newest period of all can be overdue
-        shown = [p for p in periods if state is None or p.state == state]
+            periods, older = self._history(conn, entry, now, before, state, loaded.in_database)
+        start, start_error = _start(params.get("from"), entry.schedule.zone, now)
         return self.ui.render(
             request,
             "schedule.html",
             nav="schedules",
             now=now,
             view=view,
-            preview=timeline.preview(schedule, start, count),
+            preview=timeline.preview(entry.schedule, start, count),
             start=start,
             count=count,
             start_error=start_error,
             from_value=params.get("from") or "",
-            periods=shown,
+            periods=periods,
             state=state,
-            states=PERIOD_STATES,
-            older=fires[-1] if len(fires) == HISTORY_PAGE else None,
+            states=states,
+            older=older,
+            in_database=loaded.in_database,
         )
+
+    def _history(
+        self,
+        conn: Any,
+        entry: ScheduleEntry,
+        now: datetime,
+        before: datetime | None,
+        state: str | None,
+        in_database: bool,
+    ) -> tuple[list[schedule_data.Period], datetime | None]:
+        """One page of the schedule's periods, newest first, and the cursor of the next."""
+        schedule = entry.schedule
+        if in_database:
+            found = schedule_data.history_rows(
+                conn, [schedule.name], HISTORY_PAGE, outcome=state, before=before
+            ).get(schedule.name, [])
+            periods = schedule_data.periods_from_history(
+                entry, found, now, newest=before is None and state is None
+            )
+            older = found[-1]["fire_at"] if len(found) == HISTORY_PAGE else None
+            return periods, older
+        fires = (
+            timeline.last_periods(schedule, now, HISTORY_PAGE)
+            if before is None
+            else timeline.periods_before(schedule, before, HISTORY_PAGE)
+        )
+        jobs = schedule_data.periods_jobs(conn, [(schedule, fires)])
+        periods = schedule_data.make_periods(entry, fires, jobs, now)
+        if before is not None and periods and periods[0].state == "overdue":
+            periods[0].state = "missed"  # only the newest period of all can be overdue
+        shown = [p for p in periods if state is None or p.state == state]
+        return shown, fires[-1] if len(fires) == HISTORY_PAGE else None
+
+    async def act(self, request: Request) -> Response:
+        await self.ui.read_form(request)
+        name, action = request.path_params["name"], request.path_params["action"]
+        if action not in ACTIONS:
+            raise HTTPException(404, f"no action {action!r}")
+        message = await run_in_threadpool(self._act, request, name, action)
+        return redirect(request, f"/schedules/{quote(name)}", message)
+
+    def _act(self, request: Request, name: str, action: str) -> str:
+        by = f"ui:{self.ui.identity(request).who}"
+        with self.ui.store.connection() as conn:
+            if not self.ui.schedules.load(conn).in_database:
+                raise HTTPException(409, "pause, resume and run now need migration 0005")
+            try:
+                if action == "run":
+                    job_id = state_api.run_schedule_now(conn, name, by=by)
+                    result = f"Manual run of {name} enqueued as job {job_id}."
+                elif action == "pause":
+                    changed = state_api.pause_schedule(conn, name, by=by)
+                    result = f"{name} paused." if changed else f"{name} was paused already."
+                else:
+                    changed = state_api.resume_schedule(conn, name, by=by)
+                    result = f"{name} resumed." if changed else f"{name} was running already."
+            except ScheduleNotFound as exc:
+                raise HTTPException(404, str(exc)) from None
+        self.ui.log_action(request, f"schedule {action}", schedule=name, result=result)
+        return result
 
 
 def _start(text: str | None, zone: Any, now: datetime) -> tuple[datetime, str | None]:
