@@ -28,6 +28,8 @@ from psycopg import sql
 
 from bench.database import admin_url, with_database
 from pgbeat.db.migrate import apply_migrations
+from pgbeat.scheduling.file import parse_schedules
+from pgbeat.scheduling.sync import sync_file
 from pgbeat.ui import create_app
 
 DATABASE = "pgbeat_ui_bench"
@@ -64,21 +66,39 @@ FROM generate_series(1, %(rows)s) AS i,
                           ELSE 'done' END AS status) AS s
 """
 
-SCHEDULES = """
-[schedules.nightly_report]
-cron = "30 2 * * *"
-timezone = "America/New_York"
-kind = "kind_1"
-
-[schedules.berlin_hourly]
-cron = "0 * * * *"
-timezone = "Europe/Berlin"
-kind = "kind_2"
-
-[schedules.heartbeat]
-every = "10s"
-kind = "kind_3"
+ZONES = ("UTC", "America/New_York", "Europe/Berlin", "Asia/Kolkata", "Australia/Sydney")
+SCHEDULE_COUNT = 100
+HISTORY_DAYS = 30
+# The last 30 days of each schedule's hourly periods, as the scheduler replicas record them:
+# mostly enqueued (jobs of the table above), a few skipped and missed.
+HISTORY = """
+INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, reason, job_id, inserted_at,
+                                     inserted_by)
+SELECT s.name, h.fire_at,
+       CASE WHEN h.n %% 97 = 0 THEN 'missed' WHEN h.n %% 89 = 0 THEN 'skipped' ELSE 'enqueued' END,
+       CASE WHEN h.n %% 97 = 0 THEN 'catch_up latest' WHEN h.n %% 89 = 0 THEN 'paused' END,
+       CASE WHEN h.n %% 97 <> 0 AND h.n %% 89 <> 0 THEN 1 + (h.n * 7919 + s.i) %% %(rows)s END,
+       h.fire_at + interval '150 ms', 'bench-replica-' || (h.n %% 3)
+FROM (SELECT name, row_number() OVER (ORDER BY name) AS i FROM pgbeat_schedules) AS s,
+     LATERAL (SELECT n, date_trunc('hour', now()) - n * interval '1 hour' AS fire_at
+              FROM generate_series(0, %(hours)s) AS n) AS h
+ON CONFLICT DO NOTHING
 """
+
+
+def schedules_text() -> str:
+    """100 hourly-or-daily schedules across five zones."""
+    parts = []
+    for n in range(SCHEDULE_COUNT):
+        cron = "0 * * * *" if n % 4 else f"{n % 60} {n % 24} * * *"
+        parts.append(
+            f'[schedules.sched_{n:03d}]\ncron = "{cron}"\ntimezone = "{ZONES[n % len(ZONES)]}"\n'
+            f'kind = "kind_{n}"\n'
+        )
+    return "\n".join(parts)
+
+
+SCHEDULES = schedules_text()
 
 
 def build(url: str, rows: int) -> None:
@@ -92,6 +112,11 @@ def build(url: str, rows: int) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
     with psycopg.connect(url, autocommit=True) as conn:
         apply_migrations(conn)
+        sync_file(conn, parse_schedules(SCHEDULES), replica="bench-replica-0")
+        history = conn.execute("SELECT count(*) FROM pgbeat_schedule_history").fetchone()
+        if not history or history[0] == 0:
+            hours = HISTORY_DAYS * 24
+            conn.execute(HISTORY, {"rows": rows, "hours": hours})  # type: ignore[arg-type]
         have = conn.execute("SELECT count(*) FROM jobs").fetchone()
         if have and have[0] == rows:
             return
@@ -123,7 +148,7 @@ def pages(url: str) -> list[tuple[str, str]]:
         ("jobs, payload", f"/jobs?payload={payload}"),
         ("jobs, failed + payload", f"/jobs?status=failed&payload={payload}"),
         ("jobs, error text", "/jobs?status=failed&error=order%20812"),
-        ("jobs, schedule", "/jobs?schedule=nightly_report"),
+        ("jobs, schedule", "/jobs?schedule=sched_001"),
         ("job detail", f"/jobs/{failed_id}"),
         ("confirm retry (failed + kind)", "/jobs/confirm?status=failed&kind=kind_7&action=retry"),
         ("failure group's jobs", "/jobs?" + group),
@@ -137,7 +162,8 @@ def pages(url: str) -> list[tuple[str, str]]:
         ("failures 7d", "/failures?window=7d"),
         ("processes", "/processes"),
         ("schedules", "/schedules"),
-        ("schedule detail", "/schedules/nightly_report"),
+        ("schedule detail", "/schedules/sched_001"),
+        ("schedule detail, DST preview", "/schedules/sched_002?from=2027-03-27&n=50"),
     ]
 
 
