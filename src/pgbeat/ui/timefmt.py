@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from pgbeat.durations import format_duration
+
 _MINUS = "\u2212"  # a real minus sign (U+2212) reads better in offsets than a hyphen
 
 
@@ -75,6 +77,11 @@ def relative_text(instant: datetime, now: datetime) -> str:
     if delta > timedelta(0):
         return f"in {duration_text(delta)}"
     return f"{duration_text(-delta)} ago"
+
+
+def written_duration(delta: timedelta) -> str:
+    """A duration as schedules.toml writes it: ``10m``, ``1h30m``."""
+    return format_duration(delta) or "0s"
 
 
 def count_text(count: int, cap: int) -> str:
