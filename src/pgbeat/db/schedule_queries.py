@@ -244,6 +244,13 @@ SELECT c.schedule, extract(epoch FROM c.fire_at)::float8 AS fire_epoch, c.outcom
        c.job_id, i.id IS NOT NULL AS inserted
 FROM claimed AS c LEFT JOIN inserted AS i ON i.id = c.job_id"""
 
+# Serialises the claims of schedules with overlap = "skip" (transaction-level advisory locks,
+# taken in name order so that replicas never deadlock): the claim that follows in the same
+# transaction sees the jobs another replica's claim of an earlier period inserted.
+HISTORY_LOCK_OVERLAP: LiteralString = """
+SELECT count(pg_advisory_xact_lock(hashtextextended('pgbeat.overlap:' || name, 0)))
+FROM (SELECT DISTINCT unnest(%(names)s::text[]) AS name ORDER BY 1) AS locked"""
+
 # Points claimed periods whose job existed already (inserted by another writer) at that job
 # (jobs_unique, then pgbeat_schedule_history_period).
 HISTORY_LINK_EXISTING_JOBS: LiteralString = """

@@ -61,7 +61,7 @@ class Member:
     definition_hash: str
     key_prefix: str
     template: int
-    resumed_at: datetime | None  # catch-up never reaches back before it
+    floor: datetime | None  # no period at or before it is enqueued (see floor_of)
     created_at: datetime  # no period before it is reported missed
 
 
@@ -79,6 +79,17 @@ class Group:
     def first(self) -> Schedule:
         """Any member's schedule: all of them fire at the same times."""
         return next(iter(self.members.values())).schedule
+
+
+def floor_of(row: dict[str, Any]) -> datetime | None:
+    """The time a schedule's periods begin after, if any.
+
+    Its last resume; for a schedule created from code, also its creation. A file's
+    schedules existed in the file before the table had them: a replica catches up their
+    missed periods as it always did.
+    """
+    floors = [row["resumed_at"], row["created_at"] if row["source"] == "api" else None]
+    return max((f for f in floors if f is not None), default=None)
 
 
 def policy_of(schedule: Schedule) -> Policy:
@@ -235,7 +246,7 @@ class Catalog:
             self.invalid.pop(name, None)
             return self._remove(name) if member is not None else 0
         if member is not None and member.definition_hash == row["definition_hash"]:
-            member.resumed_at = row["resumed_at"]  # a pause or resume: same periods
+            member.floor = floor_of(row)  # a pause or resume: same periods
             return 0
         if member is not None:
             self._remove(name)
@@ -255,7 +266,7 @@ class Catalog:
             definition_hash=row["definition_hash"],
             key_prefix=unique_key_prefix(schedule),
             template=self.templates.take(Template.of(schedule)),
-            resumed_at=row["resumed_at"],
+            floor=floor_of(row),
             created_at=row["created_at"],
         )
         self._group_of[schedule.name] = group

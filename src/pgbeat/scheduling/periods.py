@@ -8,6 +8,7 @@ column is one array literal) and reads its answer back, period by period.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +49,7 @@ class PeriodBatch:
         self._missed: list[str] = []
         self._template_of: list[str] = []
         self._used: set[int] = set()
+        self._overlap: set[str] = set()  # schedules whose claims must take turns
         self._written: dict[datetime, tuple[str, str]] = {}
 
     def __len__(self) -> int:
@@ -58,7 +60,7 @@ class PeriodBatch:
         if not due and not missed:
             return
         for member in group.members.values():
-            floor = member.resumed_at
+            floor = member.floor
             own_due = due if floor is None else [f for f in due if f > floor]
             self._append(member, own_due, missed=False)
             if missed:
@@ -84,6 +86,8 @@ class PeriodBatch:
             self._missed.append(flag)
             self._template_of.append(template)
         self._used.add(member.template)
+        if schedule.overlap == "skip":
+            self._overlap.add(schedule.name)
 
     def _write(self, fire: datetime) -> tuple[str, str]:
         """A fire time's key suffix and epoch literal, written once per tick."""
@@ -99,8 +103,21 @@ class PeriodBatch:
         claims = Claims()
         if not self.unique_keys:
             return claims
-        rows = conn.execute(q.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False)
-        decided = {(name, epoch): (outcome, inserted) for name, epoch, outcome, _, inserted in rows}
+        with conn.transaction() if self._overlap else contextlib.nullcontext():
+            if self._overlap:
+                conn.execute(q.HISTORY_LOCK_OVERLAP, {"names": text_array(sorted(self._overlap))})
+            rows = conn.execute(q.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False)
+            decided = {(name, epoch): (out, new) for name, epoch, out, _, new in rows}
+            self._sort_out(conn, claims, decided)
+        return claims
+
+    def _sort_out(
+        self,
+        conn: psycopg.Connection[Any],
+        claims: Claims,
+        decided: dict[tuple[str, float], tuple[str, bool]],
+    ) -> None:
+        """File each period by what the statement decided; link the jobs others inserted."""
         unlinked: list[int] = []
         for index, key in enumerate(self.unique_keys):
             name = self._schedules[index]
@@ -112,7 +129,6 @@ class PeriodBatch:
             self._link(conn, unlinked)
         for keys in (claims.inserted, claims.existing, claims.skipped, claims.missed):
             keys.sort()
-        return claims
 
     def _count(
         self, claims: Claims, index: int, key: str, outcome: str | None, inserted: bool
