@@ -7,7 +7,9 @@ every response, payload masking, and bulk actions that re-check each job's statu
 
 from __future__ import annotations
 
+import logging
 import re
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from html.parser import HTMLParser
@@ -18,7 +20,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import run_cli, start_cli, wait_for
 from tests.integration.ui_support import (
     ADMIN_TOKEN,
     VIEWER_TOKEN,
@@ -259,8 +261,9 @@ def test_a_bad_filter_is_reported_not_guessed(open_local: Dashboard) -> None:
 
 
 def test_retry_all_matching_reports_jobs_whose_status_changed(
-    open_local: Dashboard, ui_database: str
+    open_local: Dashboard, ui_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="pgbeat.ui.audit")
     jobs = [new_job(ui_database, kind="bulk_probe") for _ in range(4)]
     with httpx.Client(base_url=open_local.origin) as client:
         confirm = client.get("/jobs/confirm?status=failed&kind=bulk_probe&action=retry")
@@ -273,6 +276,9 @@ def test_retry_all_matching_reports_jobs_whose_status_changed(
         page = client.get(done.headers["location"]).text
     assert "Retried 3, skipped 1 whose status changed." in page
     assert [job_status(ui_database, j) for j in jobs] == ["done", "pending", "pending", "pending"]
+    [audit] = [r for r in caplog.records if r.name == "pgbeat.ui.audit"]
+    assert audit.getMessage().startswith("ui action retry by anon@127.0.0.1: filter=")
+    assert "affected=3 skipped=1" in audit.getMessage()
 
 
 def test_the_non_loopback_start_without_a_token_is_refused(ui_database: str) -> None:
@@ -341,3 +347,24 @@ def test_cancel_keeps_the_record_as_cancelled_and_only_finished_jobs_are_deleted
         client.post(f"/jobs/{pending}/delete", data={"csrf": token})
     with psycopg.connect(ui_database, autocommit=True) as conn:
         assert conn.execute("SELECT 1 FROM jobs WHERE id = %s", (pending,)).fetchone() is None
+
+
+def test_pgbeat_ui_serves_the_dashboard(ui_database: str, schedules_file: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_cli(["ui", "--port", str(port), "--prefix", "/ops"], ui_database)
+    try:
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/ops/healthz").text == "ok\n"
+            except httpx.HTTPError:
+                return False
+
+        wait_for(healthy, timeout=30, message="pgbeat ui answering")
+        page = httpx.get(f"http://127.0.0.1:{port}/ops/schedules")
+        assert page.status_code == 200 and "nightly_report" in page.text
+    finally:
+        output = server.stop()
+    assert "pgbeat ui: http://127.0.0.1:" in output and "Traceback" not in output

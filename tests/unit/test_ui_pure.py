@@ -5,6 +5,8 @@ Expected instants are worked out by hand from each zone's rules.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 from zoneinfo import ZoneInfo
@@ -266,3 +268,14 @@ def test_sessions_are_signed_and_expire() -> None:
 )
 def test_same_origin(headers: dict[str, str], ok: bool) -> None:
     assert same_origin(headers) is ok
+
+
+def test_importing_pgbeat_imports_no_web_package() -> None:
+    code = (
+        "import sys, pgbeat; "
+        "print([m for m in sys.modules if m.split('.')[0] in ('starlette', 'jinja2', 'uvicorn')])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
