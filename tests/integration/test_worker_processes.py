@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 
 import pgbeat
 from tests.apps.jobs_app import SETUP
-from tests.helpers import run_cli, start_cli, statuses, wait_for
+from tests.helpers import CliProcess, cli_env, run_cli, start_cli, statuses, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.jobs_app:registry"
@@ -187,3 +190,116 @@ def test_processes_flag_runs_and_restarts_children(
     assert supervisor.returncode == 0, output
     assert len(pids) == 2, "both processes should have run jobs"
     assert count(conn, "SELECT count(*) FROM effects") == 61
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for a parent that never reaps it is gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _free_port_pair() -> int:
+    """A port P such that P and P + 1 are free now (the metrics ports of two children)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port < 65535:
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise AssertionError("no two consecutive free ports")
+
+
+def _worker_pids(conn: psycopg.Connection[Any]) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT pid FROM pgbeat_processes WHERE role = 'worker'")]
+
+
+@pytest.mark.slow
+def test_children_get_no_password_and_stop_when_the_supervisor_is_killed(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # The server trusts local connections, so any password works; it must never show in ps.
+    secret_url = database_url.replace("postgres@", "postgres:s3cret-pw@", 1)
+    assert "s3cret-pw" in secret_url
+    port = _free_port_pair()
+    supervisor = start_cli(
+        ["worker", APP, "--processes", "2", "--grace", "2s", "--database-url", secret_url,
+         "--metrics-port", str(port)],
+        None,
+        cwd=ROOT,
+    )  # fmt: skip
+    pids: list[int] = []
+    try:
+        pids = wait_for(
+            lambda: pids_now if len(pids_now := _worker_pids(conn)) == 2 else [],
+            timeout=30,
+            message="two worker heartbeats",
+        )
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in pids]
+        for command in commands:
+            assert not any(b"s3cret-pw" in part for part in command), command
+            assert b"--processes" not in command and b"--database-url" not in command
+        ports = {int(c[c.index(b"--metrics-port") + 1]) for c in commands}
+        assert ports == {port, port + 1}
+        for each in ports:
+            with urllib.request.urlopen(f"http://127.0.0.1:{each}/metrics", timeout=5) as reply:
+                assert reply.status == 200
+        supervisor.kill()
+        supervisor.wait(10)
+        wait_for(
+            lambda: not any(_alive(pid) for pid in pids),
+            timeout=30,
+            message="the children of the killed supervisor to exit",
+        )
+        # a clean stop deletes the heartbeat row; a killed process's row would linger 30 s
+        assert _worker_pids(conn) == []
+    finally:
+        supervisor.stop(signal.SIGKILL)
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+SHADOW = (
+    "from pathlib import Path\n"
+    "Path(__file__).with_name('SHADOWED').write_text(__name__)\n"
+    "raise SystemExit(3)\n"
+)
+CWD_APP = (
+    "import pgbeat\n"
+    "registry = pgbeat.Registry()\n"
+    "@registry.handler('noop')\n"
+    "def noop(payload: dict) -> None:\n"
+    "    pass\n"
+)
+
+
+@pytest.mark.slow
+def test_modules_in_the_working_directory_do_not_replace_pgbeat_in_the_children(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    (tmp_path / "pgbeat.py").write_text(SHADOW, encoding="utf-8")
+    (tmp_path / "pgserver.py").write_text(SHADOW, encoding="utf-8")
+    (tmp_path / "cwd_app.py").write_text(CWD_APP, encoding="utf-8")
+    console_script = str(Path(sys.executable).with_name("pgbeat"))
+    supervisor = CliProcess(
+        [console_script, "worker", "cwd_app:registry", "--processes", "2"],
+        cli_env(database_url),
+        str(tmp_path),
+    )
+    try:
+        pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop") for _ in range(10)])
+        wait_for(lambda: statuses(conn) == {"done": 10}, timeout=30, message="jobs done")
+        wait_for(lambda: len(_worker_pids(conn)) == 2, timeout=30, message="two children")
+    finally:
+        output = supervisor.stop()
+    assert not (tmp_path / "SHADOWED").exists(), output
+    assert supervisor.returncode == 0, output
+    assert "restarting it" not in output

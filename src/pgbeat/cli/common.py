@@ -139,12 +139,16 @@ def check_database(url: str) -> None:
 
 
 def load_registry(spec: str) -> Registry:
-    """Import ``module:attribute`` (from the current directory too) as a Registry."""
+    """Import ``module:attribute`` (from the current directory too) as a Registry.
+
+    The current directory is searched after the installed packages, never before: a
+    ``pgbeat.py`` or ``pgserver.py`` lying there must not replace what pgbeat imports.
+    """
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise UserError(f"APP must be module:attribute, e.g. myapp.jobs:registry (got {spec!r})")
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -96,7 +96,6 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     if getattr(args, "pooler", None):  # read by every connection, also in worker processes
         os.environ[pooler.POOLER_ENV] = args.pooler
