@@ -42,7 +42,7 @@ log = logging.getLogger("pgbeat.scheduler")
 MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the schedules say
 HISTORY_RETENTION = timedelta(days=30)  # history rows older than this are deleted
 MISSED_LIMIT = 100  # missed periods recorded per schedule and tick, the latest ones
-FILE_CHECK_EVERY = 10.0  # seconds between checks that this replica's file is in effect
+FILE_CHECK_EVERY = 5.0  # seconds between checks that this replica's file is in effect
 PURGE_EVERY = 600.0  # seconds between history purges by one replica
 PURGE_BATCH = 10_000
 TOMBSTONES_KEPT = timedelta(days=1)  # deleted schedules stay visible to polling replicas

@@ -1,0 +1,108 @@
+"""Real `pgbeat scheduler` replicas and their files: two versions at once, SIGHUP reloads.
+
+The rule: among the files of live replicas, the newest (first seen last) is in effect; a
+replica with an older file leaves the table alone, and `pgbeat status` names it.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.helpers import CliProcess, run_cli, start_cli, wait_for
+
+V1 = '[schedules.beat]\nevery = "1s"\ncatch_up = "none"\n\n[schedules.old_only]\nevery = "1h"\n'
+V2 = '[schedules.beat]\nevery = "1s"\ncatch_up = "none"\npayload = { v = 2 }\n\n[schedules.new_only]\nevery = "1h"\n'  # noqa: E501
+
+
+def live_names(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute("SELECT name FROM pgbeat_schedules WHERE deleted_at IS NULL ORDER BY 1")
+    return [row[0] for row in rows]
+
+
+def registered(conn: psycopg.Connection[Any], *replicas: CliProcess) -> bool:
+    pids = {row[0] for row in conn.execute("SELECT pid FROM pgbeat_processes")}
+    return {r.pid for r in replicas} <= pids
+
+
+def scheduler(path: Path, url: str) -> CliProcess:
+    return start_cli(["scheduler", "--schedules", str(path), "--log-level", "INFO"], url)
+
+
+@pytest.mark.slow
+def test_two_replicas_with_two_files_do_not_fight(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    old, new = tmp_path / "v1.toml", tmp_path / "v2.toml"
+    old.write_text(V1)
+    new.write_text(V2)
+    a = scheduler(old, database_url)
+    b: CliProcess | None = None
+    restarted: CliProcess | None = None
+    try:
+        wait_for(lambda: live_names(conn) == ["beat", "old_only"], timeout=20, message="v1")
+        b = scheduler(new, database_url)
+        wait_for(lambda: live_names(conn) == ["beat", "new_only"], timeout=20, message="v2")
+        wait_for(lambda: registered(conn, a, b), timeout=20, message="both heartbeats")
+        status = run_cli(["status"], database_url)
+        warning = [line for line in status.stdout.splitlines() if "schedules file" in line]
+        assert len(warning) == 1 and f":{a.pid} " in warning[0] and f":{b.pid} " not in warning[0]
+        # the old replica restarted (same old file) does not undo the newer file
+        a.kill()
+        a.wait(10)
+        restarted = scheduler(old, database_url)
+        wait_for(lambda: "older than" in restarted.output(), timeout=20, message="deferring")
+        assert live_names(conn) == ["beat", "new_only"]
+        payloads = conn.execute(
+            "SELECT DISTINCT payload FROM jobs WHERE kind = 'beat' AND created_at > now() - interval '1s'"
+        ).fetchall()
+        assert payloads in ([], [({"v": 2},)])
+        # once no live replica holds the newer file, the remaining one takes over
+        b.stop(signal.SIGTERM)
+        wait_for(lambda: live_names(conn) == ["beat", "old_only"], timeout=20, message="rollback")
+    finally:
+        outputs = [p.stop() for p in (a, b, restarted) if p is not None]
+    assert not any("Traceback" in out for out in outputs), outputs
+    keys = conn.execute("SELECT count(*), count(DISTINCT unique_key) FROM jobs").fetchone()
+    assert keys is not None and keys[0] == keys[1]
+
+
+@pytest.mark.slow
+def test_sighup_reloads_the_file_and_a_bad_file_changes_nothing(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "schedules.toml"
+    path.write_text(V1)
+    replica = scheduler(path, database_url)
+    try:
+        wait_for(lambda: live_names(conn) == ["beat", "old_only"], timeout=20, message="start")
+        path.write_text(V2)
+        replica.send_signal(signal.SIGHUP)
+        wait_for(lambda: live_names(conn) == ["beat", "new_only"], timeout=10, message="reload")
+        wait_for(
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) FROM jobs WHERE kind = 'beat' AND payload = '{\"v\": 2}'"
+                ).fetchone()
+                != (0,)
+            ),
+            timeout=10,
+            message="a period of the reloaded definition",
+        )
+        path.write_text('[schedules.beat]\nevery = "soon"\n')
+        replica.send_signal(signal.SIGHUP)
+        wait_for(lambda: "reload refused" in replica.output(), timeout=10, message="refusal")
+        count = lambda: conn.execute("SELECT count(*) FROM jobs").fetchone()[0]  # type: ignore[index]  # noqa: E731
+        before = count()
+        wait_for(lambda: count() >= before + 2, timeout=10, message="periods after the refusal")
+        assert live_names(conn) == ["beat", "new_only"]
+        assert replica.returncode is None
+    finally:
+        output = replica.stop()
+    refusals = [line for line in output.splitlines() if "reload refused" in line]
+    assert len(refusals) == 1 and "every" in refusals[0], output
+    assert "Traceback" not in output
