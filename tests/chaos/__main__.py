@@ -2,8 +2,9 @@
 
 Everything runs on this machine: the database must be on loopback or a unix socket
 (``--database-url``, else ``DATABASE_URL``, else a private embedded server), and the
-database-restart scenario always uses a private embedded server of its own. Exit status 1
-when any scenario saw a promise broken. See docs/reliability.md.
+database-restart scenario always uses a private embedded server of its own, the network
+partitions one in network namespaces (root and ``ip netns``; skipped, saying so, without
+them). Exit status 1 when any scenario saw a promise broken. See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ from tests.chaos.harness import (
     fresh_database,
     require_loopback,
 )
+from tests.chaos.netns import unavailable_reason
+from tests.chaos.partitions import (
+    DatabaseCut,
+    SchedulerCut,
+    WorkerCut,
+    database_cut,
+    scheduler_cut,
+    worker_cut,
+)
 from tests.chaos.scenarios import (
     BackendKills,
     DatabaseRestart,
@@ -44,7 +54,10 @@ from tests.chaos.scenarios import (
     worker_kills,
 )
 
-SCENARIOS = ("worker-kills", "storm", "restart", "backends", "poison", "skew")
+SCENARIOS = (
+    "worker-kills", "storm", "restart", "backends", "poison", "skew",
+    "partition-worker", "partition-scheduler", "partition-db",
+)  # fmt: skip
 
 SHORT = {
     "worker-kills": WorkerKills(),
@@ -52,6 +65,9 @@ SHORT = {
     "restart": DatabaseRestart(),
     "backends": BackendKills(),
     "poison": PoisonJobs(),
+    "partition-worker": WorkerCut(),
+    "partition-scheduler": SchedulerCut(),
+    "partition-db": DatabaseCut(cut=10.0),
 }
 LONG = {
     "worker-kills": WorkerKills(
@@ -70,6 +86,12 @@ LONG = {
     ),
     "backends": BackendKills(seconds=60.0, jobs_per_second=200, workers=3, schedulers=3),
     "poison": PoisonJobs(ordinary=5_000, job_sleep=0.005, exits=5, hangs=3, huge=3),
+    # cuts longer than the TCP timeouts pgbeat sets (30 s): connections die and are remade
+    "partition-worker": WorkerCut(
+        lease=10.0, timeout=8.0, job_seconds=5.0, cut=45.0, concurrency=8, later_jobs=500
+    ),
+    "partition-scheduler": SchedulerCut(replicas=4, cut=60.0, after=15.0),
+    "partition-db": DatabaseCut(cut=30.0, workers=3, schedulers=3, jobs_per_second=200),
 }
 
 
@@ -177,6 +199,12 @@ def run(args: argparse.Namespace) -> list[ScenarioResult]:
             ("backends", on_fresh(lambda u: backend_kills(u, p["backends"], workdir))),
             ("poison", on_fresh(lambda u: poison_jobs(u, p["poison"]))),
             ("skew", lambda: clock_skew(admin_url)),
+            ("partition-worker", partition(lambda: worker_cut(p["partition-worker"]))),
+            (
+                "partition-scheduler",
+                partition(lambda: scheduler_cut(p["partition-scheduler"], workdir)),
+            ),
+            ("partition-db", partition(lambda: database_cut(p["partition-db"], workdir))),
         ]
         if args.instant_exit_poison:
             instant = replace(p["poison"], instant_exit=True)
@@ -192,6 +220,18 @@ def run(args: argparse.Namespace) -> list[ScenarioResult]:
             print(f"   {result.seconds}s: {verdict}", file=sys.stderr, flush=True)
             results.append(result)
     return results
+
+
+def partition(scenario: Callable[[], ScenarioResult]) -> Callable[[], ScenarioResult]:
+    """A partition scenario, or a skipped result that says why (no root, no ip netns)."""
+
+    def go() -> ScenarioResult:
+        reason = unavailable_reason()
+        if reason is None:
+            return scenario()
+        return ScenarioResult("network partitions", {}, {"recovery": f"skipped: {reason}"})
+
+    return go
 
 
 def _renamed(result: ScenarioResult) -> ScenarioResult:
