@@ -76,6 +76,10 @@ def test_a_resume_does_not_catch_up_when_no_replica_ran_during_the_pause(
     result = scheduler.tick(conn, resumed_at + 2 * SECOND)
     fires = [datetime.fromisoformat(k.partition("@")[2]) for k in result.inserted]
     assert fires and min(fires) > resumed_at and t0 <= resumed_at
+    # the resume recorded the pause's periods itself: no replica can catch them up later
+    skipped = [r for r in state.schedule_history(conn, "beat") if r.outcome == "skipped"]
+    assert skipped and all(r.reason == "paused" and r.fire_at <= resumed_at for r in skipped)
+    assert t0 in {r.fire_at for r in skipped}
 
 
 def test_run_now_enqueues_one_job_with_a_key_of_its_own(

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pgbeat.scheduling.catalog import floor_of
+from pgbeat.scheduling.catalog import gaps_of, outside
 from pgbeat.scheduling.catchup import due_periods, missed_periods
 from pgbeat.scheduling.definition import definition_hash, file_hash
 from pgbeat.scheduling.jitter import jitter_offset
@@ -97,10 +97,14 @@ def test_missed_periods_are_bounded() -> None:
     assert len(missed) == 100 and missed[-1] == T0 - timedelta(seconds=5)
 
 
-def test_a_code_schedule_begins_at_its_creation_a_file_one_at_its_resume() -> None:
-    created, resumed = T0, T0 + MINUTE
-    row = {"source": "api", "created_at": created, "resumed_at": None}
-    assert floor_of(row) == created
-    assert floor_of({**row, "resumed_at": resumed}) == resumed
-    assert floor_of({**row, "source": "file"}) is None
-    assert floor_of({**row, "source": "file", "resumed_at": resumed}) == resumed
+def test_a_code_schedule_begins_at_its_creation_and_no_pause_is_caught_up() -> None:
+    created, paused, resumed = T0, T0 + 2 * MINUTE, T0 + 4 * MINUTE
+    row = {"source": "api", "created_at": created, "paused_at": None, "resumed_at": None}
+    fires = [T0 + n * MINUTE for n in range(-1, 6)]
+    assert outside(fires, gaps_of(row)) == fires[2:]
+    both = gaps_of({**row, "paused_at": paused, "resumed_at": resumed})
+    assert [int((f - T0) / MINUTE) for f in outside(fires, both)] == [1, 2, 5]
+    from_file = gaps_of({**row, "source": "file", "paused_at": paused, "resumed_at": resumed})
+    assert [int((f - T0) / MINUTE) for f in outside(fires, from_file)] == [-1, 0, 1, 2, 5]
+    still_paused = gaps_of({**row, "source": "file", "paused_at": resumed, "resumed_at": paused})
+    assert still_paused == ()  # the pause goes on: the claim statement skips its periods

@@ -128,20 +128,29 @@ WITH target AS (
 )
 SELECT (SELECT count(*) FROM target) AS found, (SELECT count(*) FROM changed) AS changed"""
 
-# Resumes a schedule; resumed_at keeps catch-up from reaching back into the pause. Returns
-# whether it exists and whether it changed (primary key).
+# Resumes a schedule; paused_at and resumed_at keep the last pause, whose periods are never
+# caught up. Returns whether it exists and whether it changed (primary key).
 SCHEDULES_RESUME: LiteralString = """
 WITH target AS (
     SELECT name, paused FROM pgbeat_schedules
     WHERE name = %(name)s AND deleted_at IS NULL FOR NO KEY UPDATE
 ), changed AS (
     UPDATE pgbeat_schedules AS s
-    SET paused = false, paused_at = NULL, paused_by = NULL, resumed_at = now(),
+    SET paused = false, resumed_at = now(),
         updated_at = now(), updated_by = %(by)s
     FROM target WHERE s.name = target.name AND target.paused
-    RETURNING s.name
+    RETURNING s.*
 )
-SELECT (SELECT count(*) FROM target) AS found, (SELECT count(*) FROM changed) AS changed"""
+SELECT (SELECT count(*) FROM target) AS found, (SELECT count(*) FROM changed) AS changed,
+       changed.* FROM (SELECT 1) AS one LEFT JOIN changed ON true"""
+
+# Records the periods of a pause that no replica recorded as skipped (paused), so that no
+# replica catches them up later (pgbeat_schedule_history_period).
+HISTORY_RECORD_PAUSED: LiteralString = """
+INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, reason, inserted_by)
+SELECT %(name)s, fire_at, 'skipped', 'paused', %(by)s
+FROM unnest(%(fire_ats)s::timestamptz[]) AS fire_at
+ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO NOTHING"""
 
 # Removes tombstones older than %(older_than)s: replicas have long seen them go.
 SCHEDULES_PURGE_TOMBSTONES: LiteralString = """

@@ -19,6 +19,7 @@ import heapq
 import itertools
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -35,6 +36,7 @@ from pgbeat.scheduling.state import validated_schedule
 log = logging.getLogger("pgbeat.scheduler")
 
 Policy = tuple[Any, ...]  # (cron, every, timezone, catch_up, catch_up_window)
+Gaps = tuple[tuple[datetime | None, datetime], ...]  # (after, until] spans, None: always
 
 
 class Template(NamedTuple):
@@ -61,7 +63,7 @@ class Member:
     definition_hash: str
     key_prefix: str
     template: int
-    floor: datetime | None  # no period at or before it is enqueued (see floor_of)
+    gaps: Gaps  # spans whose periods are never enqueued (gaps_of)
     created_at: datetime  # no period before it is reported missed
 
 
@@ -81,15 +83,28 @@ class Group:
         return next(iter(self.members.values())).schedule
 
 
-def floor_of(row: dict[str, Any]) -> datetime | None:
-    """The time a schedule's periods begin after, if any.
+def gaps_of(row: dict[str, Any]) -> Gaps:
+    """The spans whose periods a schedule never enqueues, as (after, until] pairs.
 
-    Its last resume; for a schedule created from code, also its creation. A file's
-    schedules existed in the file before the table had them: a replica catches up their
-    missed periods as it always did.
+    The last pause (``paused_at`` to ``resumed_at``): resuming does not catch it up. For a
+    schedule created from code, everything until its creation. A file's schedules existed
+    in the file before the table had them: a replica catches up their missed periods as it
+    always did.
     """
-    floors = [row["resumed_at"], row["created_at"] if row["source"] == "api" else None]
-    return max((f for f in floors if f is not None), default=None)
+    gaps: list[tuple[datetime | None, datetime]] = []
+    if row["source"] == "api":
+        gaps.append((None, row["created_at"]))
+    paused_at, resumed_at = row["paused_at"], row["resumed_at"]
+    if paused_at is not None and resumed_at is not None and resumed_at > paused_at:
+        gaps.append((paused_at, resumed_at))
+    return tuple(gaps)
+
+
+def outside(fires: Sequence[datetime], gaps: Gaps) -> Sequence[datetime]:
+    """The fire times in none of the gaps."""
+    if not gaps:
+        return fires
+    return [f for f in fires if not any((a is None or f > a) and f <= b for a, b in gaps)]
 
 
 def policy_of(schedule: Schedule) -> Policy:
@@ -246,7 +261,7 @@ class Catalog:
             self.invalid.pop(name, None)
             return self._remove(name) if member is not None else 0
         if member is not None and member.definition_hash == row["definition_hash"]:
-            member.floor = floor_of(row)  # a pause or resume: same periods
+            member.gaps = gaps_of(row)  # a pause or resume: same periods
             return 0
         if member is not None:
             self._remove(name)
@@ -266,7 +281,7 @@ class Catalog:
             definition_hash=row["definition_hash"],
             key_prefix=unique_key_prefix(schedule),
             template=self.templates.take(Template.of(schedule)),
-            floor=floor_of(row),
+            gaps=gaps_of(row),
             created_at=row["created_at"],
         )
         self._group_of[schedule.name] = group

@@ -18,7 +18,7 @@ import psycopg
 
 from pgbeat.db import schedule_queries as q
 from pgbeat.db.literals import number_array, text_array
-from pgbeat.scheduling.catalog import Group, Member, Template
+from pgbeat.scheduling.catalog import Group, Member, Template, outside
 from pgbeat.scheduling.jitter import jitter_offset
 from pgbeat.scheduling.schedule import unique_key_suffix
 
@@ -60,12 +60,10 @@ class PeriodBatch:
         if not due and not missed:
             return
         for member in group.members.values():
-            floor = member.floor
-            own_due = due if floor is None else [f for f in due if f > floor]
-            self._append(member, own_due, missed=False)
+            self._append(member, outside(due, member.gaps), missed=False)
             if missed:
-                start = member.created_at if floor is None else max(member.created_at, floor)
-                self._append(member, [f for f in missed if f > start], missed=True)
+                late = [f for f in outside(missed, member.gaps) if f > member.created_at]
+                self._append(member, late, missed=True)
 
     def _append(self, member: Member, fires: Iterable[datetime], *, missed: bool) -> None:
         schedule = member.schedule

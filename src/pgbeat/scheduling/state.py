@@ -22,6 +22,7 @@ from pgbeat import client
 from pgbeat.db import frameworks
 from pgbeat.db import schedule_queries as q
 from pgbeat.errors import ScheduleNotFound
+from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, last_fires_between
 from pgbeat.scheduling.definition import schedule_from_row
 from pgbeat.scheduling.schedule import Schedule
 
@@ -123,10 +124,24 @@ def pause_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
 def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
     """Resume ``name``: its next period is enqueued; the periods of the pause are not caught up.
 
-    Returns True when it was paused, False when it was running already. Raises
-    ``ScheduleNotFound`` when there is no such schedule.
+    Returns True when it was paused, False when it was running already. The pause's
+    periods within the catch-up window that no replica recorded (none was running) are
+    recorded as skipped (paused) in the same transaction. Raises ``ScheduleNotFound`` when
+    there is no such schedule.
     """
-    return _toggle(conn, q.SCHEDULES_RESUME, name, by)
+    rows = _rows(conn, q.SCHEDULES_RESUME, {"name": name, "by": by})
+    row = rows[0]
+    if not row["found"]:
+        raise ScheduleNotFound(f"no schedule named {name!r}")
+    if not row["changed"]:
+        return False
+    schedule, _ = validated_schedule(row)
+    if schedule is not None:
+        start = max(row["paused_at"], row["resumed_at"] - schedule.catch_up_window)
+        fires = last_fires_between(schedule, start, row["resumed_at"], MAX_CATCH_UP_PERIODS)
+        if fires:
+            _rows(conn, q.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires})
+    return True
 
 
 def run_schedule_now(
@@ -163,7 +178,8 @@ def _rows(conn: object, query: Any, params: Mapping[str, Any]) -> list[dict[str,
     if sync_conn is None:
         raise TypeError("pgbeat.scheduling.state needs a synchronous connection")
     with sync_conn.cursor(row_factory=dict_row) as cursor:
-        return cursor.execute(query, params).fetchall()
+        cursor.execute(query, params)
+        return cursor.fetchall() if cursor.description else []
 
 
 def _state(row: dict[str, Any]) -> ScheduleState:

@@ -25,9 +25,9 @@ CREATE TABLE IF NOT EXISTS pgbeat_schedules (
     definition_hash text        NOT NULL,
     file_hash       text,       -- the schedules file that declared it (source 'file')
     paused          boolean     NOT NULL DEFAULT false,
-    paused_at       timestamptz,
+    paused_at       timestamptz, -- when the current (or the last) pause began, and by whom
     paused_by       text,
-    resumed_at      timestamptz, -- catch-up never reaches back before a resume
+    resumed_at      timestamptz, -- when the last pause ended: its periods are never caught up
     created_at      timestamptz NOT NULL DEFAULT now(),
     updated_at      timestamptz NOT NULL DEFAULT now(),
     updated_by      text,
