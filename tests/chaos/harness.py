@@ -292,7 +292,7 @@ def audit_periods(conn: Conn, schedule: Schedule) -> PeriodAudit:
     """
     rows = conn.execute(
         "SELECT unique_key, run_at, last_error IS NULL FROM jobs"
-        " WHERE kind = %s AND unique_key LIKE %s",
+        " WHERE kind = %s AND unique_key LIKE %s AND unique_key NOT LIKE '%%@manual:%%'",
         (schedule.kind, schedule.name + "@%"),
     ).fetchall()
     fires = sorted(period_of(key) for key, _, _ in rows)

@@ -34,6 +34,13 @@ from tests.chaos.harness import (
     poll_until,
     scalar,
 )
+from tests.chaos.schedule_racer import (
+    PAUSABLE,
+    ScheduleRacer,
+    api_schedules,
+    check_gaps,
+    check_history,
+)
 
 ALL_KINDS = ("effect", "tick", "tick7", "kathmandu", "new_york", "all_tick", "none_tick")
 KATHMANDU = ZoneInfo("Asia/Kathmandu")
@@ -177,6 +184,12 @@ timezone = "America/New_York"
 """
 
 
+# The same schedules with another payload for tick7: SIGHUP reloads switch between the two.
+STORM_SCHEDULES_V2 = STORM_SCHEDULES.replace(
+    '[schedules.tick7]\nevery = "7s"\n', '[schedules.tick7]\nevery = "7s"\npayload = { v = 2 }\n'
+)
+
+
 @dataclass(frozen=True)
 class SchedulerStorm:
     replicas: int = 6
@@ -185,16 +198,19 @@ class SchedulerStorm:
     max_victims: int = 2
     restart_after: tuple[float, float] = (0.0, 1.0)
     total_outage_every: int = 6  # every 6th fault kills every replica at once
+    race_every: tuple[float, float] = (0.1, 0.5)  # pauses, upserts, deletes, SIGHUPs...
     seed: int = 2
 
 
 def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResult:
-    """Replicas kill -9'd and restarted at random: every period once, none missing."""
+    """Replicas kill -9'd and restarted at random while schedules are paused, resumed,
+    changed, deleted, run now and reloaded: every period once, none missing that was not
+    paused, deleted or recorded as skipped, and a history that matches the jobs table."""
     result = ScenarioResult("scheduler storm", asdict(p))
     rng = random.Random(p.seed)
     path = workdir / "storm.toml"
     path.write_text(STORM_SCHEDULES)
-    schedules = parse_schedules(STORM_SCHEDULES)
+    schedules = parse_schedules(STORM_SCHEDULES) + api_schedules()
     args = ["scheduler", "--schedules", str(path), "--log-level", "WARNING"]
     outages = 0
     with connect(url) as conn:
@@ -202,6 +218,9 @@ def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResul
         fleet = Fleet(args, url, p.replicas, rng)
         try:
             result.check(poll_until(ticks, 30), "no replica ever enqueued a period")
+            versions = (STORM_SCHEDULES, STORM_SCHEDULES_V2)
+            racer = ScheduleRacer(url, path, versions, fleet, random.Random(p.seed), p.race_every)
+            racer.start()
             started = time.monotonic()
             rounds = 0
             while time.monotonic() - started < p.seconds:
@@ -212,6 +231,7 @@ def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResul
                 fleet.kill(p.replicas if total else rng.randint(1, p.max_victims))
                 time.sleep(rng.uniform(*p.restart_after) + (rng.uniform(1, 3) if total else 0))
                 fleet.restart_dead()
+            racer.stop()
             before = ticks()
             result.check(
                 poll_until(lambda: ticks() >= before + 2, 20), "no period after the last restart"
@@ -219,7 +239,14 @@ def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResul
             end = scalar(conn, "SELECT now()")
         finally:
             codes = fleet.stop()
-        audits = check_periods(result, conn, schedules)
+        audits = check_periods(result, conn, schedules, gaps_allowed=True)
+        for schedule in schedules:
+            missing = audits[schedule.name].missing
+            if schedule.name in PAUSABLE:
+                check_gaps(result, conn, schedule, missing, racer.gaps)
+            else:
+                result.check(not missing, f"{schedule.name}: missing periods {missing[:10]}")
+        check_history(result, conn, racer)
         kathmandu = [r[0] for r in conn.execute("SELECT run_at FROM jobs WHERE kind = 'kathmandu'")]
     check_processes(result, {"schedulers": fleet}, codes)
     last_tick = audits["tick"].last
