@@ -51,7 +51,7 @@ def tick_times(url: str, count: int) -> list[Result]:
     with psycopg.connect(url, autocommit=True) as conn:
         now = pinned_now(conn)
         for _ in range(REPEATS):
-            database.truncate(url, "jobs")
+            database.truncate(url, "jobs", "pgbeat_schedule_history")
             first, second = Scheduler(url, schedules), Scheduler(url, schedules)
             timings["new"].append(_timed(first, conn, now, count, inserted=True))
             timings["existing"].append(_timed(second, conn, now, count, inserted=False))
