@@ -18,9 +18,7 @@ from pgbeat.errors import JobNotFound, Refused
 
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
-# Reviving keyed jobs races enqueues of their keys: a key taken by a commit between the
-# statement's check and its write raises a unique violation, and the next run sees it.
-KEY_RACE_TURNS = 5
+RETRY_BATCH = 1000  # failed jobs put back per statement by retry_failed
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,7 @@ class Retried:
 def retry_job(conn: psycopg.Connection[Any], job_id: int) -> None:
     """Back to pending, due now, attempts reset; refused while the job is running, or while
     another live job holds its job_key."""
-    if not _reviving(conn, queries.JOBS_RETRY_ONE, {"id": job_id}):
+    if not _revived(conn, queries.JOBS_RETRY_ONE, {"id": job_id}):
         holder = conn.execute(queries.JOBS_KEY_HOLDER, {"id": job_id}).fetchone()
         if holder is not None:
             raise Refused(
@@ -84,22 +82,39 @@ def retry_job(conn: psycopg.Connection[Any], job_id: int) -> None:
 
 def retry_failed(conn: psycopg.Connection[Any], kind: str | None) -> Retried:
     """Every failed job (of ``kind``) back to pending, but one per job_key, and none whose
-    key another live job holds (those stay failed and are counted)."""
-    ids, kept = _reviving(conn, queries.JOBS_RETRY_FAILED, {"kind": kind})[0]
-    return Retried([int(i) for i in ids], int(kept))
+    key another live job holds (those stay failed and are counted).
+
+    Batches of ``RETRY_BATCH``; a batch that meets a key taken meanwhile (a unique
+    violation) is retried job by job, so one taken key never aborts the rest.
+    """
+    row = conn.execute(queries.JOBS_FAILED_TO_RETRY, {"kind": kind}).fetchone()
+    assert row is not None
+    candidates, failed = row
+    revived: list[int] = []
+    for start in range(0, len(candidates), RETRY_BATCH):
+        revived += _revive_failed(conn, candidates[start : start + RETRY_BATCH])
+    return Retried(revived, int(failed) - len(revived))
 
 
-def _reviving(
+def _revive_failed(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
+    rows = _revived(conn, queries.JOBS_RETRY_FAILED, {"ids": ids})
+    if rows is not None:
+        return [int(r[0]) for r in rows]
+    if len(ids) == 1:
+        return []
+    return [job_id for one in ids for job_id in _revive_failed(conn, [one])]
+
+
+def _revived(
     conn: psycopg.Connection[Any], query: LiteralString, params: dict[str, Any]
-) -> list[tuple[Any, ...]]:
-    """Run a statement that puts finished jobs back in ``jobs_live_key``, in a savepoint."""
-    for _ in range(KEY_RACE_TURNS):
-        try:
-            with conn.transaction():
-                return conn.execute(query, params).fetchall()
-        except psycopg.errors.UniqueViolation:
-            continue
-    raise Refused("the job_keys of these jobs keep being taken by new jobs; try again")
+) -> list[tuple[Any, ...]] | None:
+    """Rows of a statement that puts jobs back in ``jobs_live_key``, run in a savepoint;
+    None when a key was taken between its check and its write (a unique violation)."""
+    try:
+        with conn.transaction():
+            return conn.execute(query, params).fetchall()
+    except psycopg.errors.UniqueViolation:
+        return None
 
 
 def cancel_job(conn: psycopg.Connection[Any], job_id: int, reason: str) -> None:

@@ -239,30 +239,30 @@ WHERE j.id = %(id)s AND j.status <> 'running'
         AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
 RETURNING id"""
 
-# Puts every failed job (of one kind, if given) back to pending with attempts reset; returns
-# their ids and how many failed jobs stayed: of the failed jobs of one job_key only the
-# newest comes back, and only while no other job holds the key (jobs_live_key), so one
-# taken key never aborts the batch. Sorts the failed jobs: an operator's command.
-JOBS_RETRY_FAILED: LiteralString = """
-WITH failed AS (
+# The failed jobs (of one kind, if given) that `jobs retry --failed` puts back, oldest
+# first, and how many failed jobs there are: of the failed jobs of one job_key only the
+# newest, since a key has one live job. Sorts the failed jobs: an operator's command.
+JOBS_FAILED_TO_RETRY: LiteralString = """
+SELECT coalesce(array_agg(id ORDER BY id) FILTER (WHERE newest), '{}'), count(*)
+FROM (
     SELECT id, job_key IS NULL
                OR row_number() OVER (PARTITION BY kind, job_key ORDER BY id DESC) = 1 AS newest
     FROM jobs
     WHERE status = 'failed' AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-), revived AS (
-    UPDATE jobs AS j
-    SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
-        finished_at = NULL, superseded_at = NULL
-    FROM failed
-    WHERE j.id = failed.id AND failed.newest AND j.status = 'failed'
-      AND NOT EXISTS (
-          SELECT FROM jobs AS live
-          WHERE live.kind = j.kind AND live.job_key = j.job_key
-            AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
-    RETURNING j.id
-)
-SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM revived), '{}'),
-       (SELECT count(*) FROM failed) - (SELECT count(*) FROM revived)"""
+) AS failed"""
+
+# Puts these failed jobs back to pending with attempts reset (primary key), but not one whose
+# job_key another live job holds (jobs_live_key): that one stays failed.
+JOBS_RETRY_FAILED: LiteralString = """
+UPDATE jobs AS j
+SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL,
+    superseded_at = NULL
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'failed'
+  AND NOT EXISTS (
+      SELECT FROM jobs AS live
+      WHERE live.kind = j.kind AND live.job_key = j.job_key
+        AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
+RETURNING id"""
 
 # Cancels one pending job, with who or why in last_error (primary key). Stopping a job on
 # purpose is not a failure: it lands in cancelled, outside the failed dead letter.
