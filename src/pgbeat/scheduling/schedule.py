@@ -8,6 +8,7 @@ mapped to instants by Debian/Vixie cron's DST rules (see docs/cron.md).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -241,6 +242,7 @@ def _require_aware(**values: datetime) -> None:
             raise ValueError(f"{label} must be a timezone-aware datetime, got {value!r}")
 
 
+@functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file
 def _is_zone_name(name: str) -> bool:
     if name in _HOST_ZONES or name.startswith("right/"):
         return False
