@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import psycopg
@@ -30,7 +30,7 @@ from psycopg.rows import dict_row
 from pgbeat import client
 from pgbeat.db import schedule_queries as q
 from pgbeat.scheduling.catchup import keep_for
-from pgbeat.scheduling.schedule import Schedule, unique_key_prefix
+from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.state import validated_schedule
 
 log = logging.getLogger("pgbeat.scheduler")
@@ -55,19 +55,24 @@ class Template(NamedTuple):
         )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Member:
-    """One schedule of a group, with what its periods need beside the group's fire times."""
+    """One schedule of a group: what its periods need beside the group's fire times.
 
-    schedule: Schedule
+    Small on purpose (no ``Schedule`` object): a replica keeps 100,000 of them.
+    """
+
+    name: str
+    kind: str
+    jitter: timedelta | None
+    overlap: str
     definition_hash: str
-    key_prefix: str
     template: int
     gaps: Gaps  # spans whose periods are never enqueued (gaps_of)
     created_at: datetime  # no period before it is reported missed
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Group:
     """Schedules with one policy and one last tick: their due periods are the same."""
 
@@ -79,8 +84,18 @@ class Group:
 
     @property
     def first(self) -> Schedule:
-        """Any member's schedule: all of them fire at the same times."""
-        return next(iter(self.members.values())).schedule
+        """The group's timing as a ``Schedule``, for the fire-time functions (built on demand:
+        tens of thousands of groups would otherwise each keep one)."""
+        cron, every, timezone, catch_up, window = self.policy
+        return Schedule.model_construct(
+            name="group",
+            kind="group",
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            catch_up=catch_up,
+            catch_up_window=window,
+        )
 
 
 def gaps_of(row: dict[str, Any]) -> Gaps:
@@ -165,15 +180,20 @@ class Catalog:
     def names(self) -> list[str]:
         return sorted(self._group_of)
 
-    def schedule(self, name: str) -> Schedule | None:
+    def kind(self, name: str) -> str | None:
         group = self._group_of.get(name)
-        return None if group is None else group.members[name].schedule
+        return None if group is None else group.members[name].kind
 
     def load(self, conn: psycopg.Connection[Any]) -> None:
         """Replace the copy with every live row of the table (at start, after an outage)."""
         self._reset()
-        with conn.cursor(row_factory=dict_row) as cursor:
-            cursor.execute(q.SCHEDULES_ALL, prepare=False)
+        # streamed (a server-side cursor): the whole result at once would double the memory
+        with (
+            conn.transaction(),
+            conn.cursor("pgbeat_schedules_load", row_factory=dict_row) as cursor,
+        ):
+            cursor.itersize = 2000
+            cursor.execute(q.SCHEDULES_ALL)
             for row in cursor:
                 self.snapshot_xmin = row["snapshot_xmin"]
                 if row["name"] is not None:
@@ -277,9 +297,11 @@ class Catalog:
         policy = policy_of(schedule)
         group = self._fresh.setdefault(policy, Group(policy))
         group.members[schedule.name] = Member(
-            schedule=schedule,
+            name=schedule.name,
+            kind=schedule.kind,
+            jitter=schedule.jitter,
+            overlap=schedule.overlap,
             definition_hash=row["definition_hash"],
-            key_prefix=unique_key_prefix(schedule),
             template=self.templates.take(Template.of(schedule)),
             gaps=gaps_of(row),
             created_at=row["created_at"],

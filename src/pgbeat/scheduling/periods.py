@@ -66,26 +66,26 @@ class PeriodBatch:
                 self._append(member, late, missed=True)
 
     def _append(self, member: Member, fires: Iterable[datetime], *, missed: bool) -> None:
-        schedule = member.schedule
         flag = "t" if missed else "f"
         template = str(member.template)
+        prefix = member.name + "@"
         for fire in fires:
             suffix, epoch = self._write(fire)
-            self._schedules.append(schedule.name)
+            self._schedules.append(member.name)
             self._fire_epochs.append(epoch)
-            if schedule.jitter is None:
+            if member.jitter is None:
                 self._run_epochs.append(epoch)
             else:
-                offset = jitter_offset(schedule.name, fire, schedule.jitter)
+                offset = jitter_offset(member.name, fire, member.jitter)
                 self._run_epochs.append(repr((fire + offset).timestamp()))
-            self.unique_keys.append(member.key_prefix + suffix)
-            self._kinds.append(schedule.kind)
+            self.unique_keys.append(prefix + suffix)
+            self._kinds.append(member.kind)
             self._hashes.append(member.definition_hash)
             self._missed.append(flag)
             self._template_of.append(template)
         self._used.add(member.template)
-        if schedule.overlap == "skip":
-            self._overlap.add(schedule.name)
+        if member.overlap == "skip":
+            self._overlap.add(member.name)
 
     def _write(self, fire: datetime) -> tuple[str, str]:
         """A fire time's key suffix and epoch literal, written once per tick."""

@@ -290,9 +290,7 @@ class Scheduler:
 
     def _fields(self, key: str) -> dict[str, Any]:
         name = key.partition("@")[0]
-        schedule = self.catalog.schedule(name)
-        kind = None if schedule is None else schedule.kind
-        return {"schedule": name, "kind": kind, "unique_key": key}
+        return {"schedule": name, "kind": self.catalog.kind(name), "unique_key": key}
 
 
 class _FireMemo:
