@@ -195,7 +195,16 @@ def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
 
 
 def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
-    """Run ``plan``'s statements on ``conn``, in its current transaction."""
+    """Run ``plan``'s statements on ``conn``, in its current transaction, or in one of
+    their own on an autocommit connection: a replace that superseded a running job must
+    not commit without the job that replaces it."""
+    if conn.autocommit:
+        with conn.transaction():
+            return _run(conn, plan)
+    return _run(conn, plan)
+
+
+def _run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
     try:
         statement = next(plan)
         while True:
@@ -207,6 +216,13 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
 
 async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     """``run`` on an async connection."""
+    if conn.autocommit:
+        async with conn.transaction():
+            return await _run_async(conn, plan)
+    return await _run_async(conn, plan)
+
+
+async def _run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     try:
         statement = next(plan)
         while True:

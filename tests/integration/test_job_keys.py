@@ -115,6 +115,11 @@ def test_running_live_job(conn: psycopg.Connection[Any], mode: str) -> None:
     new = row(conn, again)
     assert (new["status"], new["payload"], new["wait"]) == ("pending", {"v": 2}, HOUR)
     assert live_rows(conn) == [(again, "pending")]
+    # on an autocommit connection too, the supersede and the insert commit as one
+    xmins = conn.execute(
+        "SELECT DISTINCT xmin::text FROM jobs WHERE id IN (%s, %s)", (first, again)
+    )
+    assert len(xmins.fetchall()) == 1
     operations.complete_jobs(conn, [run])  # the old run still records its outcome
     assert row(conn, first)["status"] == "done"
 
