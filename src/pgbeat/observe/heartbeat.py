@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 from pgbeat.background import BackgroundLoop
 from pgbeat.db import queries
-from pgbeat.db.connections import Connector, Outage, ReconnectBackoff
+from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, is_connection_failure
 
 log = logging.getLogger("pgbeat.heartbeat")
 
@@ -76,9 +76,15 @@ class Heartbeat:
 
     def beat_if_due(self, conn: psycopg.Connection[Any], now: float) -> None:
         """Beat on ``conn`` when one is due at ``now`` (monotonic seconds)."""
-        if now >= self.next_beat:
+        if now < self.next_beat:
+            return
+        try:
             self.beat(conn)
-            self.next_beat = now + self._every
+        except Exception as exc:
+            if is_connection_failure(exc, conn):
+                raise  # the loop's outage: still due, it beats once reconnected
+            log.exception("heartbeat failed")  # a heartbeat never stops its process's work
+        self.next_beat = now + self._every
 
     def set_schedules_hash(self, value: str | None) -> None:
         """The fingerprint of the schedules file after a reload, sent with the next beat."""

@@ -161,8 +161,6 @@ class Worker:
         """Work until ``stop()``; unfinished jobs are returned to pending before it returns."""
         if self._listener is not None:
             self._listener.start()
-        if self._heartbeat is not None:
-            self._heartbeat.start()
         self._writer.start()
         log.info(
             "worker started: kinds=%s concurrency=%d lease=%gs timeout=%gs",
@@ -197,12 +195,15 @@ class Worker:
             notified, self._notified = self._notified, False
         self._timers.note(now, notified)
         claim = self._claim_size(now)
-        if claim or self._timers.reap_due(now):
+        beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
+        if claim or beat or self._timers.reap_due(now):
             result = self._connector.run(lambda conn: self._database_work(conn, now, claim))
             if isinstance(result, Outage):
                 self._loop.stopping.wait(result.pause)  # only stop() ends a backoff early
                 return 0.0
         wake = self._timers.next_wake(next_deadline, self._executor.free_slots() > 0)
+        if self._heartbeat is not None:
+            wake = min(wake, self._heartbeat.next_beat)
         return max(0.0, wake - time.monotonic())
 
     def _claim_size(self, now: float) -> int:
@@ -229,6 +230,8 @@ class Worker:
         process must find its attempt already charged and its lease set.
         """
         claimed: list[Job] = []
+        if self._heartbeat is not None:  # on this connection: the process needs none for it
+            self._heartbeat.beat_if_due(conn, now)
         if self._timers.reap_due(now):
             with conn.pipeline():
                 self._reap(conn)
