@@ -10,7 +10,7 @@ import psycopg
 import psycopg_pool
 import pytest
 
-from pgbeat.db.connections import Connector, Outage, is_connection_failure
+from pgbeat.db.connections import Connector, Outage, is_connection_failure, is_data_error
 from pgbeat.errors import DatabaseUnavailable
 
 UNREACHABLE = "postgresql://u:pw@127.0.0.1:1/db"  # refused at once: nothing listens on port 1
@@ -120,3 +120,22 @@ def test_connectors_sharing_a_backoff_log_one_outage_once(
         second.run(lambda conn: None)
     assert first.backoff.failures == 2
     assert len(caplog.records) == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "refused_data"),
+    [
+        (server_error("54000"), True),  # index row too large
+        (server_error("22008"), True),  # timestamp out of range
+        (server_error("22P05"), True),  # \u0000 in jsonb
+        (server_error("23514"), True),  # check constraint
+        (psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"), True),
+        (UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates"), True),
+        (server_error("42P01"), False),  # undefined table: every row would fail
+        (server_error("42501"), False),  # insufficient privilege
+        (server_error("57P01"), False),
+        (RuntimeError("bug"), False),
+    ],
+)
+def test_is_data_error(error: BaseException, refused_data: bool) -> None:
+    assert is_data_error(error) is refused_data

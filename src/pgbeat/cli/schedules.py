@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from pgbeat.cli import common, schedule_admin, types
 from pgbeat.db import connections, migrate
-from pgbeat.errors import ConfigError, UserError
+from pgbeat.errors import ConfigError, PgbeatError, UserError
 from pgbeat.scheduling.file import load_schedules, schedules_hash
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
@@ -217,15 +216,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         history_retention=args.history_retention,
     )
     worker = Worker(url, registry, common.worker_settings(args), metrics=metrics)
-    thread = threading.Thread(target=scheduler.run, name="pgbeat-scheduler", daemon=True)
     with (
         common.stop_on_signals([scheduler.stop, worker.stop]),
         handling_reload_signal(scheduler.reload),
     ):
-        thread.start()
-        worker.run()
-        scheduler.stop()
-        thread.join(timeout=10)
+        # a scheduler that dies takes the worker down with it: `pgbeat run` exits non-zero
+        # rather than working on without scheduling (its traceback is in the log)
+        scheduler.start(on_failure=lambda _: worker.stop())
+        try:
+            worker.run()
+        finally:
+            scheduler.stop()
+            scheduler.join(timeout=10)
+    if scheduler.failure is not None:
+        raise PgbeatError(
+            f"the scheduler stopped: {type(scheduler.failure).__name__}: "
+            f"{types.one_line(str(scheduler.failure))}"
+        )
     return 0
 
 

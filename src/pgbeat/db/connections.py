@@ -169,6 +169,26 @@ def is_connection_failure(
     return exc.sqlstate.startswith(_OUTAGE_CLASSES) or exc.sqlstate in _OUTAGE_CODES
 
 
+# Data exception (a value out of range, bad text), integrity constraint violation, program
+# limit exceeded (an index row too large): the values sent were refused, not the statement.
+_DATA_CLASSES = ("22", "23", "54")
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True when the database (or psycopg, before sending) refused the values of a statement.
+
+    Such an error belongs to the row that carries those values; any other one (a missing
+    table, a missing privilege) would fail every row alike.
+    """
+    if isinstance(exc, UnicodeEncodeError):
+        return True
+    if not isinstance(exc, psycopg.Error):
+        return False
+    if exc.sqlstate is None:  # refused by psycopg itself (a NUL in a text value)
+        return isinstance(exc, psycopg.DataError)
+    return exc.sqlstate.startswith(_DATA_CLASSES)
+
+
 class ReconnectBackoff:
     """Tracks a run of connection failures: one log line when it starts, one when it ends.
 

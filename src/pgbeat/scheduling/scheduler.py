@@ -23,14 +23,21 @@ from typing import Any
 
 import psycopg
 
+from pgbeat.background import BackgroundLoop
 from pgbeat.db import connections
 from pgbeat.db import schedule_queries as sq
-from pgbeat.db.connections import Connector, ReconnectBackoff, is_connection_failure
+from pgbeat.db.connections import (
+    Connector,
+    Outage,
+    ReconnectBackoff,
+    is_connection_failure,
+    is_data_error,
+)
 from pgbeat.db.pooler import pooler
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
-from pgbeat.scheduling.catalog import Catalog, Policy
+from pgbeat.scheduling.catalog import Catalog, Group, Policy
 from pgbeat.scheduling.catchup import due_periods, missed_periods
 from pgbeat.scheduling.definition import file_hash
 from pgbeat.scheduling.periods import Claims, PeriodBatch
@@ -102,17 +109,22 @@ class Scheduler:
         self._started = False
         self._listening = pooler() is None  # a transaction pooler does not pass NOTIFY
         self._connector = Connector(
-            url, "pgbeat-scheduler", configure=self._listen if self._listening else None
+            url,
+            "pgbeat-scheduler",
+            configure=self._listen if self._listening else None,
+            backoff=ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler")),
         )
-        self._stopping = threading.Event()
+        self._loop = BackgroundLoop(
+            "pgbeat-scheduler", self._step, on_exit=self._finish, on_failure=self._failed
+        )
+        self._on_failure: Callable[[BaseException], None] | None = None
         self._reload_asked = threading.Event()
-        self._outage = ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler"))
         self._next_file_check = 0.0
         self._next_purge = time.monotonic() + PURGE_EVERY * (0.1 + 0.9 * _spread())
         self.stopped = threading.Event()
 
     def stop(self) -> None:
-        self._stopping.set()
+        self._loop.stop()
 
     def reload(self) -> None:
         """Re-read the schedules file at the next tick (safe from a signal handler)."""
@@ -120,36 +132,58 @@ class Scheduler:
 
     def run(self) -> None:
         """Tick until ``stop()``; survives database outages and catches up afterwards."""
+        self._log_start()
+        self._loop.run()
+
+    def start(self, on_failure: Callable[[BaseException], None] | None = None) -> None:
+        """Tick on a thread of its own; an unexpected error stops it and goes to ``on_failure``."""
+        self._on_failure = on_failure
+        self._log_start()
+        self._loop.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for ``start``'s thread to end; True once it has."""
+        return self._loop.join(timeout)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The unexpected error that stopped ``start``'s thread, if one did."""
+        return self._loop.failure
+
+    def _log_start(self) -> None:
         names = ", ".join(s.name for s in self._file or []) or "none"
         log.info("scheduler started; schedules file: %s", names if self._file is not None else "-")
-        try:
-            while not self._stopping.is_set():
-                self._pause(self._tick_safely())
-        finally:
-            if self._heartbeat is not None:
-                self._heartbeat.stop()
-            self._connector.close()
-            log.info("scheduler stopped")
-            self.stopped.set()
+
+    def _failed(self, exc: BaseException) -> None:
+        log.error("the scheduler stopped on an unexpected error", exc_info=exc)
+        if self._on_failure is not None:
+            self._on_failure(exc)
+
+    def _finish(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+        self._connector.close()
+        log.info("scheduler stopped")
+        self.stopped.set()
+
+    def _step(self) -> float:
+        self._pause(self._tick_safely())
+        return 0.0
 
     def _tick_safely(self) -> float:
         """One tick; returns how long to sleep, in seconds of the monotonic clock."""
         started = time.monotonic()
-        try:
-            conn = self._connector.get()
-            if self._reload_asked.is_set():
-                self._reload(conn)
-            now = connections.database_now(conn)
-            result = self.tick(conn, now)
-            self._housekeeping(conn)
-            if self._heartbeat is not None:  # on the tick's connection: none of its own
-                self._heartbeat.beat_if_due(conn, time.monotonic())
-        except Exception as exc:
-            if not is_connection_failure(exc):
-                raise
-            self._connector.discard()
-            return self._outage.failed(exc)
-        self._outage.succeeded()
+        result = self._connector.run(lambda conn: self._tick_on(conn, started))
+        return result.pause if isinstance(result, Outage) else result
+
+    def _tick_on(self, conn: psycopg.Connection[Any], started: float) -> float:
+        if self._reload_asked.is_set():
+            self._reload(conn)
+        now = connections.database_now(conn)
+        result = self.tick(conn, now)
+        self._housekeeping(conn)
+        if self._heartbeat is not None:  # on the tick's connection: none of its own
+            self._heartbeat.beat_if_due(conn, time.monotonic())
         sleep = _sleep_seconds(now, result.next_fire, time.monotonic() - started)
         if self._heartbeat is not None:
             sleep = min(sleep, max(self._heartbeat.next_beat - time.monotonic(), 0.0))
@@ -158,15 +192,16 @@ class Scheduler:
     def _pause(self, seconds: float) -> None:
         """Sleep, but wake for a change of the schedules (NOTIFY), a reload or a stop."""
         deadline = time.monotonic() + seconds
-        while not (self._stopping.is_set() or self._reload_asked.is_set()):
+        stopping = self._loop.stopping
+        while not (stopping.is_set() or self._reload_asked.is_set()):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            if self._listening and self._outage.failures == 0:
+            if self._listening and self._connector.backoff.failures == 0:
                 if self._notified(min(left, _WAIT_SLICE)):
                     return
             else:
-                self._stopping.wait(min(left, _WAIT_SLICE))
+                stopping.wait(min(left, _WAIT_SLICE))
 
     def _notified(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for a notification on the tick's (open) connection."""
@@ -192,14 +227,16 @@ class Scheduler:
         claims: Claims | None = None
         try:
             batch = PeriodBatch(self.catalog.templates.by_number)
+            periods: list[_GroupPeriods] = []
             for group in groups:
                 due = due_periods(group.first, group.last_tick, now, memo.between)
                 missed = missed_periods(
                     group.first, group.last_tick, now, due, MISSED_LIMIT, memo.between
                 )
                 batch.add(group, due, missed)
+                periods.append((group, due, missed))
                 next_fires[group.policy] = memo.next_after(group.first, now)
-            claims = batch.claim(conn, self.replica)
+            claims = self._claim(conn, batch, periods)
         finally:
             self.catalog.settle(groups, None if claims is None else now, next_fires)
         self._report(claims)
@@ -207,6 +244,45 @@ class Scheduler:
         return TickResult(
             claims.inserted, claims.existing, next_fire, claims.skipped, claims.missed
         )
+
+    def _claim(
+        self, conn: psycopg.Connection[Any], batch: PeriodBatch, periods: list[_GroupPeriods]
+    ) -> Claims:
+        """Claim the tick's periods in one statement, or schedule by schedule if need be.
+
+        When the database refuses the statement for the values of some period (a data
+        error, not a lost connection nor a missing table), each schedule is claimed alone:
+        the one it refuses is logged and skipped this tick, and the others go on.
+        """
+        try:
+            return batch.claim(conn, self.replica)
+        except Exception as exc:
+            if is_connection_failure(exc, conn) or not is_data_error(exc):
+                raise
+            log.warning(
+                "the tick's periods were refused (%s); claiming them schedule by schedule",
+                _first_line(exc),
+            )
+        claims = Claims()
+        for group, due, missed in periods:
+            for name, member in group.members.items():
+                alone = PeriodBatch(self.catalog.templates.by_number)
+                own = Group(policy=group.policy, members={name: member}, last_tick=group.last_tick)
+                alone.add(own, due, missed)
+                try:
+                    _merge(claims, alone.claim(conn, self.replica))
+                except Exception as exc:
+                    if is_connection_failure(exc, conn) or not is_data_error(exc):
+                        raise
+                    log.error(
+                        "schedule %s: the database refused its periods, skipped this tick: %s",
+                        name,
+                        _first_line(exc),
+                        extra={"schedule": name, "kind": member.kind},
+                    )
+        for keys in (claims.inserted, claims.existing, claims.skipped, claims.missed):
+            keys.sort()
+        return claims
 
     def _start(self, conn: psycopg.Connection[Any]) -> None:
         """Write this replica's file into the table (if it is the newest), then copy the table."""
@@ -319,6 +395,22 @@ class _FireMemo:
         if key not in self._next:
             self._next[key] = next_fire_after(schedule, after)
         return self._next[key]
+
+
+_GroupPeriods = tuple[Group, Sequence[datetime], Sequence[datetime]]  # (group, due, missed)
+
+
+def _merge(claims: Claims, more: Claims) -> None:
+    """Add one schedule's claims to the tick's."""
+    claims.inserted += more.inserted
+    claims.existing += more.existing
+    claims.skipped += more.skipped
+    claims.missed += more.missed
+    claims.counts.update(more.counts)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().partition("\n")[0][:500] or type(exc).__name__
 
 
 def _replica_id() -> str:
