@@ -302,10 +302,14 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     if sync_conn is None:
         return enqueue_many_async(conn, jobs)
     params, keyed = _many_params(jobs)
-    ids = []
-    if params["kinds"] != "{}":
-        ids = [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
-    if keyed:
+    if not keyed:
+        if params["kinds"] == "{}":
+            return []
+        return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
+    with job_keys.own_transaction(sync_conn):  # one call, one commit
+        ids = []
+        if params["kinds"] != "{}":
+            ids = [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
         ids.extend(job_keys.run(sync_conn, job_keys.enqueue_plan(keyed)).values())
     return ids
 
@@ -314,10 +318,15 @@ async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
     async_conn = await frameworks.async_connection(conn)
     params, keyed = _many_params(jobs)
-    ids = []
-    if params["kinds"] != "{}":
+    if not keyed:
+        if params["kinds"] == "{}":
+            return []
         cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-        ids = [int(row[0]) for row in await cursor.fetchall()]
-    if keyed:
+        return [int(row[0]) for row in await cursor.fetchall()]
+    async with job_keys.own_transaction_async(async_conn):  # one call, one commit
+        ids = []
+        if params["kinds"] != "{}":
+            cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
+            ids = [int(row[0]) for row in await cursor.fetchall()]
         ids.extend((await job_keys.run_async(async_conn, job_keys.enqueue_plan(keyed))).values())
     return ids

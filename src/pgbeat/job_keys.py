@@ -11,11 +11,13 @@ as a generator and driven by a sync or an async runner, so the two cannot drift 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Generator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, LiteralString, TypeVar, get_args, overload
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from pgbeat.db import frameworks, key_queries
 from pgbeat.db.literals import number_array, text_array
@@ -195,42 +197,56 @@ def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
 
 
 def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
-    """Run ``plan``'s statements on ``conn``, in its current transaction, or in one of
-    their own on an autocommit connection: a replace that superseded a running job must
-    not commit without the job that replaces it."""
-    if conn.autocommit:
-        with conn.transaction():
-            return _run(conn, plan)
-    return _run(conn, plan)
+    """Run ``plan``'s statements on ``conn``, in its current transaction.
 
-
-def _run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    On an autocommit connection the first statement commits alone (most calls have only
+    one), and the rest in one transaction of their own: a supersede never commits without
+    the job that replaces it.
+    """
     try:
-        statement = next(plan)
-        while True:
-            statement = plan.send(conn.execute(*statement).fetchall())
+        statement = plan.send(conn.execute(*next(plan)).fetchall())
     except StopIteration as finished:
-        result: T = finished.value
-        return result
+        return _returned(finished, plan)
+    with own_transaction(conn):
+        while True:
+            try:
+                statement = plan.send(conn.execute(*statement).fetchall())
+            except StopIteration as finished:
+                return _returned(finished, plan)
 
 
 async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     """``run`` on an async connection."""
-    if conn.autocommit:
-        async with conn.transaction():
-            return await _run_async(conn, plan)
-    return await _run_async(conn, plan)
-
-
-async def _run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     try:
-        statement = next(plan)
-        while True:
-            cursor = await conn.execute(*statement)
-            statement = plan.send(await cursor.fetchall())
+        cursor = await conn.execute(*next(plan))
+        statement = plan.send(await cursor.fetchall())
     except StopIteration as finished:
-        result: T = finished.value
-        return result
+        return _returned(finished, plan)
+    async with own_transaction_async(conn):
+        while True:
+            try:
+                cursor = await conn.execute(*statement)
+                statement = plan.send(await cursor.fetchall())
+            except StopIteration as finished:
+                return _returned(finished, plan)
+
+
+def _returned(finished: StopIteration, plan: Plan[T]) -> T:
+    """What ``plan`` returned: the value of the StopIteration that ended it."""
+    value: T = finished.value
+    return value
+
+
+def own_transaction(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+    """A transaction for statements that must commit together, unless one is open."""
+    idle = conn.info.transaction_status == TransactionStatus.IDLE
+    return conn.transaction() if conn.autocommit and idle else nullcontext()
+
+
+def own_transaction_async(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+    """``own_transaction`` for an async connection."""
+    idle = conn.info.transaction_status == TransactionStatus.IDLE
+    return conn.transaction() if conn.autocommit and idle else nullcontext()
 
 
 def run_on(conn: object, plan: Plan[T]) -> T | Awaitable[T]:
