@@ -41,7 +41,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(1, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(1, f"{self.prog}: error: {types.one_line(message)} (see {self.prog} --help)\n")
 
 
 def add_worker_flags(p: argparse.ArgumentParser) -> None:
@@ -145,7 +145,7 @@ def load_registry(spec: str) -> Registry:
     ``pgbeat.py`` or ``pgserver.py`` lying there must not replace what pgbeat imports.
     """
     module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
+    if not module_name or not attribute or module_name.startswith("."):  # "." is relative
         raise UserError(f"APP must be module:attribute, e.g. myapp.jobs:registry (got {spec!r})")
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())

@@ -121,8 +121,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _schedules_if_any(path: str) -> tuple[list[Schedule], str | None]:
-    if not Path(path).exists():
-        return [], None
+    try:
+        if not Path(path).exists():
+            return [], None
+    except OSError as exc:  # e.g. a name too long for the file system
+        return [], f"{path} cannot be read: {exc.strerror or exc}"
     try:
         return load_schedules(path), None
     except ConfigError as exc:

@@ -87,5 +87,7 @@ def kinds_list(text: str) -> tuple[str, ...]:
 
 
 def one_line(message: str) -> str:
+    """A message as one line of printable text; control characters (ANSI too) escaped."""
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    return "; ".join(lines) if lines else "unknown error"
+    text = "; ".join(lines) if lines else "unknown error"
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -22,7 +22,7 @@ import psycopg_pool
 from pgbeat.db import queries
 from pgbeat.db.embedded import embedded_url
 from pgbeat.db.pooler import connection_options, session_options
-from pgbeat.errors import DatabaseUnavailable
+from pgbeat.errors import DatabaseUnavailable, UserError
 
 log = logging.getLogger("pgbeat.db")
 T = TypeVar("T")
@@ -36,7 +36,7 @@ def redact(url: str) -> str:
     """
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
+    except (psycopg.Error, ValueError):  # ValueError: bytes that are not UTF-8
         return "<unparseable database url>"
     if "://" not in url:
         if not params.get("password"):
@@ -67,7 +67,7 @@ def _passwords(url: str) -> list[str]:
     error ("failed to resolve host 'ss@db'") quotes the rest of the password.
     """
     found: set[str] = set()
-    with contextlib.suppress(psycopg.Error):
+    with contextlib.suppress(psycopg.Error, ValueError):
         found.add(str(psycopg.conninfo.conninfo_to_dict(url).get("password") or ""))
     if "://" in url:
         userinfo = url.partition("://")[2].partition("?")[0].rpartition("@")[0]
@@ -87,12 +87,12 @@ def scrub(message: str, url: str) -> str:
 
 def resolve_url(explicit: str | None) -> str:
     """``--database-url``, else ``DATABASE_URL``, else the embedded server's URL."""
-    if explicit:
-        return explicit
-    from_env = os.environ.get("DATABASE_URL")
-    if from_env:
-        return from_env
-    return embedded_url()
+    url = explicit or os.environ.get("DATABASE_URL") or embedded_url()
+    try:
+        url.encode()
+    except UnicodeEncodeError:  # undecodable bytes in argv or the environment
+        raise UserError("the database URL is not valid UTF-8 text") from None
+    return url
 
 
 def connect(url: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
