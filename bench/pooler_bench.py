@@ -32,6 +32,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
@@ -61,6 +62,36 @@ def load(url: str, jobs: int) -> None:
             batch = min(10_000, jobs - start)
             pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop")] * batch)
     database.vacuum_analyze(url)
+
+
+class PeakServerConnections:
+    """Samples pgbouncer's pool for ``database``: the most server connections busy at once."""
+
+    def __init__(self, bouncer: Pgbouncer | None, database: str) -> None:
+        self.peak = 0
+        self.clients = 0
+        self._bouncer, self._database = bouncer, database
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakServerConnections:
+        if self._bouncer is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._bouncer is not None:
+            self._thread.join(10)
+
+    def _sample(self) -> None:
+        assert self._bouncer is not None
+        with self._bouncer.console() as console:
+            while not self._stop.wait(0.05):
+                pools = self._bouncer.pools(console, self._database)
+                self.peak = max(self.peak, pools.get("sv_active", 0))
+                clients = pools.get("cl_active", 0) + pools.get("cl_idle", 0)
+                self.clients = max(self.clients, clients)
 
 
 def drain(url: str, watch_url: str, args: argparse.Namespace, pooled: bool) -> float:
@@ -152,6 +183,7 @@ def main() -> None:
     database.require_loopback(admin)
     runs: dict[str, list[float]] = {}
     latencies: dict[str, list[float]] = {}
+    busy: dict[str, list[tuple[int, int]]] = {}
     with database.fresh_database(admin, "pooler") as url:
         with psycopg.connect(url, autocommit=True) as conn:
             pgbeat.apply_migrations(conn)
@@ -169,8 +201,12 @@ def main() -> None:
                     database_settings(url, settings)
                     bouncer.restart(signal.SIGINT)  # server connections read the new defaults
                     print(f"round {round_ + 1}: {name}", file=sys.stderr, flush=True)
-                    seconds = drain(target, url, args, pooled)
+                    through = bouncer if target == pooled_url else None
+                    with PeakServerConnections(through, database_name(url)) as peak:
+                        seconds = drain(target, url, args, pooled)
                     runs.setdefault(name, []).append(args.jobs / seconds)
+                    if through is not None:
+                        busy.setdefault(name, []).append((peak.peak, peak.clients))
             database_settings(url, False)
             database.truncate(url, "jobs")
             latencies["direct, LISTEN"] = pickup_latency(url, args.latency_samples, 1.0)
@@ -181,11 +217,18 @@ def main() -> None:
             del os.environ["PGBEAT_POOLER"]
         finally:
             bouncer.close()
-    report(args, runs, latencies)
+    report(args, runs, latencies, busy)
+
+
+def database_name(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
 
 
 def report(
-    args: argparse.Namespace, runs: dict[str, list[float]], latencies: dict[str, list[float]]
+    args: argparse.Namespace,
+    runs: dict[str, list[float]],
+    latencies: dict[str, list[float]],
+    busy: dict[str, list[tuple[int, int]]],
 ) -> None:
     base = statistics.median(runs["direct"])
     print(
@@ -197,12 +240,16 @@ def report(
         median = statistics.median(values)
         each = ", ".join(f"{v:,.0f}" for v in values)
         print(f"| {name} | {median:,.0f} | {each} | {median / base:.2f}x |")
+    for name, samples in busy.items():
+        servers = max(server for server, _ in samples)
+        clients = max(client for _, client in samples)
+        print(f"\n{name}: at most {servers} server connections busy at once, for {clients} clients")
     print("\n| pickup (idle worker) | median ms | p95 ms |\n|---|---|---|")
     for name, values in latencies.items():
         ordered = sorted(values)
         p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
         print(f"| {name} | {statistics.median(values) * 1000:.1f} | {p95 * 1000:.1f} |")
-    print(json.dumps({"drain_jobs_per_second": runs, "pickup_seconds": latencies}))
+    print(json.dumps({"drain_jobs_per_second": runs, "pickup_seconds": latencies, "busy": busy}))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -134,17 +135,23 @@ class Pgbouncer:
         self.stop(sig)
         self.start()
 
-    def server_connections(self, database: str) -> int:
-        """Server connections pgbouncer holds open to ``database`` (SHOW POOLS, on its console)."""
+    def console(self) -> psycopg.Connection[Any]:
+        """A connection to pgbouncer's admin console (SHOW POOLS, SHOW STATS ...)."""
         console = f"postgresql://{self._user}@127.0.0.1:{self.port}/pgbouncer"
-        with psycopg.connect(console, autocommit=True, prepare_threshold=None) as conn:
-            cursor = conn.cursor(row_factory=psycopg.rows.dict_row)
-            cursor.execute("SHOW POOLS")
-            return sum(
-                int(row["sv_active"]) + int(row["sv_idle"]) + int(row["sv_used"])
-                for row in cursor.fetchall()
-                if row["database"] == database
-            )
+        return psycopg.connect(console, autocommit=True, prepare_threshold=None)
+
+    @staticmethod
+    def pools(console: psycopg.Connection[Any], database: str) -> dict[str, int]:
+        """``database``'s SHOW POOLS counters (cl_active, sv_active, sv_idle ...), summed."""
+        cursor = console.cursor(row_factory=psycopg.rows.dict_row)
+        cursor.execute("SHOW POOLS")
+        totals: dict[str, int] = {}
+        for row in cursor.fetchall():
+            if row["database"] == database:
+                for name, value in row.items():
+                    if isinstance(value, int):
+                        totals[name] = totals.get(name, 0) + value
+        return totals
 
     def log(self) -> str:
         path = self.directory / "pgbouncer.log"
