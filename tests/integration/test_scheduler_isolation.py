@@ -105,3 +105,23 @@ def test_pgbeat_run_exits_non_zero_when_its_scheduler_dies(
     assert code == 1, output
     assert "the scheduler stopped on an unexpected error" in output
     assert output.rstrip().splitlines()[-1].startswith("pgbeat: error: the scheduler stopped:")
+
+
+@pytest.mark.slow
+def test_pgbeat_run_exits_non_zero_when_its_worker_dies(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Every claim fails with an error no job causes: the worker stops, and so does the run.
+    conn.execute("""
+        CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'claims refused' USING ERRCODE = '42501'; END $$;
+        CREATE TRIGGER refuse_claims BEFORE UPDATE ON jobs
+            FOR EACH ROW EXECUTE FUNCTION refuse_claims();
+    """)
+    run = start_cli(["run", "--grace", "1s"], database_url, cwd=ROOT)
+    try:
+        code = run.wait(timeout=60)
+    finally:
+        output = run.stop(signal.SIGKILL)
+    assert code == 1, output
+    assert "claims refused" in output.rstrip().splitlines()[-1]
