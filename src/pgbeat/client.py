@@ -6,6 +6,7 @@ A job commits or rolls back with the business write that caused it. No loops, no
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +22,8 @@ from pgbeat.db.literals import number_array, text_array
 from pgbeat.job_keys import OnConflict
 
 DEFAULT_MAX_ATTEMPTS = 8  # the column default of migrations/0001_jobs.sql
+MAX_PAYLOAD_ENV = "PGBEAT_MAX_PAYLOAD_BYTES"
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def _insert_params(
     _check_job(kind, run_at, delay, max_attempts, unique_key)
     return {
         "kind": kind,
-        "payload": Jsonb(json_value(payload)),
+        "payload": Jsonb(encode_payload(payload), dumps=_encoded),
         "run_at": run_at,
         "delay": delay or timedelta(0),
         "unique_key": unique_key,
@@ -76,6 +79,40 @@ def _check_job(
         raise ValueError("max_attempts must be at least 1")
     if max_attempts is not None and max_attempts > limits.MAX_ATTEMPTS:
         raise ValueError(f"max_attempts must be at most {limits.MAX_ATTEMPTS}")
+
+
+def max_payload_bytes() -> int:
+    """The largest payload, in bytes of JSON text: ``$PGBEAT_MAX_PAYLOAD_BYTES``, else 1 MiB."""
+    text = os.environ.get(MAX_PAYLOAD_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_PAYLOAD_BYTES
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{MAX_PAYLOAD_ENV} must be a whole number of bytes, got {text!r}")
+    return int(text)
+
+
+def encode_payload(payload: Any, limit: int | None = None) -> str:
+    """A payload as JSON text, or ``ValueError`` when it is larger than ``limit`` bytes.
+
+    A queue row is no place for a file: past the limit, store the data elsewhere and
+    enqueue its address. ``limit`` defaults to ``max_payload_bytes()``.
+    """
+    try:
+        text = json.dumps(json_value(payload))  # ASCII (\u escapes): one byte a character
+    except RecursionError:
+        raise ValueError("the payload is nested too deeply to encode as JSON") from None
+    limit = max_payload_bytes() if limit is None else limit
+    if len(text) > limit:
+        raise ValueError(
+            f"the payload is {len(text)} bytes of JSON, more than the limit of {limit} "
+            f"({MAX_PAYLOAD_ENV}): store large data elsewhere and enqueue a reference to it"
+        )
+    return text
+
+
+def _encoded(text: str) -> str:
+    """Jsonb's dumps for text ``encode_payload`` already wrote."""
+    return text
 
 
 def json_value(payload: Any) -> Any:
@@ -215,6 +252,7 @@ async def enqueue_async(
 def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.KeyedJob]]:
     """The unkeyed jobs as one array literal per column (arrays.py says why); the keyed ones."""
     keyed: list[job_keys.KeyedJob] = []
+    limit = max_payload_bytes()  # read once per call, not per job
     kinds: list[str] = []
     payloads: list[str] = []
     run_ats: list[str | None] = []
@@ -228,7 +266,7 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.
             continue
         _check_job(job.kind, job.run_at, job.delay, job.max_attempts, job.unique_key)
         kinds.append(job.kind)
-        payloads.append(json.dumps(json_value(job.payload)))
+        payloads.append(encode_payload(job.payload, limit))
         run_ats.append(None if job.run_at is None else job.run_at.isoformat())
         delays.append("0" if job.delay is None else repr(job.delay.total_seconds()))
         unique_keys.append(job.unique_key)
@@ -258,7 +296,7 @@ def _keyed_job(
     return job_keys.KeyedJob(
         kind,
         job_key,
-        json.dumps(json_value(payload)),
+        encode_payload(payload),
         run_at,
         delay,
         max_attempts or DEFAULT_MAX_ATTEMPTS,
