@@ -180,9 +180,14 @@ class Catalog:
     def names(self) -> list[str]:
         return sorted(self._group_of)
 
-    def kind(self, name: str) -> str | None:
+    def member(self, name: str) -> Member | None:
+        """The schedule ``name`` as this replica runs it, if it does."""
         group = self._group_of.get(name)
-        return None if group is None else group.members[name].kind
+        return None if group is None else group.members[name]
+
+    def kind(self, name: str) -> str | None:
+        member = self.member(name)
+        return None if member is None else member.kind
 
     def load(self, conn: psycopg.Connection[Any]) -> None:
         """Replace the copy with every live row of the table (at start, after an outage)."""

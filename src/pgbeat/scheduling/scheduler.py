@@ -229,13 +229,9 @@ class Scheduler:
             batch = PeriodBatch(self.catalog.templates.by_number)
             periods: list[_GroupPeriods] = []
             for group in groups:
-                due = due_periods(group.first, group.last_tick, now, memo.between)
-                missed = missed_periods(
-                    group.first, group.last_tick, now, due, MISSED_LIMIT, memo.between
-                )
+                due, missed, next_fires[group.policy] = _periods_of(group, now, memo)
                 batch.add(group, due, missed)
                 periods.append((group, due, missed))
-                next_fires[group.policy] = memo.next_after(group.first, now)
             claims = self._claim(conn, batch, periods)
         finally:
             self.catalog.settle(groups, None if claims is None else now, next_fires)
@@ -367,6 +363,25 @@ class Scheduler:
     def _fields(self, key: str) -> dict[str, Any]:
         name = key.partition("@")[0]
         return {"schedule": name, "kind": self.catalog.kind(name), "unique_key": key}
+
+
+def _periods_of(
+    group: Group, now: datetime, memo: _FireMemo
+) -> tuple[list[datetime], list[datetime], datetime]:
+    """A group's due and missed periods at ``now``, and its next fire after ``now``.
+
+    One fire-time computation when its window holds no period: the common case for a
+    group that has not ticked yet (a replica's start: tens of thousands of them).
+    """
+    timing = group.first
+    window_start = now - timing.catch_up_window
+    since = window_start if group.last_tick is None else max(group.last_tick, window_start)
+    first = memo.next_after(timing, since)
+    if first > now:
+        return [], [], first
+    due = due_periods(timing, group.last_tick, now, memo.between)
+    missed = missed_periods(timing, group.last_tick, now, due, MISSED_LIMIT, memo.between)
+    return due, missed, memo.next_after(timing, now)
 
 
 class _FireMemo:
