@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -305,6 +307,19 @@ def test_reschedule_moves_only_a_pending_job(conn: psycopg.Connection[Any]) -> N
     assert pgbeat.reschedule(conn, "remind", "u1", delay=HOUR) is None
 
 
+def test_reschedule_wakes_idle_workers_at_commit(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN pgbeat_jobs")
+        with psycopg.connect(database_url) as conn:
+            remind(conn, {}, delay=HOUR)
+            conn.commit()
+            list(listener.notifies(timeout=0.5, stop_after=1))  # the insert's notification
+            pgbeat.reschedule(conn, "remind", "u1", delay=timedelta(0))
+            assert list(listener.notifies(timeout=0.2, stop_after=1)) == []  # not before commit
+            conn.commit()
+        assert [n.channel for n in listener.notifies(timeout=5, stop_after=1)] == ["pgbeat_jobs"]
+
+
 def test_find_returns_the_live_job(conn: psycopg.Connection[Any]) -> None:
     assert pgbeat.find(conn, "remind", "u1") is None
     job_id = remind(conn, {"v": 1}, max_attempts=3)
@@ -319,6 +334,17 @@ def test_find_returns_the_live_job(conn: psycopg.Connection[Any]) -> None:
     )
     claim_one(conn)
     assert pgbeat.find(conn, "remind", "u1").status == "running"
+
+
+def test_the_documented_example_runs_as_written(conn: psycopg.Connection[Any]) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "job-keys.md").read_text()
+    found = re.search(r"```python\n(.*?)\n```", page, re.DOTALL)
+    assert found is not None
+    namespace: dict[str, Any] = {"tx": conn}
+    exec(compile(found.group(1), "docs/job-keys.md", "exec"), namespace)
+    assert namespace["job"] is None  # cancelled, then nothing to reschedule or find
+    ((status, reason),) = conn.execute("SELECT status, last_error FROM jobs").fetchall()
+    assert (status, reason) == ("cancelled", "cancelled: profile finished")
 
 
 # -- enqueue_many -----------------------------------------------------------------------------
