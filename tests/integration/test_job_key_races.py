@@ -2,7 +2,7 @@
 repeated rounds, with the invariants checked after every round.
 
 The suite runs a few rounds of each; ``PGBEAT_KEY_RACE_ROUNDS=200 pytest
-tests/integration/test_job_key_races.py`` runs the long version (docs/reliability.md).
+tests/integration/test_job_key_races.py`` runs the long version (docs/job-keys.md).
 """
 
 from __future__ import annotations
