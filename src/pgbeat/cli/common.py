@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, NoReturn
 
@@ -96,11 +96,14 @@ def add_metrics_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def start_metrics(args: argparse.Namespace, url: str) -> Metrics | None:
-    """Serve metrics when --metrics-port is given; None otherwise."""
+def start_metrics(args: argparse.Namespace, url: str, kinds: Iterable[str] = ()) -> Metrics | None:
+    """Serve metrics when --metrics-port is given; None otherwise.
+
+    ``kinds`` get a ``kind`` label of their own; any other kind is labelled ``other``.
+    """
     if args.metrics_port is None:
         return None
-    metrics = PrometheusMetrics(url)
+    metrics = PrometheusMetrics(url, kinds)
     try:
         metrics.serve(args.metrics_port, args.metrics_host)
     except OSError as exc:

@@ -179,7 +179,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     scheduler = Scheduler(
         url,
         schedules,
-        metrics=common.start_metrics(args, url),
+        metrics=common.start_metrics(args, url, [s.kind for s in schedules or []]),
         load=None if path is None else lambda: load_schedules(path),
         history_retention=args.history_retention,
     )
@@ -207,7 +207,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             from pgbeat import demo
 
             demo.seed(conn)
-    metrics = common.start_metrics(args, url)
+    kinds = [*registry.kinds(), *(s.kind for s in schedules or [])]
+    metrics = common.start_metrics(args, url, kinds)
     scheduler = Scheduler(
         url,
         schedules,

@@ -52,7 +52,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
             lambda index: child_arguments(args, index), args.processes, url
         )
     worker = Worker(
-        url, registry, common.worker_settings(args), metrics=common.start_metrics(args, url)
+        url,
+        registry,
+        common.worker_settings(args),
+        metrics=common.start_metrics(args, url, registry.kinds()),
     )
     if parent is not None:
         supervisor.watch_supervisor(parent, worker.stop)

@@ -327,6 +327,3 @@ WHERE role = 'worker' AND heartbeat_at >= now() - %(max_age)s::interval"""
 JOBS_EXISTING_KEYS: LiteralString = """
 SELECT kind, unique_key FROM jobs
 WHERE (kind, unique_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(keys)s::text[]))"""
-
-# Queue depth for metrics: jobs by status and kind (a full scan, run at most per scrape).
-JOBS_DEPTH: LiteralString = "SELECT status, kind, count(*) FROM jobs GROUP BY status, kind"

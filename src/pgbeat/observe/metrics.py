@@ -1,25 +1,36 @@
 """Prometheus metrics for workers and schedulers, served with ``--metrics-port``.
 
 Counters and histograms are updated by the loops through the small ``Metrics`` interface;
-the queue's depth is read from the database at scrape time, so it is always current and
-costs nothing between scrapes.
+the queue's depth is read from the database when scraped, at most every few seconds and
+at a bounded cost. The ``kind`` label takes the kinds this process knows (its handlers,
+its schedules) and ``other`` for the rest: anyone who can enqueue can invent kinds, and
+each label value is a time series kept forever.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from typing import Any
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString
 
 import psycopg
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pgbeat.db import queries
+from pgbeat.db import connections, metrics_queries
+from pgbeat.errors import DatabaseUnavailable
 
 log = logging.getLogger("pgbeat.metrics")
+
+OTHER_KIND = "other"  # the label of every kind this process does not know
+DEPTH_EVERY_SECONDS = 10.0  # scrapes within this long of a read reuse it
+DEPTH_CAP = 10_000  # rows a status is counted up to; beyond it, an estimate
+SAMPLE_PAGES = 200  # pages of jobs sampled for the estimate (~1.6 MB, ~10-20k rows)
+ACTIVE_STATUSES = ("pending", "running", "failed")  # counted through partial indexes
 
 
 class Metrics:
@@ -35,9 +46,14 @@ class Metrics:
 
 
 class PrometheusMetrics(Metrics):
-    """Metrics in a prometheus_client registry of their own."""
+    """Metrics in a prometheus_client registry of their own.
 
-    def __init__(self, url: str | None = None) -> None:
+    ``kinds`` are the kinds that get a label of their own (a worker's handlers, a
+    scheduler's schedules); every other kind is counted as ``other``.
+    """
+
+    def __init__(self, url: str | None = None, kinds: Iterable[str] = ()) -> None:
+        self._kinds = frozenset(kinds)
         self.registry = CollectorRegistry()
         self._jobs = Counter(
             "pgbeat_jobs",
@@ -71,11 +87,16 @@ class PrometheusMetrics(Metrics):
             registry=self.registry,
         )
         if url is not None:
-            self.registry.register(QueueDepthCollector(url))
+            self.registry.register(QueueDepthCollector(url, self.kind_label))
+
+    def kind_label(self, kind: str) -> str:
+        """``kind`` if this process knows it, else ``other``: a bounded set of labels."""
+        return kind if kind in self._kinds else OTHER_KIND
 
     def job_finished(self, kind: str, verdict: str, seconds: float) -> None:
-        self._jobs.labels(kind, verdict).inc()
-        self._duration.labels(kind).observe(seconds)
+        label = self.kind_label(kind)
+        self._jobs.labels(label, verdict).inc()
+        self._duration.labels(label).observe(seconds)
 
     def claimed(self, count: int) -> None:
         self._claims.observe(count)
@@ -96,28 +117,132 @@ class PrometheusMetrics(Metrics):
 
 
 class QueueDepthCollector(Collector):
-    """Reads jobs by status and kind, and the oldest due job's wait, at each scrape."""
+    """Jobs by status and kind, and the oldest due job's wait, read at most every ``every`` s.
 
-    def __init__(self, url: str) -> None:
+    Scrapes within ``every`` seconds of a read reuse it, however many scrapers ask. A read
+    costs at most a few times ``cap`` rows (db/metrics_queries.py); on a larger table the
+    counts it cannot afford to take exactly are estimates, marked by
+    ``pgbeat_queue_jobs_estimated{status}``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        kind_label: Callable[[str], str] = str,
+        *,
+        every: float = DEPTH_EVERY_SECONDS,
+        cap: int = DEPTH_CAP,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._url = url
+        self._kind_label = kind_label
+        self._every = every
+        self._cap = cap
+        self._clock = clock
         self._lock = threading.Lock()
+        self._last: tuple[float, QueueDepth] | None = None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        found = self.depth()
+        if found is None:
+            return
         depth = GaugeMetricFamily(
             "pgbeat_queue_jobs", "Jobs by status and kind.", labels=["status", "kind"]
         )
+        for (status, kind), count in sorted(found.counts.items()):
+            depth.add_metric([status, kind], count)
+        estimated = GaugeMetricFamily(
+            "pgbeat_queue_jobs_estimated",
+            "1 where pgbeat_queue_jobs is an estimate (too many jobs of that status to count).",
+            labels=["status"],
+        )
+        for status in sorted({status for status, _ in found.counts} | found.estimated):
+            estimated.add_metric([status], float(status in found.estimated))
         oldest = GaugeMetricFamily(
             "pgbeat_oldest_due_job_age_seconds",
             "How long the oldest due, unclaimed job has waited.",
         )
-        try:
-            with self._lock, psycopg.connect(self._url, autocommit=True, connect_timeout=3) as conn:
-                for status, kind, count in conn.execute(queries.JOBS_DEPTH):
-                    depth.add_metric([status, kind], float(count))
-                summary: Any = conn.execute(queries.JOBS_SUMMARY).fetchone()
-                oldest.add_metric([], float(summary[1] or 0.0))
-        except psycopg.Error as exc:
-            log.warning("metrics: could not read the queue depth: %s", type(exc).__name__)
-            return
+        oldest.add_metric([], found.oldest_due_age)
         yield depth
+        yield estimated
         yield oldest
+
+    def depth(self) -> QueueDepth | None:
+        """The last read if it is recent, else a new one; None if the database failed."""
+        with self._lock:
+            now = self._clock()
+            if self._last is not None and now - self._last[0] < self._every:
+                return self._last[1]
+            try:
+                with connections.connect(self._url, timeout=3) as conn:
+                    found = read_depth(conn, self._cap, self._kind_label)
+            except (psycopg.Error, DatabaseUnavailable) as exc:
+                log.warning("metrics: could not read the queue depth: %s", type(exc).__name__)
+                return None
+            self._last = (now, found)
+            return found
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """Jobs by (status, kind label); the statuses whose counts are estimates; the oldest wait."""
+
+    counts: dict[tuple[str, str], float]
+    estimated: frozenset[str]
+    oldest_due_age: float
+
+
+def read_depth(
+    conn: psycopg.Connection[Any], cap: int, kind_label: Callable[[str], str] = str
+) -> QueueDepth:
+    """Count the queue, reading a bounded number of rows however large the table is."""
+    rows: list[tuple[str, str, float]]
+    estimated: frozenset[str] = frozenset()
+    total = _scalar(conn, metrics_queries.JOBS_COUNT_UP_TO, {"cap": cap})
+    if total <= cap:
+        rows = conn.execute(metrics_queries.JOBS_DEPTH_ALL).fetchall()
+    else:
+        active = conn.execute(metrics_queries.JOBS_DEPTH_ACTIVE, {"cap": cap}).fetchall()
+        pages = _scalar(conn, metrics_queries.JOBS_PAGES, {})
+        percent = min(100.0, 100.0 * SAMPLE_PAGES / max(pages, 1))
+        sample = conn.execute(metrics_queries.JOBS_DEPTH_SAMPLE, {"percent": percent}).fetchall()
+        rows, estimated = merge_counts(active, sample, 100.0 / percent, cap)
+    oldest = conn.execute(metrics_queries.JOBS_OLDEST_DUE_AGE).fetchone()
+    return QueueDepth(
+        by_kind_label(rows, kind_label),
+        estimated,
+        float(oldest[0] or 0.0) if oldest is not None else 0.0,
+    )
+
+
+def merge_counts(
+    active: Sequence[tuple[str, str, int]],
+    sample: Sequence[tuple[str, str, int]],
+    scale: float,
+    cap: int,
+) -> tuple[list[tuple[str, str, float]], frozenset[str]]:
+    """Exact counts of the states counted below the cap, scaled sample counts of the rest."""
+    totals: dict[str, int] = {}
+    for status, _, count in active:
+        totals[status] = totals.get(status, 0) + count
+    exact = {status for status in ACTIVE_STATUSES if totals.get(status, 0) < cap}
+    rows = [(s, k, float(c)) for s, k, c in active if s in exact]
+    rows += [(s, k, c * scale) for s, k, c in sample if s not in exact]
+    estimated = {s for s, _, _ in sample if s not in exact} | (set(ACTIVE_STATUSES) - exact)
+    return rows, frozenset(estimated)
+
+
+def by_kind_label(
+    rows: Iterable[tuple[str, str, float]], kind_label: Callable[[str], str]
+) -> dict[tuple[str, str], float]:
+    """Counts summed by (status, label): kinds without a label of their own add up under one."""
+    counts: dict[tuple[str, str], float] = {}
+    for status, kind, count in rows:
+        key = (status, kind_label(kind))
+        counts[key] = counts.get(key, 0.0) + float(count)
+    return counts
+
+
+def _scalar(conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]) -> int:
+    row = conn.execute(statement, params).fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 0
