@@ -329,6 +329,8 @@ def database_cut(p: DatabaseCut, workdir: Any) -> ScenarioResult:
         effects={"lost": lost, "running": 0, "rerun_rate": 0.0, "rerun_jobs": 0},
         latest_skipped=len(skipped),
     )
+    result.figures["recovery"] = f"{result.figures.get('recovery')}; catch_up=latest skipped "
+    result.figures["recovery"] += f"{len(skipped)} periods of the cut"
     result.check(lost == 0, f"{lost} jobs not done")
     result.check(not bad, f"inconsistent rows: {bad}")
     result.check(all(a.duplicates == 0 for a in audits.values()), "duplicate periods")
