@@ -254,6 +254,26 @@ def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
     assert seen == [{"v": 1}, {"v": 2}]
 
 
+def test_a_superseded_job_released_at_shutdown_is_not_run_again(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    registry = pgbeat.Registry()
+
+    @registry.handler("remind")
+    def handler(payload: Any, job: pgbeat.JobContext) -> None:
+        job.cancelled.wait(10)  # still running when the worker stops
+
+    first = remind(conn, {"v": 1})
+    settings = pgbeat.WorkerSettings(grace=timedelta(milliseconds=200), lease=LEASE)
+    with RunningWorker(pgbeat.Worker(database_url, registry, settings)):
+        wait_until(lambda: row(conn, first)["status"] == "running")
+        newer = remind(conn, {"v": 2}, delay=HOUR, on_conflict="replace")
+    released = row(conn, first)
+    assert released["status"] == "cancelled"
+    assert released["last_error"].endswith("; released at shutdown")
+    assert live_rows(conn) == [(newer, "pending")]
+
+
 def wait_until(condition: Any) -> None:
     wait_for(condition, timeout=15)
 
@@ -445,6 +465,19 @@ def test_retry_failed_revives_one_job_per_key_and_none_whose_key_is_live(
     pgbeat.cancel(conn, "remind", "b")
     admin.retry_job(conn, taken)  # the key is free again
     assert row(conn, taken)["status"] == "pending"
+
+
+def test_cli_retry_failed_reports_the_jobs_whose_key_is_live(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    failed_keyed(conn, "a", {})
+    failed_keyed(conn, "a", {})
+    result = run_cli(["jobs", "retry", "--failed"], database_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "1 failed jobs back to pending",
+        "1 stay failed: one job per job key comes back, if none is live",
+    ]
 
 
 def test_a_revived_superseded_job_holds_its_key_again(conn: psycopg.Connection[Any]) -> None:

@@ -238,8 +238,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
             print(f"{len(retried.ids)} failed jobs back to pending")
             if retried.kept:
                 print(
-                    f"{retried.kept} stay failed: a live job holds their job key "
-                    "(or a newer failed one of the key came back)"
+                    f"{retried.kept} stay failed: one job per job key comes back, if none is live"
                 )
             return 0
         admin.retry_job(conn, args.id)
