@@ -101,8 +101,9 @@ def check_keyed(
 def enqueue_plan(jobs: Sequence[KeyedJob]) -> Plan[dict[Key, int]]:
     """Enqueue keyed jobs; returns the id of each key's live job that was inserted or updated.
 
-    A key repeated in ``jobs`` keeps its last occurrence. Keys go to the database sorted, so
-    two batches that share keys lock their rows in the same order and cannot deadlock.
+    A key repeated in ``jobs`` keeps its last occurrence. Keys go to the database sorted
+    (one statement per on_conflict mode), so two batches of one mode that share keys lock
+    their rows in the same order and do not deadlock.
     """
     last = {job.key: job for job in jobs}
     groups: dict[tuple[str, timedelta | None], list[KeyedJob]] = {}
