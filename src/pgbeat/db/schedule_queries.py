@@ -11,26 +11,31 @@ from typing import LiteralString
 
 # -- definitions ----------------------------------------------------------------------------
 
-# Every live schedule, with the snapshot's xmin: later changes are those of transactions from
-# that xmin on (SCHEDULES_CHANGED). A full scan, at a replica's start. Always at least one
-# row: the snapshot's.
+# Every live schedule, with the snapshot the rows were read in: its xmax and the
+# transactions in progress (xip), whose changes were not visible yet (SCHEDULES_CHANGED).
+# A full scan, at a replica's start. Always at least one row: the snapshot's.
 SCHEDULES_ALL: LiteralString = """
-SELECT snapshot.xmin::text AS snapshot_xmin,
+SELECT pg_snapshot_xmax(snapshot.taken)::text AS snapshot_xmax,
+       ARRAY(SELECT pg_snapshot_xip(snapshot.taken))::text[] AS snapshot_xip,
        name, source, kind, cron, every, timezone, payload, max_attempts, catch_up,
        catch_up_window, overlap, jitter, definition_hash, file_hash, paused, paused_at,
        paused_by, resumed_at, created_at, updated_at, updated_by, deleted_at
-FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS snapshot
+FROM (SELECT pg_current_snapshot() AS taken) AS snapshot
 LEFT JOIN pgbeat_schedules ON deleted_at IS NULL"""
 
-# The rows written by transactions from %(since)s on (pgbeat_schedules_changed), tombstones
-# included, and the new xmin to ask from next time. Always at least one row: the snapshot's.
+# The rows changed since the previous look: written by a transaction that was in progress
+# then (xip) or began after it (>= xmax). Exact, and independent of how long unrelated
+# transactions run (pgbeat_schedules_changed). Tombstones included; always at least one
+# row: the new snapshot's.
 SCHEDULES_CHANGED: LiteralString = """
-SELECT snapshot.xmin::text AS snapshot_xmin,
+SELECT pg_snapshot_xmax(snapshot.taken)::text AS snapshot_xmax,
+       ARRAY(SELECT pg_snapshot_xip(snapshot.taken))::text[] AS snapshot_xip,
        name, source, kind, cron, every, timezone, payload, max_attempts, catch_up,
        catch_up_window, overlap, jitter, definition_hash, file_hash, paused, paused_at,
        paused_by, resumed_at, created_at, updated_at, updated_by, deleted_at
-FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS snapshot
-LEFT JOIN pgbeat_schedules ON changed_xid >= %(since)s::xid8"""
+FROM (SELECT pg_current_snapshot() AS taken) AS snapshot
+LEFT JOIN pgbeat_schedules
+  ON changed_xid >= %(xmax)s::xid8 OR changed_xid = ANY(%(xip)s::xid8[])"""
 
 # One schedule, live or not (primary key).
 SCHEDULES_ONE: LiteralString = """
@@ -182,49 +187,53 @@ ORDER BY s.name"""
 # Claims the periods of one tick in pgbeat_schedule_history and inserts the jobs of those it
 # enqueues, in one statement. Each period (schedule, fire time, run time after jitter, key,
 # kind, the definition hash it was computed from, whether the catch-up policy dropped it,
-# its template) joins its schedule's row (primary key): a period of a definition that
-# changed or went since the replica computed it is dropped. Its outcome is decided here:
+# whether an earlier due period of its schedule is in this tick, its template) joins its
+# schedule's row (primary key): a period of a definition that changed or went since the
+# replica computed it is dropped (compared after the join: as a join condition, two
+# equalities on unique values made the planner expect one row and join 10,000 periods in
+# a nested loop, for minutes). Its outcome is decided here:
 # skipped (paused), missed (catch-up), skipped (overlap: the schedule has a pending or
 # running job, jobs_live_schedule, or an earlier period of this tick), else enqueued. The
 # history row is the period's claim (pgbeat_schedule_history_period): the first replica
 # to write it decides, and only the rows this statement wrote get a job, whose id comes
-# from the jobs sequence up front so the row can name it. A missed period that another
-# replica then finds on time becomes enqueued. Rows go in (schedule, fire time) order so
-# replicas lock them alike. NOT EXISTS, OFFSET 0 and ON CONFLICT on jobs as in
-# JOBS_INSERT_PERIODS (a job of the period may exist without history: an older pgbeat).
+# from the jobs sequence up front so the row can name it (and the job find its period by
+# that id). A missed period that another replica then finds on time becomes enqueued.
+# Rows go in (schedule, fire time) order so replicas lock them alike. NOT EXISTS, OFFSET 0
+# and ON CONFLICT on jobs as in JOBS_INSERT_PERIODS (a job of the period may exist without
+# history: one an older pgbeat inserted).
 HISTORY_CLAIM_PERIODS: LiteralString = """
 WITH period AS (
-    SELECT p.*, s.paused, s.overlap, s.catch_up,
-           row_number() OVER (PARTITION BY p.schedule, p.missed ORDER BY p.fire_epoch) AS nth
+    SELECT p.*, s.paused, s.overlap, s.catch_up, s.definition_hash = p.definition_hash AS current
     FROM unnest(%(schedules)s::text[], %(fire_epochs)s::float8[], %(run_epochs)s::float8[],
                 %(unique_keys)s::text[], %(kinds)s::text[], %(hashes)s::text[],
-                %(missed)s::bool[], %(templates)s::int[])
+                %(missed)s::bool[], %(later)s::bool[], %(templates)s::int[])
          AS p(schedule, fire_epoch, run_epoch, unique_key, kind, definition_hash, missed,
-              template)
-    JOIN pgbeat_schedules AS s
-      ON s.name = p.schedule AND s.definition_hash = p.definition_hash
-     AND s.deleted_at IS NULL
-), decided AS (
+              later, template)
+    JOIN pgbeat_schedules AS s ON s.name = p.schedule AND s.deleted_at IS NULL
+), reasoned AS (
     SELECT period.*, CASE
         WHEN paused THEN 'paused'
         WHEN missed THEN 'catch_up=' || catch_up
-        WHEN overlap = 'skip' AND (nth > 1 OR EXISTS (
+        WHEN overlap = 'skip' AND (later OR EXISTS (
             SELECT FROM jobs AS j
             WHERE split_part(j.unique_key, '@', 1) = period.schedule AND j.kind = period.kind
               AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')))
         THEN 'overlap'
     END AS reason
-    FROM period
+    FROM period WHERE current
+), decided AS (
+    SELECT reasoned.*,
+           CASE WHEN reason IS NULL
+                THEN nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) END
+               AS job_id
+    FROM reasoned
 ), claimed AS (
     INSERT INTO pgbeat_schedule_history AS h (schedule, fire_at, outcome, reason, job_id,
                                              inserted_by)
     SELECT schedule, to_timestamp(fire_epoch),
            CASE WHEN reason IS NULL THEN 'enqueued'
                 WHEN missed AND NOT paused THEN 'missed' ELSE 'skipped' END,
-           reason,
-           CASE WHEN reason IS NULL
-                THEN nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) END,
-           %(by)s
+           reason, job_id, %(by)s
     FROM decided
     ORDER BY schedule, fire_epoch
     ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO UPDATE
@@ -235,10 +244,10 @@ WITH period AS (
 ), inserted AS (
     INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until)
     OVERRIDING SYSTEM VALUE
-    SELECT c.job_id, d.kind, t.payload, to_timestamp(d.run_epoch), d.unique_key,
+    SELECT d.job_id, d.kind, t.payload, to_timestamp(d.run_epoch), d.unique_key,
            t.max_attempts, to_timestamp(d.run_epoch + t.keep_seconds)
     FROM claimed AS c
-    JOIN decided AS d ON d.schedule = c.schedule AND to_timestamp(d.fire_epoch) = c.fire_at
+    JOIN decided AS d ON d.job_id = c.job_id
     JOIN unnest(%(template_numbers)s::int[], %(payloads)s::jsonb[], %(max_attempts)s::int[],
                 %(keep_seconds)s::float8[])
          AS t(template, payload, max_attempts, keep_seconds) ON t.template = d.template

@@ -5,10 +5,12 @@ tick finds all of them due or none, so they share one computation of their fire 
 one next fire time. Groups wait in a heap by their next fire, so a tick with nothing due
 costs a look at the heap's top, however many schedules there are.
 
-The copy follows the table by asking for the rows written since the oldest transaction the
-previous look could not see (``pg_snapshot_xmin``): a change is seen once it commits, also
-one made in a transaction that began long before. Deleted schedules stay as tombstones long
-enough to be seen going. A schedule that is new or changed starts in a group of its own,
+The copy follows the table by asking for the rows written by the transactions that the
+previous look could not see: those in progress then and those begun since (from that
+look's ``pg_current_snapshot()``). A change is seen once it commits, also one made in a
+transaction that began long before, and a long transaction elsewhere on the server does
+not make every look read old rows again. Deleted schedules stay as tombstones long enough
+to be seen going. A schedule that is new or changed starts in a group of its own,
 with no last tick (its first tick looks back over its catch-up window, as a restarted
 replica would), and joins its policy's group after that tick.
 """
@@ -168,7 +170,7 @@ class Catalog:
         self._heap: list[tuple[datetime, int, Group]] = []
         self._order = itertools.count()
         self.templates = _Templates()
-        self.snapshot_xmin: str | None = None
+        self.snapshot: tuple[str, list[str]] | None = None  # (xmax, xip) of the last look
         self.invalid: dict[str, str] = {}  # rows that do not validate, and why
 
     def __len__(self) -> int:
@@ -190,7 +192,7 @@ class Catalog:
         return None if member is None else member.kind
 
     def load(self, conn: psycopg.Connection[Any]) -> None:
-        """Replace the copy with every live row of the table (at start, after an outage)."""
+        """Replace the copy with every live row of the table (at start)."""
         self._reset()
         # streamed (a server-side cursor): the whole result at once would double the memory
         with (
@@ -200,20 +202,21 @@ class Catalog:
             cursor.itersize = 2000
             cursor.execute(q.SCHEDULES_ALL)
             for row in cursor:
-                self.snapshot_xmin = row["snapshot_xmin"]
+                self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 if row["name"] is not None:
                     self._apply(row)
 
     def refresh(self, conn: psycopg.Connection[Any]) -> int:
         """Apply the rows written since the last look; return how many schedules changed."""
-        if self.snapshot_xmin is None:
+        if self.snapshot is None:
             self.load(conn)
             return len(self)
+        xmax, xip = self.snapshot
         changed = 0
         with conn.cursor(row_factory=dict_row) as cursor:
-            cursor.execute(q.SCHEDULES_CHANGED, {"since": self.snapshot_xmin})
+            cursor.execute(q.SCHEDULES_CHANGED, {"xmax": xmax, "xip": xip})
             for row in cursor:
-                self.snapshot_xmin = row["snapshot_xmin"]
+                self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 if row["name"] is not None:
                     changed += self._apply(row)
         return changed

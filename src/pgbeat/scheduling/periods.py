@@ -9,7 +9,7 @@ column is one array literal) and reads its answer back, period by period.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -47,6 +47,7 @@ class PeriodBatch:
         self._kinds: list[str] = []
         self._hashes: list[str] = []
         self._missed: list[str] = []
+        self._later: list[str] = []  # "t": an earlier due period of its schedule is in the batch
         self._template_of: list[str] = []
         self._used: set[int] = set()
         self._overlap: set[str] = set()  # schedules whose claims must take turns
@@ -65,10 +66,14 @@ class PeriodBatch:
                 late = [f for f in outside(missed, member.gaps) if f > member.created_at]
                 self._append(member, late, missed=True)
 
-    def _append(self, member: Member, fires: Iterable[datetime], *, missed: bool) -> None:
+    def _append(self, member: Member, fires: Sequence[datetime], *, missed: bool) -> None:
         flag = "t" if missed else "f"
         template = str(member.template)
         prefix = member.name + "@"
+        if not missed and fires:
+            self._later += ["f"] + ["t"] * (len(fires) - 1)  # due fires come oldest first
+        elif fires:
+            self._later += ["f"] * len(fires)
         for fire in fires:
             suffix, epoch = self._write(fire)
             self._schedules.append(member.name)
@@ -170,6 +175,7 @@ class PeriodBatch:
             "kinds": text_array(self._kinds),
             "hashes": text_array(self._hashes),
             "missed": number_array(self._missed),
+            "later": number_array(self._later),
             "templates": number_array(self._template_of),
             "template_numbers": number_array([str(number) for number in numbers]),
             "payloads": text_array([t.payload for t in used]),
