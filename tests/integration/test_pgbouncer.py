@@ -135,6 +135,23 @@ def test_claim_complete_and_retry_through_pgbouncer(pooled_url: str) -> None:
         assert {row[0] for row in attempts} == {3}
 
 
+def test_listen_url_wakes_a_pooled_worker(
+    pooled_url: str, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claims through pgbouncer, LISTEN on the direct URL: a new job is picked up at once,
+    not at the next poll (30 s here)."""
+    monkeypatch.setenv("PGBEAT_LISTEN_URL", database_url)
+    registry = pgbeat.Registry()
+    registry.register("k", lambda payload: None)
+    running = RunningWorker(pooled_url, registry, poll_interval=timedelta(seconds=30))
+    with pooled_connection(pooled_url) as conn, running as worker:
+        assert worker._listener is not None
+        assert poll_until(worker._listener.connected.is_set, 10)
+        time.sleep(0.3)  # the worker's first poll found nothing; the next is in 30 s
+        pgbeat.enqueue(conn, "k")
+        wait_for(lambda: statuses(conn) == {"done": 1}, timeout=5, message="woken")
+
+
 def test_reaper_through_pgbouncer(pooled_url: str) -> None:
     """A job whose worker vanished (lease expired) is reaped and run again, through the pooler;
     the vanished run's late completion is fenced out by its attempt."""

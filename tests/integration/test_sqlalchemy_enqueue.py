@@ -11,12 +11,14 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
 import pgbeat
+from tests.helpers import statuses
 
 sqlalchemy = pytest.importorskip("sqlalchemy")
 from sqlalchemy import text  # noqa: E402
@@ -205,3 +207,31 @@ def test_importing_pgbeat_imports_no_framework() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_schedules_and_job_keys_join_the_session(
+    database_url: str, engine: Any, conn: psycopg.Connection[Any]
+) -> None:
+    """upsert_schedule and the job-key calls take a Session too, in its transaction."""
+    with Session(engine) as session:
+        assert pgbeat.upsert_schedule(session, "nightly", cron="0 2 * * *") == "created"
+        session.rollback()
+    with Session(engine) as session, session.begin():
+        assert pgbeat.upsert_schedule(session, "nightly", cron="0 2 * * *") == "created"
+        pgbeat.enqueue(session, "remind", job_key="user-1", delay=timedelta(hours=1))
+    with Session(engine) as session, session.begin():
+        assert pgbeat.cancel(session, "remind", "user-1")
+        session.rollback()  # the cancel goes with it
+    names = [row[0] for row in conn.execute("SELECT name FROM pgbeat_schedules")]
+    assert names == ["nightly"]
+    assert statuses(conn) == {"pending": 1}
+
+    async def go() -> None:
+        async_engine = create_async_engine(sqlalchemy_url(database_url))
+        async with AsyncSession(async_engine) as session, session.begin():
+            assert await pgbeat.delete_schedule(session, "nightly")
+        await async_engine.dispose()
+
+    asyncio.run(go())
+    live = conn.execute("SELECT count(*) FROM pgbeat_schedules WHERE deleted_at IS NULL")
+    assert live.fetchone() == (0,)  # deleted (the row stays, marked, for its history)
