@@ -11,53 +11,20 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 import pgbeat
 from pgbeat.db.migrate import available_migrations
-from tests.conftest import with_database
 from tests.helpers import wait_for
+from tests.integration.conftest import DJANGO_PROJECT
 
-django = pytest.importorskip("django")
+pytest.importorskip("django")
 
-PROJECT = Path(__file__).resolve().parents[1] / "django_project"
+PROJECT = DJANGO_PROJECT
 ROOT = PROJECT.parents[1]
-
-
-@pytest.fixture(scope="module")
-def django_database(server_url: str) -> Iterator[str]:
-    """A database for the project, migrated by ``manage.py migrate`` (in this process)."""
-    name = f"pgbeat_django_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(server_url, name)
-    os.environ["PGBEAT_DJANGO_DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "shopsite.settings"
-    sys.path.insert(0, str(PROJECT))  # the project's apps sit beside its manage.py
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connections
-
-    call_command("migrate", verbosity=0)
-    yield url
-    connections.close_all()
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def db(django_database: str) -> Iterator[psycopg.Connection[Any]]:
-    """An outside view of the project's database, emptied before each test."""
-    with psycopg.connect(django_database, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs, shop_order")
-        yield conn
 
 
 def committed(conn: psycopg.Connection[Any]) -> tuple[list[str], int]:
@@ -68,29 +35,29 @@ def committed(conn: psycopg.Connection[Any]) -> tuple[list[str], int]:
     return kinds, orders[0]
 
 
-def test_migrate_applies_pgbeat_schema(db: psycopg.Connection[Any]) -> None:
-    applied = [row[0] for row in db.execute("SELECT version FROM pgbeat_migrations ORDER BY 1")]
+def test_migrate_applies_pgbeat_schema(django_db: psycopg.Connection[Any]) -> None:
+    applied = [r[0] for r in django_db.execute("SELECT version FROM pgbeat_migrations ORDER BY 1")]
     assert applied == [m.version for m in available_migrations()]
 
 
-def test_atomic_commit_keeps_both_and_rollback_neither(db: psycopg.Connection[Any]) -> None:
+def test_atomic_commit_keeps_both_and_rollback_neither(django_db: psycopg.Connection[Any]) -> None:
     from django.db import connection, transaction
     from shop.models import Order
 
     with transaction.atomic():
         order = Order.objects.create(email="a@example.com")
         job_id = pgbeat.enqueue(connection, "order_confirmation", {"order_id": order.id})
-        assert committed(db) == ([], 0)  # not visible before the commit
+        assert committed(django_db) == ([], 0)  # not visible before the commit
     assert isinstance(job_id, int)
-    assert committed(db) == (["order_confirmation"], 1)
+    assert committed(django_db) == (["order_confirmation"], 1)
     with pytest.raises(RuntimeError), transaction.atomic():
         Order.objects.create(email="b@example.com")
         pgbeat.enqueue(connection, "order_confirmation", {"order_id": 0})
         raise RuntimeError("the view failed after the enqueue")
-    assert committed(db) == (["order_confirmation"], 1)
+    assert committed(django_db) == (["order_confirmation"], 1)
 
 
-def test_nested_atomic_rolled_back_removes_its_job(db: psycopg.Connection[Any]) -> None:
+def test_nested_atomic_rolled_back_removes_its_job(django_db: psycopg.Connection[Any]) -> None:
     from django.db import connection, transaction
 
     with transaction.atomic():
@@ -99,20 +66,20 @@ def test_nested_atomic_rolled_back_removes_its_job(db: psycopg.Connection[Any]) 
             pgbeat.enqueue_many(connection, [pgbeat.NewJob("inner"), pgbeat.NewJob("inner")])
             raise RuntimeError("rolls back to the savepoint")
         pgbeat.enqueue(connection, "after")
-    assert committed(db) == (["outer", "after"], 0)
+    assert committed(django_db) == (["outer", "after"], 0)
 
 
-def test_outside_atomic_the_job_commits_at_once(db: psycopg.Connection[Any]) -> None:
+def test_outside_atomic_the_job_commits_at_once(django_db: psycopg.Connection[Any]) -> None:
     """Django runs in autocommit outside atomic(): the job commits like Django's own queries."""
     from django.db import connection
 
     pgbeat.enqueue(connection, "autocommitted")
-    assert committed(db) == (["autocommitted"], 0)
+    assert committed(django_db) == (["autocommitted"], 0)
 
 
 @pytest.mark.slow
 def test_manage_py_pgbeat_worker_runs_the_apps_handlers(
-    db: psycopg.Connection[Any], django_database: str
+    django_db: psycopg.Connection[Any], django_database: str
 ) -> None:
     from django.db import connection, transaction
     from shop.models import Order
@@ -141,5 +108,5 @@ def test_manage_py_pgbeat_worker_runs_the_apps_handlers(
         worker.send_signal(signal.SIGTERM)
         output, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0, output
-    status = db.execute("SELECT status FROM jobs").fetchone()
+    status = django_db.execute("SELECT status FROM jobs").fetchone()
     assert status == ("done",), output

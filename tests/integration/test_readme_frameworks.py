@@ -16,7 +16,6 @@ import psycopg
 import pytest
 
 from tests.helpers import statuses
-from tests.integration.test_django import db, django_database  # noqa: F401 (fixtures)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PLACEHOLDER = "postgresql+psycopg://app@db/app"
@@ -76,12 +75,12 @@ def test_flask_snippet(database_url: str, conn: psycopg.Connection[Any]) -> None
     assert jobs(conn) == [("welcome_email", {"user_id": first.json["id"]})]  # type: ignore[index]
 
 
-def test_django_snippet(db: psycopg.Connection[Any]) -> None:  # noqa: F811
+def test_django_snippet(django_db: psycopg.Connection[Any]) -> None:
     from django.db import IntegrityError
     from django.test import RequestFactory
 
     view = run_snippet("django", "")["place_order"]
-    db.execute(
+    django_db.execute(
         "ALTER TABLE shop_order ADD CONSTRAINT email_once UNIQUE (email)"
         " DEFERRABLE INITIALLY DEFERRED"
     )
@@ -90,8 +89,8 @@ def test_django_snippet(db: psycopg.Connection[Any]) -> None:  # noqa: F811
         with pytest.raises(IntegrityError):  # fails at COMMIT, after the enqueue
             view(RequestFactory().post("/orders", {"email": "a@example.com"}))
     finally:
-        db.execute("ALTER TABLE shop_order DROP CONSTRAINT email_once")
+        django_db.execute("ALTER TABLE shop_order DROP CONSTRAINT email_once")
     assert first.status_code == 200
     order_id = int(first.content.decode().split(":")[1].strip(" }"))
-    assert jobs(db) == [("order_confirmation", {"order_id": order_id})]
-    assert statuses(db) == {"pending": 1}
+    assert jobs(django_db) == [("order_confirmation", {"order_id": order_id})]
+    assert statuses(django_db) == {"pending": 1}

@@ -1,0 +1,53 @@
+"""Fixtures of the Django project in tests/django_project, shared by the tests that use it.
+
+Django is set up once per process (its settings are read once), so the project's database
+is the session's: created and migrated by ``manage.py migrate`` on first use, emptied
+before each test by ``django_db``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.conftest import with_database
+
+DJANGO_PROJECT = Path(__file__).resolve().parents[1] / "django_project"
+
+
+@pytest.fixture(scope="session")
+def django_database(server_url: str) -> Iterator[str]:
+    """The Django project's database, migrated by ``manage.py migrate`` (in this process)."""
+    django = pytest.importorskip("django")
+    name = f"pgbeat_django_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = with_database(server_url, name)
+    os.environ["PGBEAT_DJANGO_DATABASE_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "shopsite.settings"
+    sys.path.insert(0, str(DJANGO_PROJECT))  # the project's apps sit beside its manage.py
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    call_command("migrate", verbosity=0)
+    yield url
+    connections.close_all()
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def django_db(django_database: str) -> Iterator[psycopg.Connection[Any]]:
+    """An outside view of the project's database, emptied before each test."""
+    with psycopg.connect(django_database, autocommit=True) as conn:
+        conn.execute("TRUNCATE jobs, shop_order")
+        yield conn
