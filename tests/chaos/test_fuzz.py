@@ -296,6 +296,31 @@ kinds = st.one_of(st.text(min_size=1, max_size=20), st.sampled_from(["a\x00b", "
 ENQUEUE_ERRORS = (ValueError, psycopg.Error)  # what enqueue may raise on bad input
 
 
+def storable(value: Any) -> bool:
+    """Whether PostgreSQL can hold ``value`` as jsonb (or a text column): the oracle.
+
+    Written from PostgreSQL's rules, not from pgbeat's code: jsonb has no NaN or infinity,
+    and no text can hold NUL or a lone surrogate. Anything else must be stored.
+    """
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return "\x00" not in value and _encodable(value)
+    if isinstance(value, list):
+        return all(storable(item) for item in value)
+    if isinstance(value, dict):
+        return all(storable(key) and storable(item) for key, item in value.items())
+    return value is None or isinstance(value, bool | int)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def same_json(stored: Any, sent: Any) -> bool:
     """Equal as JSON: jsonb keeps numbers as numeric, so 1e16 comes back as an int."""
     if isinstance(sent, dict):
@@ -340,7 +365,10 @@ def test_enqueue_stores_the_payload_or_raises_cleanly_without_a_write(
     except ENQUEUE_ERRORS as error:
         assert str(error).strip(), type(error)
         assert job_count(conn) == before, "a failed enqueue left a row"
+        # Positive control: what PostgreSQL can store, enqueue must store.
+        assert not (storable(kind) and storable(payload)), (kind, payload, error)
         return
+    assert storable(kind) and storable(payload), "stored what PostgreSQL cannot hold"
     row = conn.execute("SELECT kind, payload FROM jobs WHERE id = %s", (job_id,)).fetchone()
     assert row is not None and row[0] == kind
     assert same_json(row[1], {} if payload is None else payload), (row[1], payload)
@@ -356,9 +384,11 @@ def test_enqueue_many_is_all_or_nothing(
     before = job_count(conn)
     try:
         ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob(kind, payload) for kind, payload in jobs])
-    except ENQUEUE_ERRORS:
+    except ENQUEUE_ERRORS as error:
         assert job_count(conn) == before, "a failed enqueue_many left rows"
+        assert not all(storable(k) and storable(p) for k, p in jobs), (jobs, error)
         return
+    assert all(storable(k) and storable(p) for k, p in jobs)
     assert len(ids) == len(jobs) and job_count(conn) == before + len(jobs)
 
 
@@ -366,6 +396,13 @@ def cli_payloads() -> st.SearchStrategy[str]:
     as_json = json_values.map(lambda v: json.dumps(v, ensure_ascii=False))
     escaped = json_values.map(json.dumps)  # \u0000 and friends as JSON escapes
     return st.one_of(as_json, escaped, st.text(max_size=30))
+
+
+def _storable_json(text: str) -> bool:
+    try:
+        return storable(json.loads(text))
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply
+        return False
 
 
 def argv_safe(text: str) -> bool:
@@ -395,7 +432,11 @@ def test_cli_enqueue_exits_0_or_1_in_one_line_without_a_partial_write(
     if result.returncode == 1:
         assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
         assert job_count(conn) == before, "exit 1 yet a row was inserted"
+        # Positive control: a good kind and payload must go in (a wrong URL, a broken
+        # enqueue would otherwise pass as "one line, exit 1" every time).
+        assert not (storable(kind) and _storable_json(payload)), result.stderr
         return
+    assert storable(kind) and _storable_json(payload)
     job_id = int(result.stdout)
     row = conn.execute("SELECT kind, payload FROM jobs WHERE id = %s", (job_id,)).fetchone()
     loaded = json.loads(payload)

@@ -80,4 +80,17 @@ def test_pgbeat_run_demo_from_a_fresh_clone(fresh_install: Path, tmp_path: Path)
     assert "failed in" in output and "retry in" in output  # the flaky provider retried
     assert "Traceback" not in final
     assert (workdir / ".pgbeat" / "PG_VERSION").exists()
-    assert str(fresh_install.parents[1]) in str(pgbeat)
+    # The pgbeat that ran is the clone's: its script runs the new venv's python, which (in
+    # the same directory and environment) imports pgbeat from the clone, not this checkout.
+    assert pgbeat.read_text().splitlines()[0] == f"#!{fresh_install}"
+    imported = subprocess.run(
+        [str(fresh_install), "-c", "import pgbeat; print(pgbeat.__file__)"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    clone = fresh_install.parents[2] / "pgbeat"  # base/venv/bin/python -> base/pgbeat
+    assert Path(imported).resolve().is_relative_to(clone / "src"), imported

@@ -9,6 +9,7 @@ import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -176,13 +177,30 @@ def test_metrics_scrape_shows_a_completed_job(
 def test_json_logs_carry_job_fields_and_no_password(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
+    parts = urlsplit(database_url)
+    if parts.scheme not in ("postgres", "postgresql") or parts.hostname is None:
+        pytest.skip("needs a URL with a user part (DATABASE_URL, trust authentication)")
+    # The test servers trust local logins, so any password connects: pgbeat must not print it.
+    secret = "s3cret-of-the-json-logs"
+    netloc = f"{parts.username or 'postgres'}:{secret}@{parts.hostname}"
+    url = urlunsplit(parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else "")))
     pgbeat.enqueue(conn, "noop", {})
-    worker = start_cli(["worker", APP, "--log-format", "json"], database_url, cwd=ROOT)
+    worker = start_cli(["worker", APP, "--log-format", "json"], url, cwd=ROOT)
     try:
         wait_for(lambda: statuses(conn) == {"done": 1}, timeout=30, message="job done")
         wait_for(lambda: '"outcome": "done"' in worker.output(), message="log line")
+        # Lose the database: the reconnect is logged with the URL it retries (redacted).
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name LIKE 'pgbeat-%'"
+        )
+        pgbeat.enqueue(conn, "noop", {})
+        wait_for(lambda: statuses(conn) == {"done": 2}, timeout=30, message="second job done")
+        wait_for(lambda: "retrying" in worker.output(), message="the lost database logged")
     finally:
         output = worker.stop(signal.SIGTERM)
+    assert secret not in output
+    assert ":***@" in output  # the URL was logged, its password replaced
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     done = [line for line in lines if line.get("outcome") == "done"]
     assert done and done[0]["kind"] == "noop" and done[0]["attempt"] == 1
