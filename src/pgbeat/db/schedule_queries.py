@@ -189,9 +189,9 @@ ORDER BY s.name"""
 # kind, the definition hash it was computed from, whether the catch-up policy dropped it,
 # whether an earlier due period of its schedule is in this tick, its template) joins its
 # schedule's row (primary key): a period of a definition that changed or went since the
-# replica computed it is dropped (compared after the join: as a join condition, two
-# equalities on unique values made the planner expect one row and join 10,000 periods in
-# a nested loop, for minutes). Its outcome is decided here:
+# replica computed it is dropped (compared after the join, behind MATERIALIZED: as a join
+# condition, two equalities on unique values made the planner expect one row and join
+# 10,000 periods in a nested loop, for minutes). Its outcome is decided here:
 # skipped (paused), missed (catch-up), skipped (overlap: the schedule has a pending or
 # running job, jobs_live_schedule, or an earlier period of this tick), else enqueued. The
 # history row is the period's claim (pgbeat_schedule_history_period): the first replica
@@ -202,7 +202,7 @@ ORDER BY s.name"""
 # and ON CONFLICT on jobs as in JOBS_INSERT_PERIODS (a job of the period may exist without
 # history: one an older pgbeat inserted).
 HISTORY_CLAIM_PERIODS: LiteralString = """
-WITH period AS (
+WITH period AS MATERIALIZED (
     SELECT p.*, s.paused, s.overlap, s.catch_up, s.definition_hash = p.definition_hash AS current
     FROM unnest(%(schedules)s::text[], %(fire_epochs)s::float8[], %(run_epochs)s::float8[],
                 %(unique_keys)s::text[], %(kinds)s::text[], %(hashes)s::text[],
@@ -247,12 +247,11 @@ WITH period AS (
     SELECT d.job_id, d.kind, t.payload, to_timestamp(d.run_epoch), d.unique_key,
            t.max_attempts, to_timestamp(d.run_epoch + t.keep_seconds)
     FROM claimed AS c
-    JOIN decided AS d ON d.job_id = c.job_id
+    JOIN decided AS d ON d.job_id = c.job_id  -- only enqueued periods have a job id
     JOIN unnest(%(template_numbers)s::int[], %(payloads)s::jsonb[], %(max_attempts)s::int[],
                 %(keep_seconds)s::float8[])
          AS t(template, payload, max_attempts, keep_seconds) ON t.template = d.template
-    WHERE c.outcome = 'enqueued'
-      AND NOT EXISTS (
+    WHERE NOT EXISTS (
           SELECT FROM jobs AS x WHERE x.kind = d.kind AND x.unique_key = d.unique_key OFFSET 0
       )
     ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
