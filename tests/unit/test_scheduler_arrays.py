@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -30,8 +31,22 @@ def test_number_array() -> None:
     assert number_array([]) == "{}"
 
 
-def test_a_key_is_the_schedule_prefix_plus_the_fire_time_suffix() -> None:
+BERLIN, NEW_YORK_WINTER = ZoneInfo("Europe/Berlin"), timezone(timedelta(hours=-5))
+
+
+@pytest.mark.parametrize(
+    ("fire", "key"),
+    [
+        (datetime(2026, 3, 29, 1, 0, tzinfo=UTC), "daily_report@2026-03-29T01:00:00Z"),
+        # the same instant in Berlin's summer time: keys are in UTC
+        (datetime(2026, 3, 29, 3, 0, tzinfo=BERLIN), "daily_report@2026-03-29T01:00:00Z"),
+        # fractions of a second are dropped
+        (datetime(2026, 12, 31, 23, 59, 59, 999999, UTC), "daily_report@2026-12-31T23:59:59Z"),
+        (datetime(2026, 1, 1, 0, 0, tzinfo=NEW_YORK_WINTER), "daily_report@2026-01-01T05:00:00Z"),
+    ],
+)  # fmt: skip
+def test_a_key_is_the_schedule_name_and_the_fire_time_in_utc(fire: datetime, key: str) -> None:
+    """Written out by hand: every replica, and every version of pgbeat, derives these keys."""
     schedule = Schedule(name="daily_report", kind="report", every="1h")
-    fire = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
-    assert unique_key_prefix(schedule) + unique_key_suffix(fire) == unique_key(schedule, fire)
-    assert unique_key(schedule, fire) == "daily_report@2026-03-29T01:00:00Z"
+    assert unique_key(schedule, fire) == key
+    assert unique_key_prefix(schedule) + unique_key_suffix(fire) == key
