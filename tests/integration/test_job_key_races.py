@@ -348,6 +348,7 @@ def test_cancel_racing_claims(pool: list[psycopg.Connection[Any]]) -> None:
         seen[cancel_or_claim(pool, f"cancel-{round_number}", ending, rng)] += 1
     assert_invariants(pool[0])
     assert all(seen.values()), f"one side always won: {seen}"
+    print(f"cancel racing a claim: {seen}")  # shown with -s
 
 
 def cancel_or_claim(
