@@ -191,7 +191,9 @@ ORDER BY s.name"""
 # schedule's row (primary key): a period of a definition that changed or went since the
 # replica computed it is dropped (compared after the join, behind MATERIALIZED: as a join
 # condition, two equalities on unique values made the planner expect one row and join
-# 10,000 periods in a nested loop, for minutes). Its outcome is decided here:
+# 10,000 periods in a nested loop, for minutes). Periods already decided are dropped first,
+# one probe each (pgbeat_schedule_history_period): a replica that comes second does little.
+# Its outcome is decided here:
 # skipped (paused), missed (catch-up), skipped (overlap: the schedule has a pending or
 # running job, jobs_live_schedule, or an earlier period of this tick), else enqueued. The
 # history row is the period's claim (pgbeat_schedule_history_period): the first replica
@@ -210,6 +212,11 @@ WITH period AS MATERIALIZED (
          AS p(schedule, fire_epoch, run_epoch, unique_key, kind, definition_hash, missed,
               later, template)
     JOIN pgbeat_schedules AS s ON s.name = p.schedule AND s.deleted_at IS NULL
+    WHERE NOT EXISTS (
+        SELECT FROM pgbeat_schedule_history AS done
+        WHERE done.schedule = p.schedule AND done.fire_at = to_timestamp(p.fire_epoch)
+          AND done.outcome <> 'manual' AND (done.outcome <> 'missed' OR p.missed)
+    )
 ), reasoned AS (
     SELECT period.*, CASE
         WHEN paused THEN 'paused'
@@ -267,6 +274,15 @@ FROM claimed AS c LEFT JOIN inserted AS i ON i.id = c.job_id"""
 HISTORY_LOCK_OVERLAP: LiteralString = """
 SELECT count(pg_advisory_xact_lock(hashtextextended('pgbeat.overlap:' || name, 0)))
 FROM (SELECT DISTINCT unnest(%(names)s::text[]) AS name ORDER BY 1) AS locked"""
+
+# Makes the claims of replicas take turns (a transaction-level advisory lock; the key is
+# "pgbeat.c" as a bigint), waiting 2 s at most: at a fire time every replica claims the same
+# periods, and the first should run alone rather than share the CPU with the others'
+# redundant work. Past the wait a replica claims alongside (history rows still decide).
+HISTORY_WAIT_TURN: LiteralString = """
+SET LOCAL lock_timeout = '2s';
+SELECT pg_advisory_xact_lock(8099550642415349347);
+SET LOCAL lock_timeout = DEFAULT"""
 
 # Points claimed periods whose job existed already (inserted by another writer) at that job
 # (jobs_unique, then pgbeat_schedule_history_period).

@@ -8,7 +8,6 @@ column is one array literal) and reads its answer back, period by period.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -106,7 +105,8 @@ class PeriodBatch:
         claims = Claims()
         if not self.unique_keys:
             return claims
-        with conn.transaction() if self._overlap else contextlib.nullcontext():
+        with conn.transaction():
+            _take_turn(conn)
             if self._overlap:
                 conn.execute(q.HISTORY_LOCK_OVERLAP, {"names": text_array(sorted(self._overlap))})
             rows = conn.execute(q.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False)
@@ -183,3 +183,12 @@ class PeriodBatch:
             "keep_seconds": number_array([repr(t.keep_seconds) for t in used]),
             "by": replica,
         }
+
+
+def _take_turn(conn: psycopg.Connection[Any]) -> None:
+    """Wait (2 s at most) for other replicas' claims to end; past that, claim alongside."""
+    try:
+        with conn.transaction():  # a savepoint: a wait that times out must not end the claim
+            conn.execute(q.HISTORY_WAIT_TURN)
+    except psycopg.errors.LockNotAvailable:
+        pass
