@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,9 +37,14 @@ def test_worker_survives_terminated_backends(
     thread.start()
     kills = 0
     try:
-        while statuses(conn).get("done", 0) < total and kills < 6:
-            time.sleep(0.3)  # spacing between faults, not synchronisation
+        while (done := statuses(conn).get("done", 0)) < total and kills < 6:
             kills += conn.execute(TERMINATE).fetchone()[0] > 0  # type: ignore[index]
+            # the next fault only once the worker is back at work: each one hits a live loop
+            wait_for(
+                lambda done=done: statuses(conn).get("done", 0) > done,
+                timeout=30,
+                message="progress after the connection loss",
+            )
         wait_for(lambda: statuses(conn) == {"done": total}, timeout=60, message="all done")
     finally:
         worker.stop()
@@ -63,7 +67,13 @@ def test_scheduler_survives_terminated_backends(
         wait_for(lambda: statuses(conn).get("pending", 0) >= 2, timeout=20, message="first ticks")
         for _ in range(3):
             conn.execute(TERMINATE)
-            time.sleep(0.7)
+            # the next fault only once the scheduler has reconnected and ticked again
+            ticked = statuses(conn)["pending"]
+            wait_for(
+                lambda ticked=ticked: statuses(conn)["pending"] > ticked,
+                timeout=20,
+                message="a tick after the connection loss",
+            )
         before = statuses(conn)["pending"]
         wait_for(
             lambda: statuses(conn)["pending"] >= before + 3,
