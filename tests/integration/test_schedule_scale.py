@@ -7,16 +7,20 @@ tick of many periods end to end. The full-size runs are bench/schedule_scale.py.
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from bench.schedule_scale import ZONES, _cron_at, insert_schedules
 
+import pgbeat
 from pgbeat.db import schedule_queries as q
 from pgbeat.scheduling import periods
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
+from tests.helpers import wait_for
 
 COUNT = 2_000
 
@@ -84,3 +88,36 @@ def test_a_tick_of_thousands_of_periods_joins_them_by_hash(
     ).fetchone()
     assert rows is not None and rows[:2] == (COUNT, COUNT)
     assert timedelta(0) == rows[2] and rows[3] < timedelta(seconds=60)  # half are jittered
+
+
+@pytest.mark.slow
+def test_periods_built_ahead_are_the_ones_a_tick_would_build(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The loop builds the next fire's periods while it waits; they must be the same."""
+    for n in range(50):
+        pgbeat.upsert_schedule(conn, f"every3_{n}", every="3s", catch_up="none", jitter="2s")
+    scheduler = Scheduler(database_url, None, heartbeat=False)
+    thread = threading.Thread(target=scheduler.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: scheduler.prepared_ticks >= 2, timeout=20, message="prepared ticks")
+        pgbeat.upsert_schedule(conn, "every3_0", every="3s", catch_up="none")  # a change
+        before = scheduler.prepared_ticks
+        wait_for(lambda: scheduler.prepared_ticks > before, timeout=20, message="more")
+    finally:
+        scheduler.stop()
+        thread.join(timeout=10)
+    rows = conn.execute(
+        "SELECT split_part(unique_key, '@', 1), count(*), count(DISTINCT unique_key),"
+        " min(split_part(unique_key, '@', 2)::timestamptz), max(split_part(unique_key, '@', 2)"
+        "::timestamptz) FROM jobs GROUP BY 1"
+    ).fetchall()
+    assert len(rows) == 50
+    for name, count, distinct, first, last in rows:
+        assert count == distinct == (last - first) / timedelta(seconds=3) + 1, name
+    history = conn.execute(
+        "SELECT count(*) FROM pgbeat_schedule_history AS h JOIN jobs AS j ON j.id = h.job_id"
+        " WHERE j.run_at - h.fire_at < interval '2s'"
+    ).fetchone()
+    assert history == (sum(row[1] for row in rows),)

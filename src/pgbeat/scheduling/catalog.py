@@ -171,6 +171,7 @@ class Catalog:
         self._order = itertools.count()
         self.templates = _Templates()
         self.snapshot: tuple[str, list[str]] | None = None  # (xmax, xip) of the last look
+        self.changes = getattr(self, "changes", 0) + 1  # counts every change to the copy
         self.invalid: dict[str, str] = {}  # rows that do not validate, and why
 
     def __len__(self) -> int:
@@ -252,6 +253,23 @@ class Catalog:
             if group.next_fire is not None:
                 heapq.heappush(self._heap, (group.next_fire, next(self._order), group))
 
+    def peek_due(self, at: datetime) -> list[Group] | None:
+        """The groups ``take_due(at)`` would return if nothing changes, without taking them.
+
+        None when a new group waits (it ticks at once, not at ``at``).
+        """
+        if self._fresh:
+            return None
+        found: dict[int, Group] = {}
+        heap, stack = self._heap, [0]
+        while stack:  # the entries at or before ``at`` form a subtree at the heap's top
+            index = stack.pop()
+            if index < len(heap) and heap[index][0] <= at:
+                if self._is_current(heap[index]):
+                    found[id(heap[index][2])] = heap[index][2]
+                stack += [2 * index + 1, 2 * index + 2]
+        return list(found.values())
+
     def next_fire(self) -> datetime | None:
         """The earliest next fire time of any group (None when a new one waits to tick)."""
         if self._fresh:
@@ -282,6 +300,11 @@ class Catalog:
 
     def _apply(self, row: dict[str, Any]) -> int:
         """Bring one row into the copy; 1 when the schedules changed, else 0."""
+        changed = self._change(row)
+        self.changes += changed
+        return changed
+
+    def _change(self, row: dict[str, Any]) -> int:
         name = row["name"]
         group = self._group_of.get(name)
         member = None if group is None else group.members[name]
@@ -289,7 +312,10 @@ class Catalog:
             self.invalid.pop(name, None)
             return self._remove(name) if member is not None else 0
         if member is not None and member.definition_hash == row["definition_hash"]:
-            member.gaps = gaps_of(row)  # a pause or resume: same periods
+            gaps = gaps_of(row)  # a pause or resume: same periods
+            if gaps != member.gaps:
+                member.gaps = gaps
+                self.changes += 1
             return 0
         if member is not None:
             self._remove(name)

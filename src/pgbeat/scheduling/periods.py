@@ -50,6 +50,7 @@ class PeriodBatch:
         self._template_of: list[str] = []
         self._used: set[int] = set()
         self._overlap: set[str] = set()  # schedules whose claims must take turns
+        self._written_params: tuple[str, dict[str, str]] | None = None
         self._written: dict[datetime, tuple[str, str]] = {}
 
     def __len__(self) -> int:
@@ -164,7 +165,13 @@ class PeriodBatch:
             prepare=False,
         )
 
+    def prepare(self, replica: str) -> None:
+        """Write the statement's parameters now (ahead of the fire time), not at claim time."""
+        self._written_params = (replica, self._params(replica))
+
     def _params(self, replica: str) -> dict[str, str]:
+        if self._written_params is not None and self._written_params[0] == replica:
+            return self._written_params[1]
         numbers = sorted(self._used)
         used = [self._templates[number] for number in numbers]
         return {
