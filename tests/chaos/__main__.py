@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ from tests.chaos.scenarios import (
     scheduler_storm,
     worker_kills,
 )
+from tests.chaos.skew import ClockSkew, clock_skew
 
 SCENARIOS = (
     "worker-kills", "storm", "restart", "backends", "poison", "skew",
@@ -68,6 +68,7 @@ SHORT = {
     "partition-worker": WorkerCut(),
     "partition-scheduler": SchedulerCut(),
     "partition-db": DatabaseCut(cut=10.0),
+    "skew": ClockSkew(),
 }
 LONG = {
     "worker-kills": WorkerKills(
@@ -92,6 +93,7 @@ LONG = {
     ),
     "partition-scheduler": SchedulerCut(replicas=4, cut=60.0, after=15.0),
     "partition-db": DatabaseCut(cut=30.0, workers=3, schedulers=3, jobs_per_second=200),
+    "skew": ClockSkew(ticks=20),
 }
 
 
@@ -151,29 +153,6 @@ def server(url: str | None) -> Iterator[str]:
         private.close()
 
 
-def clock_skew(url: str) -> ScenarioResult:
-    """Scenario 4 is tests/integration/test_clock_skew.py (libfaketime, +/-7 min): run it."""
-    result = ScenarioResult("clock skew", {"offsets": ["+7m", "-7m"]})
-    test = "tests/integration/test_clock_skew.py"
-    env = {**os.environ, "DATABASE_URL": url}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", test],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    summary = (done.stdout.strip().splitlines() or ["no output"])[-1]
-    result.figures.update(
-        pytest=summary, load="1 scheduler under faketime", faults="clock +7 min and -7 min"
-    )
-    result.figures["recovery"] = "-"
-    result.check(done.returncode == 0 and "skipped" not in summary, f"clock skew: {summary}")
-    return result
-
-
 def run(args: argparse.Namespace) -> list[ScenarioResult]:
     chosen = parameters(args)
     only = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -198,7 +177,7 @@ def run(args: argparse.Namespace) -> list[ScenarioResult]:
             ("restart", lambda: database_restart(p["restart"], workdir)),
             ("backends", on_fresh(lambda u: backend_kills(u, p["backends"], workdir))),
             ("poison", on_fresh(lambda u: poison_jobs(u, p["poison"]))),
-            ("skew", lambda: clock_skew(admin_url)),
+            ("skew", on_fresh(lambda u: clock_skew(u, p["skew"], workdir))),
             ("partition-worker", partition(lambda: worker_cut(p["partition-worker"]))),
             (
                 "partition-scheduler",
