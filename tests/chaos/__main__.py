@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.machine import source_revision
+
 from tests.chaos.harness import (
     ROOT,
     PrivateServer,
@@ -267,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = datetime.now(UTC)
     results = run(args)
+    revision = source_revision(ROOT)
+    print(f"python -m tests.chaos {' '.join(argv if argv is not None else sys.argv[1:])}".strip())
+    print(f"revision {revision}, started {started:%Y-%m-%dT%H:%M:%SZ}")
     print(table(results))
     for result in results:
         for problem in result.problems:
@@ -277,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": ["python", "-m", "tests.chaos", *(argv if argv is not None else sys.argv[1:])],
         "size": "long" if args.long else "short",
         "started_at": started.isoformat(),
+        "revision": revision,
         "machine": machine(args.database_url),
         "ok": not any(r.problems for r in results),
         "results": [r.as_json() for r in results],
