@@ -10,6 +10,7 @@ others find it decided. No leader, no lock.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -338,6 +339,9 @@ class Scheduler:
                     result.newest,
                 )
         self.catalog.load(conn)
+        # The copy is long-lived and has no cycles: leave it out of the cyclic collector's
+        # scans, which otherwise pause a tick for milliseconds at 100,000 schedules.
+        gc.freeze()
         self._started = True
         log.info("scheduler runs %d schedules from the database", len(self.catalog))
 
