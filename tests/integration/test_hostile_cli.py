@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import pgbeat
 from pgbeat.cli.main import build_parser, main
+from tests.helpers import run_cli
 
 # hypothesis's failure report imports a deprecated module; the suite turns warnings into errors
 pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict:DeprecationWarning")
@@ -366,7 +367,7 @@ def test_hostile_values_get_one_line_and_exit_1(
     codes: Counter[int] = Counter()
 
     @settings(
-        max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "500")),
+        max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "1500")),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         database=None,
@@ -408,3 +409,24 @@ def test_the_reported_cases(
     result = cli(argv, env)
     assert result.code == 1, result
     assert_one_line_failure_or_success(argv, result)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["enqueue", "k", "--payload", "[" * 60_000 + "]" * 60_000], {}),
+        (["migrate"], {"PGBEAT_HOME": "{dir}/a-file/pgbeat"}),
+        (["worker", APP, "--metrics-port", "70000"], {}),
+    ],
+    ids=["deep-payload", "home-below-file", "port-70000"],
+)
+def test_a_real_process_answers_in_one_line(
+    database_url: str, tmp_path: Path, argv: list[str], env: dict[str, str]
+) -> None:
+    """A few of the cases as a terminal runs them: a real process, real argv, real streams."""
+    (tmp_path / "a-file").write_text("")
+    env = {name: value.replace("{dir}", str(tmp_path)) for name, value in env.items()}
+    url = None if "PGBEAT_HOME" in env else database_url
+    result = run_cli(argv, url, cwd=str(Path(__file__).resolve().parents[2]), **env)
+    assert result.returncode == 1, result
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
