@@ -149,9 +149,7 @@ _OUTAGE_CLASSES = ("08", "53", "57", "58")
 _OUTAGE_CODES = frozenset({"25006"})
 
 
-def is_connection_failure(
-    exc: BaseException, conn: psycopg.Connection[Any] | None = None
-) -> bool:
+def is_connection_failure(exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
     """True when ``exc`` means the database (not this statement) failed: reconnect and retry.
 
     Decided from the connection's state and the error's SQLSTATE class, not its Python

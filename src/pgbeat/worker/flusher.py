@@ -1,9 +1,9 @@
 """Writes finished runs' outcomes in batches, on a connection of its own, beside the claims.
 
 A PostgreSQL backend runs one statement at a time. With claims and outcome writes on one
-connection a worker could go no faster than one backend executes both (measured: ~20,000
-jobs/s on 2 cores, where the raw batched loop on 4 connections does ~37,000). On a second
-connection the server runs them at once, and the claiming loop never waits for a write.
+connection a worker could go no faster than one backend executes both. On a second
+connection the server runs them at once, and the claiming loop never waits for a write
+(docs/benchmarks.md has the measurements).
 """
 
 from __future__ import annotations

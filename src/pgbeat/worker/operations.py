@@ -31,7 +31,7 @@ def load_payload(data: str | bytes) -> Any:
     """A claimed payload: ``{}`` (the default, and most scheduled jobs) without parsing.
 
     Registered on the worker's connection: ``json.loads`` on bytes first sniffs their
-    encoding in Python, which made decoding 13% of a busy worker's loop.
+    encoding in Python, a visible share of a busy worker's loop.
     """
     if data == b"{}":
         return {}
@@ -125,7 +125,7 @@ def record_attempts(
 def _fences(jobs: Sequence[Job]) -> dict[str, str]:
     """The (id, attempt) pairs of runs as two array literals, ids[i] ran as attempts[i].
 
-    A busy worker sends these for every job it finishes (as literals: 330 -> 80 us per 100).
+    A busy worker sends these for every job it finishes, so they go as literals, not lists.
     """
     return {
         "ids": number_array([str(job.id) for job in jobs]),
