@@ -141,9 +141,11 @@ def _schedule_status(
     rows = []
     for schedule in schedules:
         # the last period that should exist by now, if it is young enough to be checked:
-        # not before the schedule was created or last resumed
+        # not before the schedule was resumed (or, from code, created)
         entry = stored.get(schedule.name)
-        floors = [] if entry is None else [entry.created_at, entry.resumed_at]
+        floors = [] if entry is None else [entry.resumed_at]
+        if entry is not None and entry.source == "api":  # a file's existed before its row
+            floors.append(entry.created_at)
         checked_from = max([now - schedule.catch_up_window, *(f for f in floors if f)])
         latest = latest_fire_between(schedule, checked_from, now - MISSED_GRACE - ON_TIME)
         rows.append(
@@ -188,10 +190,18 @@ def _schedule_status(
 
 def _file_warnings(replicas: list[dict[str, Any]]) -> list[str]:
     """Name the scheduler replicas whose schedules file is not the one in effect."""
-    behind = [r for r in replicas if not r["in_effect"]]
-    if not behind or replicas[0]["effect_hash"] is None:
+    if not replicas:
         return []
     effect = replicas[0]
+    if effect["effect_hash"] is None:  # no file synced yet: say whether they disagree
+        hashes = {r["schedules_hash"] for r in replicas}
+        if len(hashes) < 2:
+            return []
+        names = ", ".join(f"{r['host']}:{r['pid']} (file {r['schedules_hash']})" for r in replicas)
+        return [f"schedulers run {len(hashes)} different schedules files: {names}"]
+    behind = [r for r in replicas if not r["in_effect"]]
+    if not behind:
+        return []
     names = ", ".join(f"{r['host']}:{r['pid']} (file {r['schedules_hash']})" for r in behind)
     return [
         f"scheduler replicas hold a different schedules file than the one in effect "
