@@ -71,7 +71,9 @@ def test_a_resume_does_not_catch_up_when_no_replica_ran_during_the_pause(
     t0 = whole_second_after(conn)
     conn.execute("SELECT pg_sleep(1.1)")  # the pause lasts past t0
     state.resume_schedule(conn, "beat")
-    resumed_at = database_now(conn)
+    found = state.get_schedule(conn, "beat")
+    assert found is not None and found.resumed_at is not None
+    resumed_at = found.resumed_at
     scheduler = Scheduler(database_url, None, heartbeat=False)  # starts after the resume
     result = scheduler.tick(conn, resumed_at + 2 * SECOND)
     fires = [datetime.fromisoformat(k.partition("@")[2]) for k in result.inserted]

@@ -37,6 +37,9 @@ FROM (SELECT pg_current_snapshot() AS taken) AS snapshot
 LEFT JOIN pgbeat_schedules
   ON changed_xid >= %(xmax)s::xid8 OR changed_xid = ANY(%(xip)s::xid8[])"""
 
+# Subscribes to the notifications of pgbeat_schedules_notify (migrations/0005).
+SCHEDULES_LISTEN: LiteralString = "LISTEN pgbeat_schedules"
+
 # One schedule, live or not (primary key).
 SCHEDULES_ONE: LiteralString = """
 SELECT name, source, kind, cron, every, timezone, payload, max_attempts, catch_up,

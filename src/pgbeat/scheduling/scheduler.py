@@ -38,24 +38,21 @@ from pgbeat.db.pooler import pooler
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
-from pgbeat.scheduling.catalog import Catalog, Group, Policy
-from pgbeat.scheduling.catchup import ON_TIME, due_periods, missed_periods
+from pgbeat.scheduling import planning
+from pgbeat.scheduling.catalog import Catalog, Group
 from pgbeat.scheduling.definition import file_hash
 from pgbeat.scheduling.periods import Claims, PeriodBatch
-from pgbeat.scheduling.schedule import Schedule, fire_times_between, next_fire_after
+from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.sync import needs_sync, sync_file
 
 log = logging.getLogger("pgbeat.scheduler")
 
 MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the schedules say
 HISTORY_RETENTION = timedelta(days=30)  # history rows older than this are deleted
-PREPARE_AHEAD = timedelta(seconds=2)  # build the next fire's periods when this far ahead
-MISSED_LIMIT = 100  # missed periods recorded per schedule and tick, the latest ones
 FILE_CHECK_EVERY = 5.0  # seconds between checks that this replica's file is in effect
 PURGE_EVERY = 600.0  # seconds between history purges by one replica
 PURGE_BATCH = 10_000
 TOMBSTONES_KEPT = timedelta(days=1)  # deleted schedules stay visible to polling replicas
-CHANGES_CHANNEL = "LISTEN pgbeat_schedules"
 _WAIT_SLICE = 0.25  # seconds: how promptly a wait notices stop() and reload()
 
 
@@ -124,7 +121,7 @@ class Scheduler:
         self._on_failure: Callable[[BaseException], None] | None = None
         self._reload_asked = threading.Event()
         self._next_file_check = 0.0
-        self._prepared: _Prepared | None = None
+        self._prepared: planning.Plan | None = None  # the next fire time's, made ahead
         self.prepared_ticks = 0  # ticks that claimed periods built ahead (tests, benchmarks)
         self._next_purge = time.monotonic() + PURGE_EVERY * (0.1 + 0.9 * _spread())
         self.stopped = threading.Event()
@@ -190,47 +187,13 @@ class Scheduler:
         self._housekeeping(conn)
         if self._heartbeat is not None:  # on the tick's connection: none of its own
             self._heartbeat.beat_if_due(conn, time.monotonic())
-        self._prepare(result.next_fire, now)
+        self._prepared = planning.plan_ahead(
+            self.catalog, result.next_fire, now, self.replica, self._prepared
+        )
         sleep = _sleep_seconds(now, result.next_fire, time.monotonic() - started)
         if self._heartbeat is not None:
             sleep = min(sleep, max(self._heartbeat.next_beat - time.monotonic(), 0.0))
         return sleep
-
-    def _prepare(self, fire: datetime | None, now: datetime) -> None:
-        """Build the next fire time's periods now, while there is time to spare.
-
-        At 10,000 periods this takes tens of milliseconds that would otherwise come after
-        the fire time, on every replica at once. Only with 2 s or more to spare, so that
-        preparing never makes a period late.
-        """
-        ready = self._prepared
-        if fire is None or fire - now < PREPARE_AHEAD:
-            return
-        if ready is not None and ready.fire == fire and ready.changes == self.catalog.changes:
-            return
-        self._prepared = None
-        groups = self.catalog.peek_due(fire)
-        if not groups:
-            return
-        memo, batch = _FireMemo(), PeriodBatch(self.catalog.templates.by_number)
-        periods: list[_GroupPeriods] = []
-        next_fires: dict[Policy, datetime] = {}
-        for group in groups:
-            due, missed, next_fires[group.policy] = _periods_of(group, fire, memo)
-            batch.add(group, due, missed)
-            periods.append((group, due, missed))
-        batch.prepare(self.replica)
-        self._prepared = _Prepared(fire, self.catalog.changes, groups, batch, periods, next_fires)
-
-    def _prepared_for(self, now: datetime, groups: list[Group]) -> _Prepared | None:
-        """The prepared periods, if they are exactly what a tick at ``now`` would claim."""
-        ready, self._prepared = self._prepared, None
-        if ready is None or ready.changes != self.catalog.changes:
-            return None
-        # the same groups, each due once: before its following fire and still on time
-        until = min([ready.fire + ON_TIME, *ready.next_fires.values()])
-        same = {id(g) for g in groups} == {id(g) for g in ready.groups}
-        return ready if same and ready.fire <= now < until else None
 
     def _pause(self, seconds: float) -> None:
         """Sleep, but wake for a change of the schedules (NOTIFY), a reload or a stop."""
@@ -257,30 +220,26 @@ class Scheduler:
 
     @staticmethod
     def _listen(conn: psycopg.Connection[Any]) -> None:
-        conn.execute(CHANGES_CHANNEL)
+        conn.execute(sq.SCHEDULES_LISTEN)
 
     def tick(self, conn: psycopg.Connection[Any], now: datetime) -> TickResult:
         """Insert every period due at ``now`` (the database's clock) in one statement."""
         if not self._started:
             self._start(conn)
         self.catalog.refresh(conn)
-        memo = _FireMemo()
         groups = self.catalog.take_due(now)
-        ready = self._prepared_for(now, groups) if groups else None
-        next_fires: dict[Policy, datetime] = {} if ready is None else dict(ready.next_fires)
+        made: planning.Plan | None = None
         claims: Claims | None = None
         try:
-            batch = PeriodBatch(self.catalog.templates.by_number)
-            periods: list[_GroupPeriods] = []
-            if ready is not None:
-                batch, periods = ready.batch, ready.periods
+            if groups:
+                made, self._prepared = self._prepared, None
+            if made is not None and made.fits(self.catalog, groups, now):
                 self.prepared_ticks += 1
-            for group in groups if ready is None else []:
-                due, missed, next_fires[group.policy] = _periods_of(group, now, memo)
-                batch.add(group, due, missed)
-                periods.append((group, due, missed))
-            claims = self._claim(conn, batch, periods)
+            else:
+                made = planning.plan(self.catalog, groups, now)
+            claims = self._claim(conn, made.batch, made.periods)
         finally:
+            next_fires = {} if made is None else made.next_fires
             self.catalog.settle(groups, None if claims is None else now, next_fires)
         self._report(claims)
         next_fire = self.catalog.next_fire()
@@ -289,7 +248,10 @@ class Scheduler:
         )
 
     def _claim(
-        self, conn: psycopg.Connection[Any], batch: PeriodBatch, periods: list[_GroupPeriods]
+        self,
+        conn: psycopg.Connection[Any],
+        batch: PeriodBatch,
+        periods: list[planning.GroupPeriods],
     ) -> Claims:
         """Claim the tick's periods in one statement, or schedule by schedule if need be.
 
@@ -413,68 +375,6 @@ class Scheduler:
     def _fields(self, key: str) -> dict[str, Any]:
         name = key.partition("@")[0]
         return {"schedule": name, "kind": self.catalog.kind(name), "unique_key": key}
-
-
-def _periods_of(
-    group: Group, now: datetime, memo: _FireMemo
-) -> tuple[list[datetime], list[datetime], datetime]:
-    """A group's due and missed periods at ``now``, and its next fire after ``now``.
-
-    One fire-time computation when its window holds no period: the common case for a
-    group that has not ticked yet (a replica's start: tens of thousands of them).
-    """
-    timing = group.first
-    window_start = now - timing.catch_up_window
-    since = window_start if group.last_tick is None else max(group.last_tick, window_start)
-    first = memo.next_after(timing, since)
-    if first > now:
-        return [], [], first
-    due = due_periods(timing, group.last_tick, now, memo.between)
-    missed = missed_periods(timing, group.last_tick, now, due, MISSED_LIMIT, memo.between)
-    return due, missed, memo.next_after(timing, now)
-
-
-class _FireMemo:
-    """Fire times within one tick, shared by groups with the same timing.
-
-    They depend only on (cron, every, timezone), and every schedule ticks with the same
-    bounds, so groups that differ only in their catch-up policy compute them once.
-    """
-
-    def __init__(self) -> None:
-        self._between: dict[tuple[Any, ...], list[datetime]] = {}
-        self._next: dict[tuple[Any, ...], datetime] = {}
-
-    @staticmethod
-    def _timing(schedule: Schedule) -> tuple[Any, ...]:
-        return (schedule.cron, schedule.every, schedule.timezone)
-
-    def between(self, schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
-        key = (*self._timing(schedule), start, end)
-        if key not in self._between:
-            self._between[key] = fire_times_between(schedule, start, end)
-        return self._between[key]
-
-    def next_after(self, schedule: Schedule, after: datetime) -> datetime:
-        key = (*self._timing(schedule), after)
-        if key not in self._next:
-            self._next[key] = next_fire_after(schedule, after)
-        return self._next[key]
-
-
-_GroupPeriods = tuple[Group, Sequence[datetime], Sequence[datetime]]  # (group, due, missed)
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """The periods of the next fire time, built ahead (``Scheduler._prepare``)."""
-
-    fire: datetime
-    changes: int  # the catalog's change count they were built at
-    groups: list[Group]
-    batch: PeriodBatch
-    periods: list[_GroupPeriods]
-    next_fires: dict[Policy, datetime]
 
 
 def _merge(claims: Claims, more: Claims) -> None:
