@@ -122,6 +122,8 @@ class Scheduler:
         self._reload_asked = threading.Event()
         self._next_file_check = 0.0
         self._prepared: planning.Plan | None = None  # the next fire time's, made ahead
+        self._heard = True  # a notification of a change came since the last refresh
+        self._next_refresh = 0.0  # monotonic time of the next refresh without one
         self.prepared_ticks = 0  # ticks that claimed periods built ahead (tests, benchmarks)
         self._next_purge = time.monotonic() + PURGE_EVERY * (0.1 + 0.9 * _spread())
         self.stopped = threading.Event()
@@ -177,13 +179,16 @@ class Scheduler:
         """One tick; returns how long to sleep, in seconds of the monotonic clock."""
         started = time.monotonic()
         result = self._connector.run(lambda conn: self._tick_on(conn, started))
-        return result.pause if isinstance(result, Outage) else result
+        if isinstance(result, Outage):
+            self._heard = True  # notifications sent while disconnected are lost: ask
+            return result.pause
+        return result
 
     def _tick_on(self, conn: psycopg.Connection[Any], started: float) -> float:
         if self._reload_asked.is_set():
             self._reload(conn)
         now = connections.database_now(conn)
-        result = self.tick(conn, now)
+        result = self.tick(conn, now, refresh=self._must_refresh())
         self._housekeeping(conn)
         if self._heartbeat is not None:  # on the tick's connection: none of its own
             self._heartbeat.beat_if_due(conn, time.monotonic())
@@ -213,20 +218,38 @@ class Scheduler:
         """Wait up to ``seconds`` for a notification on the tick's (open) connection."""
         try:
             conn = self._connector.get()
-            return any(True for _ in conn.notifies(timeout=seconds, stop_after=1))
+            heard = any(True for _ in conn.notifies(timeout=seconds, stop_after=1))
         except psycopg.Error:
             self._connector.discard()  # the next tick reconnects, or reports the outage
-            return True
+            heard = True
+        self._heard = self._heard or heard
+        return heard
+
+    def _must_refresh(self) -> bool:
+        """Whether this tick asks the table for changes: after a notification, and at
+        least every MAX_SLEEP (a notification can be lost; a pooler passes none)."""
+        clock = time.monotonic()
+        if self._listening and not self._heard and clock < self._next_refresh:
+            return False
+        self._heard, self._next_refresh = False, clock + MAX_SLEEP.total_seconds()
+        return True
 
     @staticmethod
     def _listen(conn: psycopg.Connection[Any]) -> None:
         conn.execute(sq.SCHEDULES_LISTEN)
 
-    def tick(self, conn: psycopg.Connection[Any], now: datetime) -> TickResult:
-        """Insert every period due at ``now`` (the database's clock) in one statement."""
+    def tick(
+        self, conn: psycopg.Connection[Any], now: datetime, *, refresh: bool = True
+    ) -> TickResult:
+        """Insert every period due at ``now`` (the database's clock) in one statement.
+
+        ``refresh``: first apply the changes of the table (the loop skips it when it heard
+        of none, so that a tick with nothing due touches no database).
+        """
         if not self._started:
             self._start(conn)
-        self.catalog.refresh(conn)
+        elif refresh:
+            self.catalog.refresh(conn)
         groups = self.catalog.take_due(now)
         made: planning.Plan | None = None
         claims: Claims | None = None
