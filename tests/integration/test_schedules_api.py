@@ -213,3 +213,23 @@ def test_a_running_scheduler_picks_up_changes_without_a_restart(
         thread.join(timeout=10)
     assert seen_after < (0.5 if pooler == "none" else 1.5)
     assert not thread.is_alive()
+
+
+def test_a_sqlalchemy_session_holds_the_schedule_in_its_transaction(database_url: str) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    from sqlalchemy.orm import Session
+
+    engine = sqlalchemy.create_engine(
+        database_url.replace("postgresql://", "postgresql+psycopg://")
+    )
+    try:
+        with Session(engine) as session:
+            assert pgbeat.upsert_schedule(session, "from_orm", every="1h") == "created"
+            session.rollback()
+            assert pgbeat.upsert_schedule(session, "from_orm", every="1h") == "created"
+            session.commit()
+    finally:
+        engine.dispose()
+    with psycopg.connect(database_url) as conn:
+        row = stored(conn, "from_orm")
+    assert row is not None and row["source"] == "api"
