@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import queue
 import random
 import statistics
 import sys
@@ -98,9 +99,9 @@ def replica(url: str, watch: list[str], results: Any, stop: Any) -> None:
     scheduler.catalog.take_due = counted  # type: ignore[method-assign]
     tick = scheduler.tick
 
-    def timed(conn: psycopg.Connection[Any], now: datetime) -> Any:
+    def timed(conn: psycopg.Connection[Any], now: datetime, **options: Any) -> Any:
         started = time.perf_counter()
-        result = tick(conn, now)
+        result = tick(conn, now, **options)
         ticks.append(((time.perf_counter() - started) * 1000, due_counts[-1]))
         return result
 
@@ -169,10 +170,19 @@ class Fleet:
         self.ready = [self._next("ready") for _ in self.processes]
 
     def _next(self, kind: str) -> dict[str, Any]:
-        got, payload = self.results.get(timeout=600)
-        assert got == kind, got
-        result: dict[str, Any] = payload
-        return result
+        """The next answer of a replica; fails when one died instead of answering."""
+        while True:
+            try:
+                got, payload = self.results.get(timeout=5)
+            except queue.Empty:
+                dead = [p.exitcode for p in self.processes if not p.is_alive()]
+                if dead and any(code != 0 for code in dead):
+                    self.stop.set()
+                    raise RuntimeError(f"a replica died (exit codes {dead})") from None
+                continue
+            assert got == kind, got
+            result: dict[str, Any] = payload
+            return result
 
     def finish(self) -> list[dict[str, Any]]:
         self.stop.set()
