@@ -68,10 +68,10 @@ def plan_ahead(
     Only with ``AHEAD`` to spare, so that planning never makes a period late. The claim
     statement's parameters are written now too.
     """
+    if made is not None and made.at == fire and made.changes == catalog.changes:
+        return made  # also when the fire time is near now: it was made in time
     if fire is None or fire - now < AHEAD:
         return None
-    if made is not None and made.at == fire and made.changes == catalog.changes:
-        return made
     groups = catalog.peek_due(fire)
     if not groups:
         return None

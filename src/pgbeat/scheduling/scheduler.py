@@ -114,6 +114,9 @@ class Scheduler:
             backoff=ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler")),
             # JIT compiled a 10,000-period claim for 300 ms, longer than it then ran for
             jit="off",
+            # A crash may lose the last claims acknowledged, never half of one: the periods
+            # are claimed again at restart (catch-up), as a tick that never ran would be.
+            synchronous_commit="off",
         )
         self._loop = BackgroundLoop(
             "pgbeat-scheduler", self._step, on_exit=self._finish, on_failure=self._failed
