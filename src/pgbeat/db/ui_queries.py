@@ -91,11 +91,19 @@ JOBS_RUN_NOW_IDS: LiteralString = """
 UPDATE jobs SET run_at = now()
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
 
-# Checked rows: failed jobs back to pending, due now, attempts reset (primary key).
+# Checked rows: failed jobs back to pending, due now, attempts reset (primary key). Of the
+# failed jobs of one job_key only the newest, and none whose key a live job holds
+# (jobs_live_key): a key has one live job, and a collision would abort the whole action.
 JOBS_RETRY_IDS: LiteralString = """
-UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
-                finished_at = NULL
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'failed' RETURNING id"""
+UPDATE jobs AS j SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
+                finished_at = NULL, superseded_at = NULL
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'failed'
+  AND (j.job_key IS NULL OR NOT EXISTS (
+      SELECT FROM jobs AS other
+      WHERE other.kind = j.kind AND other.job_key = j.job_key AND other.id <> j.id
+        AND ((other.superseded_at IS NULL AND other.status IN ('pending', 'running'))
+             OR (other.status = 'failed' AND other.id > j.id))))
+RETURNING id"""
 
 # Checked rows: pending jobs cancelled, keeping the record (primary key).
 JOBS_CANCEL_IDS: LiteralString = """
@@ -114,9 +122,15 @@ UPDATE jobs SET run_at = now()
 WHERE {filter} AND status = 'pending' RETURNING id""").format(filter=_JOBS_FILTER)
 
 JOBS_RETRY_MATCHING = sql.SQL("""
-UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
-                finished_at = NULL
-WHERE {filter} AND status = 'failed' RETURNING id""").format(filter=_JOBS_FILTER)
+UPDATE jobs AS j SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
+                finished_at = NULL, superseded_at = NULL
+WHERE {filter} AND status = 'failed'
+  AND (j.job_key IS NULL OR NOT EXISTS (
+      SELECT FROM jobs AS other
+      WHERE other.kind = j.kind AND other.job_key = j.job_key AND other.id <> j.id
+        AND ((other.superseded_at IS NULL AND other.status IN ('pending', 'running'))
+             OR (other.status = 'failed' AND other.id > j.id))))
+RETURNING id""").format(filter=_JOBS_FILTER)
 
 JOBS_CANCEL_MATCHING = sql.SQL("""
 UPDATE jobs SET status = 'cancelled', last_error = %(reason)s, finished_at = now()
