@@ -23,6 +23,8 @@ import pytest
 
 import pgbeat
 from pgbeat.scheduling.file import parse_schedules
+from pgbeat.ui.settings import UiSettings
+from pgbeat.ui.store import Store
 from pgbeat.worker import operations
 from tests.apps.chaos_app import SETUP
 from tests.chaos.harness import Fleet, audit_effects, audit_periods, inconsistent_rows, poll_until
@@ -30,7 +32,7 @@ from tests.helpers import run_cli, statuses, wait_for
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
-POOLED = {"PGBEAT_POOLER": "transaction"}
+POOLED = "transaction"  # PGBEAT_POOLER for the CLI behind pgbouncer
 
 
 @pytest.fixture(scope="module")
@@ -186,11 +188,11 @@ def test_cli_through_pgbouncer(
         thread.join(60)
     assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
     for _ in range(2):
-        done = run_cli(["enqueue", "k", "--payload", '{"a": 1}'], url, **POOLED)
+        done = run_cli(["enqueue", "k", "--payload", '{"a": 1}'], url, PGBEAT_POOLER=POOLED)
         assert done.returncode == 0, done.stderr
-    stats = run_cli(["jobs", "stats"], url, **POOLED)
+    stats = run_cli(["jobs", "stats"], url, PGBEAT_POOLER=POOLED)
     assert stats.returncode == 0 and "2" in stats.stdout, stats.stdout + stats.stderr
-    listed = run_cli(["jobs", "list", "--status", "pending"], url, **POOLED)
+    listed = run_cli(["jobs", "list", "--status", "pending"], url, PGBEAT_POOLER=POOLED)
     assert listed.returncode == 0 and listed.stdout.count("pending") == 2, listed.stdout
 
 
@@ -296,3 +298,19 @@ def test_pgbouncer_restarted_under_load_loses_no_job(
     assert not bad, bad
     assert not fleet.tracebacks(), fleet.tracebacks()[0][-3000:]
     assert codes == [0, 0], codes
+
+
+def test_dashboard_queries_run_under_their_timeout_through_pgbouncer(pooled_url: str) -> None:
+    """pgbouncer refuses startup options, so the dashboard sets its timeout per page."""
+    store = Store(UiSettings(database_url=pooled_url, statement_timeout_ms=300))
+    store.open()
+    try:
+        with store.connection() as conn:
+            row = conn.execute("SHOW statement_timeout").fetchone()
+            assert row == ("300ms",)
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                conn.execute("SELECT pg_sleep(2)")
+        with store.connection() as conn:  # the pooled session kept nothing of it
+            assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+    finally:
+        store.close()

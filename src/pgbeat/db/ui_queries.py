@@ -140,6 +140,10 @@ JOBS_DELETE_MATCHING = sql.SQL("""
 DELETE FROM jobs WHERE {filter} AND status IN ('done', 'failed', 'cancelled') RETURNING id
 """).format(filter=_JOBS_FILTER)
 
+# The statement timeout of one page's transaction, behind a pooler that keeps no session.
+UI_STATEMENT_TIMEOUT_LOCAL: LiteralString = """
+SELECT set_config('statement_timeout', %(ms)s, true)"""
+
 # -- job detail ------------------------------------------------------------------------------
 
 # Every column of one job, including those later migrations add (primary key).

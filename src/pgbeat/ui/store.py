@@ -1,5 +1,7 @@
 """The dashboard's own connection pool: at most two connections, every query under a timeout.
 
+Behind a transaction pooler (``PGBEAT_POOLER=transaction``) the timeout is set per page, in
+the page's transaction, since startup options and session settings do not survive pooling.
 Statements are never prepared: PostgreSQL then plans each with its actual values, so the
 optional filters of ``db/ui_queries.py`` (``%(x)s IS NULL OR ...``) fold away instead of
 ending in a generic plan that scans everything.
@@ -15,6 +17,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
+from pgbeat.db import pooler, ui_queries
 from pgbeat.ui.settings import UiSettings
 
 CONNECT_TIMEOUT = 5.0
@@ -24,20 +27,22 @@ class Store:
     """A small pool for the dashboard, opened with the app and closed with it."""
 
     def __init__(self, settings: UiSettings) -> None:
-        theirs = ""
-        with contextlib.suppress(psycopg.Error):
-            theirs = str(
-                psycopg.conninfo.conninfo_to_dict(settings.database_url).get("options") or ""
-            )
-        ours = f"-c statement_timeout={settings.statement_timeout_ms}"
+        url = settings.database_url
+        self._timeout_ms = settings.statement_timeout_ms
+        # Behind a transaction pooler no session is ours to configure: each page's queries
+        # then run in one transaction that sets the timeout locally (see connection()).
+        self._pooled = pooler.pooler() is not None
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-            settings.database_url,
+            url,
             min_size=1,
             max_size=settings.pool_size,
             kwargs={
+                **pooler.connection_options(url),
                 "autocommit": True,
                 "application_name": "pgbeat-ui",
-                "options": f"{theirs} {ours}".strip(),
+                "options": pooler.session_options(
+                    url, {"statement_timeout": str(self._timeout_ms)}
+                ),
                 "prepare_threshold": None,
                 "connect_timeout": 5,
             },
@@ -56,7 +61,12 @@ class Store:
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """One pooled connection for the few queries of one page."""
         with self._pool.connection() as conn:
-            yield conn
+            if not self._pooled:
+                yield conn
+                return
+            with conn.transaction():
+                conn.execute(ui_queries.UI_STATEMENT_TIMEOUT_LOCAL, {"ms": str(self._timeout_ms)})
+                yield conn
 
 
 def rows(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> list[dict[str, Any]]:
