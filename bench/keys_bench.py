@@ -33,9 +33,10 @@ import pgbeat
 from bench import database, machine
 from bench.pgbeat_bench import DrainConfig, drain
 from pgbeat.worker import operations
+from pgbeat.worker.settings import DEFAULT_LEASE
 
 ROOT = Path(__file__).resolve().parents[1]
-LEASE = pgbeat.WorkerSettings().lease
+LEASE = DEFAULT_LEASE  # how long a worker with default settings leases a job
 KEYS = 200  # pending keyed jobs the replacing variants cycle through
 CREATE_INDEX = (
     "CREATE UNIQUE INDEX jobs_live_key ON jobs (kind, job_key) "
@@ -121,17 +122,18 @@ def _summary(seconds: list[float]) -> dict[str, float]:
 def bulk(url: str, jobs: int, batch: int) -> dict[str, float]:
     """enqueue_many rates: unkeyed, keyed inserts, keyed replaces of the same keys."""
     rates = {}
-    with psycopg.connect(url, autocommit=True) as conn:
-        for name, make in [
-            ("unkeyed", lambda i: pgbeat.NewJob("noop", {})),
-            ("keyed inserts", lambda i: pgbeat.NewJob("bulk", {}, delay=LEASE, job_key=str(i))),
-            (
-                "keyed replaces of pending jobs",
-                lambda i: pgbeat.NewJob(
-                    "bulk", {"v": 1}, delay=LEASE, job_key=str(i), on_conflict="replace"
-                ),
+    makers: list[tuple[str, Callable[[int], pgbeat.NewJob]]] = [
+        ("unkeyed", lambda i: pgbeat.NewJob("noop", {})),
+        ("keyed inserts", lambda i: pgbeat.NewJob("bulk", {}, delay=LEASE, job_key=str(i))),
+        (
+            "keyed replaces of pending jobs",
+            lambda i: pgbeat.NewJob(
+                "bulk", {"v": 1}, delay=LEASE, job_key=str(i), on_conflict="replace"
             ),
-        ]:
+        ),
+    ]
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, make in makers:
             started = time.perf_counter()
             for start in range(0, jobs, batch):
                 pgbeat.enqueue_many(conn, [make(i) for i in range(start, start + batch)])

@@ -7,6 +7,7 @@ and report each; pickup latency runs an idle worker and enqueues one job at a ti
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +257,7 @@ def pickup_latency(url: str, samples: int, gap: float) -> Result:
                 pgbeat.enqueue(conn, "probe", {"i": i})
                 committed = time.perf_counter()
                 with arrived:
-                    if not arrived.wait_for(lambda i=i: i in started, timeout=10):
+                    if not arrived.wait_for(partial(operator.contains, started, i), timeout=10):
                         raise RuntimeError(f"probe job {i} was not picked up within 10 s")
                 if i >= 0:
                     latencies.append(started[i] - committed)
@@ -279,7 +281,7 @@ def main() -> None:
     )
     for config in QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS:
         log(f"pgbeat: drain {args.jobs} jobs, {config.variant}")
-        results.append(median_run(lambda c=config: drain(url, args.jobs, c), args.repeat))
+        results.append(median_run(partial(drain, url, args.jobs, config), args.repeat))
     log("pgbeat: pickup latency")
     results.append(pickup_latency(url, args.latency_samples, args.latency_gap))
     emit(results)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
 import signal
 import statistics
@@ -30,6 +31,7 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -167,7 +169,7 @@ def pickup_latency(url: str, samples: int, poll: float) -> list[float]:
                 pgbeat.enqueue(conn, "probe", {"i": i})
                 committed = time.perf_counter()
                 with arrived:
-                    if not arrived.wait_for(lambda i=i: i in started, timeout=10):
+                    if not arrived.wait_for(partial(operator.contains, started, i), timeout=10):
                         raise RuntimeError(f"probe {i} was not picked up")
                 if i >= 0:
                     latencies.append(started[i] - committed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, LiteralString
 
 import psycopg
@@ -112,7 +113,7 @@ def drain(url: str, jobs: int, limit: int) -> Result:
     loop = _claim_loop_batched if limit > 1 else _claim_loop_single
     connections = [psycopg.connect(url, autocommit=True) for _ in range(CONNECTIONS)]
     try:
-        seconds = _run_threads([lambda c=c: loop(c, limit) for c in connections])
+        seconds = _run_threads([partial(loop, c, limit) for c in connections])
     finally:
         for conn in connections:
             conn.close()
@@ -194,16 +195,12 @@ def main() -> None:
     log("raw_sql: bulk enqueue, unnest and COPY")
     for bulk in (enqueue_unnest, enqueue_copy):
         results.append(
-            best_run(
-                lambda bulk=bulk: _emptied(url, bulk(url, args.bulk_jobs, args.batch)), args.repeat
-            )
+            best_run(partial(_emptied_after, url, bulk, args.bulk_jobs, args.batch), args.repeat)
         )
     batched_jobs = args.jobs * BATCHED_DRAIN_FACTOR
     log(f"raw_sql: drain {batched_jobs} jobs batched, {args.jobs} jobs one by one")
     for limit, jobs in ((100, batched_jobs), (1, args.jobs)):
-        results.append(
-            median_run(lambda limit=limit, jobs=jobs: drain(url, jobs, limit), args.repeat)
-        )
+        results.append(median_run(partial(drain, url, jobs, limit), args.repeat))
     emit(results)
 
 
@@ -211,6 +208,13 @@ def _emptied(url: str, result: Result) -> Result:
     """``result``, after emptying the table for whatever runs next."""
     database.truncate(url, "jobs")
     return result
+
+
+def _emptied_after(
+    url: str, bulk: Callable[[str, int, int], Result], jobs: int, batch: int
+) -> Result:
+    """One bulk enqueue run, then the table emptied for whatever runs next."""
+    return _emptied(url, bulk(url, jobs, batch))
 
 
 if __name__ == "__main__":

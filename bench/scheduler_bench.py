@@ -33,7 +33,8 @@ REPEATS = 3
 
 def build_schedules(count: int) -> list[Schedule]:
     """``count`` distinct ``every = "1m"`` schedules of one kind."""
-    return [Schedule(name=f"heartbeat_{i}", kind="heartbeat", every="1m") for i in range(count)]
+    every = timedelta(minutes=1)
+    return [Schedule(name=f"heartbeat_{i}", kind="heartbeat", every=every) for i in range(count)]
 
 
 def pinned_now(conn: psycopg.Connection[Any]) -> datetime:

@@ -116,14 +116,14 @@ def build(url: str, rows: int) -> None:
         history = conn.execute("SELECT count(*) FROM pgbeat_schedule_history").fetchone()
         if not history or history[0] == 0:
             hours = HISTORY_DAYS * 24
-            conn.execute(HISTORY, {"rows": rows, "hours": hours})  # type: ignore[arg-type]
+            conn.execute(HISTORY, {"rows": rows, "hours": hours})
         have = conn.execute("SELECT count(*) FROM jobs").fetchone()
         if have and have[0] == rows:
             return
         print(f"building {rows:,} jobs in {DATABASE} (a few minutes) ...", file=sys.stderr)
         started = time.monotonic()
         conn.execute("TRUNCATE jobs RESTART IDENTITY")
-        conn.execute(BUILD, {"rows": rows, "kinds": KINDS})  # type: ignore[arg-type]
+        conn.execute(BUILD, {"rows": rows, "kinds": KINDS})
         conn.execute("VACUUM ANALYZE jobs")
         print(f"built in {time.monotonic() - started:.0f} s", file=sys.stderr)
 

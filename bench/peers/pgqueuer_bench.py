@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -240,7 +241,7 @@ async def run(args: Any) -> list[Result]:
         log(f"{system}: drain {args.jobs} jobs, {config.variant}")
         results.append(
             await median_run_async(
-                lambda c=config: drain(system, url, driver, args.jobs, c), args.repeat
+                partial(drain, system, url, driver, args.jobs, config), args.repeat
             )
         )
     log(f"{system}: pickup latency")

@@ -13,6 +13,7 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import procrastinate
@@ -228,7 +229,7 @@ async def drains(app: procrastinate.App, configs: list[DrainConfig], args: Any) 
     for config in configs:
         log(f"procrastinate: drain {args.jobs} jobs, {config.variant}")
         results.append(
-            await median_run_async(lambda c=config: drain(app, args.url, args.jobs, c), args.repeat)
+            await median_run_async(partial(drain, app, args.url, args.jobs, config), args.repeat)
         )
     return results
 

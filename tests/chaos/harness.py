@@ -74,7 +74,7 @@ def connect(url: str) -> Conn:
 
 
 def scalar(conn: Conn, query: str, params: Any = None) -> Any:
-    row = conn.execute(query, params).fetchone()  # type: ignore[call-overload]
+    row = conn.execute(query, params).fetchone()
     return None if row is None else row[0]
 
 
@@ -244,9 +244,9 @@ class Fleet:
                 process.kill()
                 process.wait(10)
                 codes.append(None)
-        for index, process in enumerate(self.slots):
-            if process is not None:
-                self.retired.append(process)
+        for index, slot in enumerate(self.slots):
+            if slot is not None:
+                self.retired.append(slot)
             self.slots[index] = None
         return codes
 

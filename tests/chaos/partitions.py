@@ -146,7 +146,10 @@ def _worker_cut(
     with connect(s.local_url) as conn:
         work = {"seconds": p.job_seconds, "fail_on": "w1"}
         pgbeat.enqueue_many(conn, [pgbeat.NewJob("work", work)] * p.concurrency)
-        running = lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running'")  # noqa: E731
+
+        def running() -> int:
+            return int(scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running'"))
+
         result.check(poll_until(lambda: running() == p.concurrency, 30), "w1 never claimed")
         s.network.cut("w1")
         cut_at = scalar(conn, "SELECT now()")
@@ -343,7 +346,10 @@ def _database_cut(
     result: ScenarioResult, s: Site, p: DatabaseCut, count: int
 ) -> tuple[datetime, datetime, datetime | None]:
     with connect(s.local_url) as conn:
-        fresh = lambda since: scalar(conn, FRESH_BEATS, (since,)) == count  # noqa: E731
+
+        def fresh(since: datetime) -> bool:
+            return bool(scalar(conn, FRESH_BEATS, (since,)) == count)
+
         started = scalar(conn, "SELECT now()")
         result.check(poll_until(lambda: fresh(started), 30), "not every process started")
         load = _steady_load(conn, p.jobs_per_second, 3.0)

@@ -125,7 +125,10 @@ def worker_kills(url: str, p: WorkerKills) -> ScenarioResult:
     with connect(url) as conn:
         conn.execute(SETUP)
         enqueue_effects(conn, p.jobs, p.job_sleep)
-        finished = lambda: scalar(conn, FINISHED, (["effect"],)) >= p.jobs  # noqa: E731
+
+        def finished() -> bool:
+            return bool(scalar(conn, FINISHED, (["effect"],)) >= p.jobs)
+
         fleet = Fleet(worker_args(p.concurrency, p.lease, p.timeout), url, p.workers, rng)
         started = last_kill = time.monotonic()
         try:
@@ -214,7 +217,10 @@ def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResul
     args = ["scheduler", "--schedules", str(path), "--log-level", "WARNING"]
     outages = 0
     with connect(url) as conn:
-        ticks = lambda: scalar(conn, "SELECT count(*) FROM jobs WHERE kind = 'tick'")  # noqa: E731
+
+        def ticks() -> int:
+            return int(scalar(conn, "SELECT count(*) FROM jobs WHERE kind = 'tick'"))
+
         fleet = Fleet(args, url, p.replicas, rng)
         try:
             result.check(poll_until(ticks, 30), "no replica ever enqueued a period")

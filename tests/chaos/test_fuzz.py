@@ -99,10 +99,15 @@ mostly_valid_cron_strings = st.one_of(
 )  # fmt: skip
 
 amounts = st.one_of(st.integers(0, 10**6), st.integers(0, 10**30)).map(str)
-well_formed_durations = st.tuples(
-    *[st.one_of(st.just(""), amounts.map(lambda a, u=unit: a + u)) for unit in "dhms"],
-    st.one_of(st.just(""), amounts.map(lambda a: a + "ms")),
-).map("".join)
+
+
+def _amount_of(unit: str) -> st.SearchStrategy[str]:
+    """An amount followed by ``unit``, or nothing."""
+    return st.one_of(st.just(""), amounts.map(lambda a: a + unit))
+
+
+duration_units = ("d", "h", "m", "s", "ms")  # in this order, each one optional
+well_formed_durations = st.tuples(*[_amount_of(unit) for unit in duration_units]).map("".join)
 duration_texts = st.one_of(well_formed_durations, st.text(max_size=15))
 toml_scalars = st.one_of(
     st.text(max_size=12),

@@ -19,7 +19,7 @@ def at(hour: int, minute: int, second: int = 0) -> datetime:
 
 
 def test_by_hand() -> None:
-    every7 = Schedule(name="t", kind="t", every="7s")
+    every7 = Schedule(name="t", kind="t", every=timedelta(seconds=7))
     # 2026-03-08T00:00:00Z is 1,772,928,000 s after the epoch, 4 s past a multiple of 7:
     # the multiples of 7 s fall at 3 s, 10 s, 17 s ... past that minute.
     assert expected_fires(every7, at(0, 0), at(0, 0, 20)) == {

@@ -114,9 +114,9 @@ def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pending = pgbeat.enqueue(conn, "a", {})
     result = run_cli(["jobs", "cancel", str(pending)], database_url)
     assert result.returncode == 0, result.stderr
-    status, reason = conn.execute(
-        "SELECT status, last_error FROM jobs WHERE id = %s", (pending,)
-    ).fetchone() or (None, None)
+    row = conn.execute("SELECT status, last_error FROM jobs WHERE id = %s", (pending,)).fetchone()
+    assert row is not None
+    status, reason = row
     assert status == "cancelled"  # not failed: stopping a job on purpose is no failure
     assert reason.startswith("cancelled: pgbeat jobs cancel, by ") and "@" in reason
     running = pgbeat.enqueue(conn, "a", {})

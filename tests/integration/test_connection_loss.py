@@ -39,12 +39,12 @@ def test_worker_survives_terminated_backends(
     try:
         while (done := statuses(conn).get("done", 0)) < total and kills < 6:
             kills += conn.execute(TERMINATE).fetchone()[0] > 0  # type: ignore[index]
+
             # the next fault only once the worker is back at work: each one hits a live loop
-            wait_for(
-                lambda done=done: statuses(conn).get("done", 0) > done,
-                timeout=30,
-                message="progress after the connection loss",
-            )
+            def progressed(done: int = done) -> bool:
+                return statuses(conn).get("done", 0) > done
+
+            wait_for(progressed, timeout=30, message="progress after the connection loss")
         wait_for(lambda: statuses(conn) == {"done": total}, timeout=60, message="all done")
     finally:
         worker.stop()
@@ -69,11 +69,11 @@ def test_scheduler_survives_terminated_backends(
             conn.execute(TERMINATE)
             # the next fault only once the scheduler has reconnected and ticked again
             ticked = statuses(conn)["pending"]
-            wait_for(
-                lambda ticked=ticked: statuses(conn)["pending"] > ticked,
-                timeout=20,
-                message="a tick after the connection loss",
-            )
+
+            def ticked_again(ticked: int = ticked) -> bool:
+                return statuses(conn)["pending"] > ticked
+
+            wait_for(ticked_again, timeout=20, message="a tick after the connection loss")
         before = statuses(conn)["pending"]
         wait_for(
             lambda: statuses(conn)["pending"] >= before + 3,

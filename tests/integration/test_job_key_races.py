@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
@@ -22,6 +23,7 @@ import pytest
 import pgbeat
 from pgbeat import admin
 from pgbeat.job import Job
+from pgbeat.job_keys import OnConflict
 from pgbeat.worker import operations
 from tests.helpers import wait_for
 
@@ -105,7 +107,9 @@ def database_now(conn: psycopg.Connection[Any]) -> datetime:
 
 
 @pytest.mark.parametrize("mode", ["ignore", "replace", "keep_earliest", "keep_latest"])
-def test_concurrent_enqueues_of_one_key(pool: list[psycopg.Connection[Any]], mode: str) -> None:
+def test_concurrent_enqueues_of_one_key(
+    pool: list[psycopg.Connection[Any]], mode: OnConflict
+) -> None:
     check = pool[0]
     base = database_now(check) + timedelta(hours=1)
 
@@ -188,9 +192,7 @@ def replace_while_claiming(
         for n in range(1, 41):
             job_id = in_transaction(
                 conn,
-                lambda n=n: pgbeat.enqueue(
-                    conn, KIND, {"n": n}, job_key=key, on_conflict="replace"
-                ),
+                partial(pgbeat.enqueue, conn, KIND, {"n": n}, job_key=key, on_conflict="replace"),
             )
             found = conn.execute(
                 "SELECT payload, superseded_at FROM jobs WHERE id = %s", (job_id,)
@@ -207,7 +209,7 @@ def replace_while_claiming(
 
     seeds = [rng.random() for _ in range(claimers)]
     work: list[Callable[[psycopg.Connection[Any]], Any]] = [application]
-    work += [lambda conn, s=s: worker(conn, s) for s in seeds]
+    work += [partial(worker, seed=s) for s in seeds]
     race(pool[1 : 2 + claimers], work)
     assert_invariants(pool[0])
     # the newest values are never lost: they wait in the live job, or they ran
@@ -236,7 +238,8 @@ def writers_and_workers(pool: list[psycopg.Connection[Any]], key: str, writers: 
                 value = w * 100 + n
                 in_transaction(
                     conn,
-                    lambda value=value: pgbeat.enqueue(
+                    partial(
+                        pgbeat.enqueue,
                         conn,
                         KIND,
                         {"v": value},
@@ -261,7 +264,7 @@ def writers_and_workers(pool: list[psycopg.Connection[Any]], key: str, writers: 
         stop.set()
 
     work: list[Callable[[psycopg.Connection[Any]], Any]] = [
-        lambda conn, w=w: writer(conn, w) for w in range(writers)
+        partial(writer, w=w) for w in range(writers)
     ]
     work += [worker] * 8 + [coordinator]
     race(pool[1 : len(work) + 1], work)
@@ -283,7 +286,7 @@ def waiting_on_a_lock(conn: psycopg.Connection[Any], pid: int) -> bool:
 @pytest.mark.parametrize("mode", ["ignore", "replace"])
 @pytest.mark.parametrize("first_ends", ["rollback", "commit"])
 def test_an_uncommitted_enqueue_makes_the_second_wait(
-    database_url: str, pool: list[psycopg.Connection[Any]], mode: str, first_ends: str
+    database_url: str, pool: list[psycopg.Connection[Any]], mode: OnConflict, first_ends: str
 ) -> None:
     for round_number in range(ROUNDS):
         key = f"wait-{round_number}"
@@ -303,7 +306,7 @@ def second_enqueue_waits(
     check: psycopg.Connection[Any],
     second: psycopg.Connection[Any],
     key: str,
-    mode: str,
+    mode: OnConflict,
     first: psycopg.Connection[Any],
     first_ends: str,
 ) -> Any:
@@ -411,6 +414,6 @@ def test_retry_failed_never_aborts_on_a_key_taken_meanwhile(
                     operations.fail_jobs(conn, [(run, "boom")])
 
         work: list[Callable[[psycopg.Connection[Any]], Any]] = [operator, operator]
-        work += [lambda conn, key=key: application(conn, key) for key in keys]
+        work += [partial(application, key=key) for key in keys]
         race(pool[1:9], work)
         assert_invariants(check)

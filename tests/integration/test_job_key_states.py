@@ -30,11 +30,14 @@ import pgbeat
 from pgbeat import admin
 from pgbeat.errors import Refused
 from pgbeat.job import Job
+from pgbeat.job_keys import OnConflict
 from pgbeat.worker import operations
 
 KIND = "remind"
 KEYS = st.sampled_from(["a", "b", "c"])
-MODES = st.sampled_from(["ignore", "replace", "keep_earliest", "keep_latest"])
+MODES: st.SearchStrategy[OnConflict] = st.sampled_from(
+    ["ignore", "replace", "keep_earliest", "keep_latest"]
+)
 LEASE = timedelta(minutes=5)
 BUDGET = 2  # max_attempts of every job: failures and spent attempts come quickly
 EXAMPLES = int(os.environ.get("PGBEAT_KEY_STATES_EXAMPLES", "40"))
@@ -77,7 +80,7 @@ class JobKeyMachine(RuleBasedStateMachine):
 
     # -- the application's calls --------------------------------------------------------
 
-    def expect_enqueue(self, key: str, mode: str, value: int, result: int | None) -> None:
+    def expect_enqueue(self, key: str, mode: OnConflict, value: int, result: int | None) -> None:
         live = self.live(key)
         if live is None:
             assert isinstance(result, int) and result not in self.jobs
@@ -96,7 +99,7 @@ class JobKeyMachine(RuleBasedStateMachine):
             self.jobs[result] = Expected(key, "pending", 0, BUDGET, False, value)
 
     @rule(key=KEYS, mode=MODES)
-    def enqueue(self, key: str, mode: str) -> None:
+    def enqueue(self, key: str, mode: OnConflict) -> None:
         value = self.next_value()
         result = pgbeat.enqueue(
             self.conn, KIND, {"v": value}, job_key=key, on_conflict=mode, max_attempts=BUDGET
@@ -104,7 +107,7 @@ class JobKeyMachine(RuleBasedStateMachine):
         self.expect_enqueue(key, mode, value, result)
 
     @rule(batch=st.lists(st.tuples(KEYS, MODES), min_size=1, max_size=5))
-    def enqueue_many(self, batch: list[tuple[str, str]]) -> None:
+    def enqueue_many(self, batch: list[tuple[str, OnConflict]]) -> None:
         values = [self.next_value() for _ in batch]
         jobs = [
             pgbeat.NewJob(KIND, {"v": v}, job_key=key, on_conflict=mode, max_attempts=BUDGET)

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from prometheus_client.samples import Sample
 
+from pgbeat.db import connections
 from pgbeat.observe import metrics
 from pgbeat.observe.metrics import PrometheusMetrics, QueueDepthCollector
 from tests.helpers import wait_for
@@ -108,13 +109,13 @@ def test_scrapes_within_the_window_reuse_the_last_read(
     database_url: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: list[float] = []
-    connect = metrics.connections.connect
+    connect = connections.connect
 
     def counted(*args: Any, **kwargs: Any) -> psycopg.Connection[Any]:
         reads.append(time.monotonic())
         return connect(*args, **kwargs)
 
-    monkeypatch.setattr(metrics.connections, "connect", counted)
+    monkeypatch.setattr(connections, "connect", counted)
     clock = [1000.0]
     collector = QueueDepthCollector(database_url, every=10, clock=lambda: clock[0])
     conn.execute("INSERT INTO jobs (kind, payload) VALUES ('email', '{}')")

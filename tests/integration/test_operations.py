@@ -33,6 +33,13 @@ def processes(conn: psycopg.Connection[Any]) -> list[tuple[str, int]]:
     return [(r[0], r[1]) for r in conn.execute("SELECT role, pid FROM pgbeat_processes")]
 
 
+def often_periods(conn: psycopg.Connection[Any]) -> int:
+    """How many periods of the schedule `often` have their job."""
+    row = conn.execute("SELECT count(*) FROM jobs WHERE unique_key LIKE 'often@%%'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def test_heartbeat_registers_and_removes_itself(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -103,16 +110,7 @@ def test_status_shows_processes_schedules_and_missed_periods(
             message="both processes registered",
         )
         # the latest `often` period status checks is 7 s old: wait until the scheduler made it
-        wait_for(
-            lambda: (
-                conn.execute(
-                    "SELECT count(*) FROM jobs WHERE unique_key LIKE 'often@%%'"
-                ).fetchone()
-                >= (9,)
-            ),
-            timeout=30,
-            message="9 periods",
-        )
+        wait_for(lambda: often_periods(conn) >= 9, timeout=30, message="9 periods")
         # lose a period: neither its job nor its row in the history is there
         conn.execute("DELETE FROM jobs WHERE unique_key LIKE 'minutely@%%'")
         conn.execute("DELETE FROM pgbeat_schedule_history WHERE schedule = 'minutely'")

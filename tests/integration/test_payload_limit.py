@@ -69,13 +69,17 @@ def test_the_limit_is_configurable(
 
 def test_the_cli_refuses_in_one_line(database_url: str, conn: psycopg.Connection[Any]) -> None:
     # A command-line argument holds at most 128 KiB on Linux: a lower limit shows the CLI's path.
-    limit = {"PGBEAT_MAX_PAYLOAD_BYTES": "1000"}
+    limit = "1000"
     fits = run_cli(
-        ["enqueue", "k", "--payload", json.dumps(payload_of(1000))], database_url, **limit
+        ["enqueue", "k", "--payload", json.dumps(payload_of(1000))],
+        database_url,
+        PGBEAT_MAX_PAYLOAD_BYTES=limit,
     )
     assert fits.returncode == 0, fits.stderr
     big = run_cli(
-        ["enqueue", "k", "--payload", json.dumps(payload_of(1001))], database_url, **limit
+        ["enqueue", "k", "--payload", json.dumps(payload_of(1001))],
+        database_url,
+        PGBEAT_MAX_PAYLOAD_BYTES=limit,
     )
     assert big.returncode == 1
     assert big.stderr.count("\n") == 1 and "Traceback" not in big.stderr

@@ -54,6 +54,7 @@ def test_fastapi_snippet(database_url: str, conn: psycopg.Connection[Any]) -> No
     with TestClient(app["app"], raise_server_exceptions=False) as client:
         first = client.post("/users", params={"email": "a@example.com"})
         again = client.post("/users", params={"email": "a@example.com"})  # fails at COMMIT
+        assert client.portal is not None  # set while the client is open
         client.portal.call(app["engine"].dispose)
     assert first.status_code == 200, first.text
     assert again.status_code == 500
@@ -72,7 +73,7 @@ def test_flask_snippet(database_url: str, conn: psycopg.Connection[Any]) -> None
         app["engine"].dispose()
     assert first.status_code == 200, first.text
     assert again.status_code == 500
-    assert jobs(conn) == [("welcome_email", {"user_id": first.json["id"]})]  # type: ignore[index]
+    assert jobs(conn) == [("welcome_email", {"user_id": first.json["id"]})]
 
 
 def test_django_snippet(django_db: psycopg.Connection[Any]) -> None:

@@ -55,7 +55,8 @@ def counts(conn: psycopg.Connection[Any]) -> tuple[int, int]:
 
 def place_order(session: Any, email: str) -> int | None:
     order_id = session.execute(INSERT_ORDER, {"email": email}).scalar_one()
-    return pgbeat.enqueue(session, "order_confirmation", {"order_id": order_id})
+    job_id: int | None = pgbeat.enqueue(session, "order_confirmation", {"order_id": order_id})
+    return job_id
 
 
 # -- sync --------------------------------------------------------------------------------------
@@ -125,7 +126,7 @@ def test_enqueue_many_and_scoped_session(engine: Any, conn: psycopg.Connection[A
 
 def test_wrong_objects_are_refused_in_one_line(engine: Any) -> None:
     with pytest.raises(TypeError, match=r"pgbeat needs .*got builtins\.str"):
-        pgbeat.enqueue("postgresql://nowhere", "kind")  # type: ignore[call-overload]
+        pgbeat.enqueue("postgresql://nowhere", "kind")
     with pytest.raises(TypeError, match="async engine"):
         async_engine = create_async_engine(str(engine.url.render_as_string(hide_password=False)))
 

@@ -423,8 +423,12 @@ def test_idle_pickup_latency(
             # a deadline far inside the 30 s poll: only the notification can meet it
             assert started.wait(5), "job not picked up"
             latencies.append((stamp[0] - sent) * 1000)
+
             # idle again before the next one: the job written done, the slot free
-            wait_for(lambda n=n: statuses(conn) == {"done": n + 1}, message="ping done")
+            def written_done(done: int = n + 1) -> bool:
+                return statuses(conn) == {"done": done}
+
+            wait_for(written_done, message="ping done")
             wait_for(lambda: worker._executor.busy() == 0, message="worker idle")
     median = statistics.median(latencies)
     record_property("pickup_latency_median_ms", round(median, 2))

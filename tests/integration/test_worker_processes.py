@@ -22,7 +22,7 @@ APP = "tests.apps.jobs_app:registry"
 
 
 def count(conn: psycopg.Connection[Any], sql: str) -> int:
-    row = conn.execute(sql).fetchone()  # type: ignore[call-overload]
+    row = conn.execute(sql).fetchone()
     assert row is not None
     return int(row[0])
 

@@ -38,7 +38,12 @@ def test_an_error_in_the_foreground_propagates_after_the_exit_hook() -> None:
 
 def test_wake_ends_a_pause_that_would_never_end_otherwise() -> None:
     steps = threading.Semaphore(0)
-    loop = BackgroundLoop("t", lambda: steps.release() or UNTIL_WOKEN)
+
+    def step() -> float:
+        steps.release()
+        return UNTIL_WOKEN
+
+    loop = BackgroundLoop("t", step)
     loop.start()
     try:
         assert steps.acquire(timeout=DEADLINE)
