@@ -200,7 +200,7 @@ def test_no_schedules_is_valid(text: str) -> None:
         (
             'every = "1m"\nname = "other"',
             "schedule 'job': unknown key 'name' (expected one of: catch_up, catch_up_window, "
-            "cron, enabled, every, kind, max_attempts, payload, timezone)",
+            "cron, enabled, every, jitter, kind, max_attempts, overlap, payload, timezone)",
         ),
     ],
 )
