@@ -38,6 +38,7 @@ import psycopg
 import pgbeat
 from bench import database
 from pgbeat.db import connections
+from pgbeat.durations import parse_duration
 from pgbeat.scheduling.definition import schedule_values
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
@@ -229,10 +230,11 @@ def upsert_some(url: str, changes: int) -> dict[str, tuple[str, float]]:
     commits: dict[str, tuple[str, float]] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         for n in range(changes):
-            for name, values in (
+            changed: list[tuple[str, dict[str, Any]]] = [
                 (f"added_{n}", {"every": "1h", "timezone": ZONES[n % len(ZONES)]}),
                 (f"customer_{n}", {"cron": f"{n % 60} 3 * * *", "timezone": "Asia/Tokyo"}),
-            ):
+            ]
+            for name, values in changed:
                 pgbeat.upsert_schedule(conn, name, kind="report", **values)
                 committed = time.time()
                 hashed = conn.execute(
@@ -311,7 +313,7 @@ def burst(url: str, count: int, replicas: int, jitter: str | None) -> dict[str, 
             cron=_cron_at(fire, ZONES[n % len(ZONES)]),
             timezone=ZONES[n % len(ZONES)],
             payload={"customer": n},
-            jitter=jitter,
+            jitter=parse_duration(jitter) if jitter else None,
         )
         for n in range(count)
     ]

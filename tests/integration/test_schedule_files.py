@@ -107,7 +107,12 @@ def test_sighup_reloads_the_file_and_a_bad_file_changes_nothing(
         path.write_text('[schedules.beat]\nevery = "soon"\n')
         replica.send_signal(signal.SIGHUP)
         wait_for(lambda: "reload refused" in replica.output(), timeout=10, message="refusal")
-        count = lambda: conn.execute("SELECT count(*) FROM jobs").fetchone()[0]  # type: ignore[index]  # noqa: E731
+
+        def count() -> int:
+            row = conn.execute("SELECT count(*) FROM jobs").fetchone()
+            assert row is not None
+            return int(row[0])
+
         before = count()
         wait_for(lambda: count() >= before + 2, timeout=10, message="periods after the refusal")
         assert live_names(conn) == ["beat", "new_only"]

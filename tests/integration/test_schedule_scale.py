@@ -33,7 +33,7 @@ def schedules_firing_at(fire: datetime) -> list[Schedule]:
             cron=_cron_at(fire, ZONES[n % len(ZONES)]),
             timezone=ZONES[n % len(ZONES)],
             payload={"customer": n},
-            jitter="60s" if n % 2 else None,
+            jitter=timedelta(seconds=60) if n % 2 else None,
             overlap="skip" if n % 7 == 0 else "allow",
         )
         for n in range(COUNT)

@@ -20,7 +20,7 @@ def schedules(text: str) -> Any:
 
 def jobs(conn: psycopg.Connection[Any]) -> list[tuple[str, str, datetime]]:
     return [
-        tuple(row)  # type: ignore[misc]
+        tuple(row)
         for row in conn.execute("SELECT kind, unique_key, run_at FROM jobs ORDER BY run_at, kind")
     ]
 

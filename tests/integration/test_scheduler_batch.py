@@ -145,7 +145,7 @@ def test_a_replica_finds_some_periods_present_and_inserts_the_others(
 def test_a_period_being_inserted_by_another_replica_is_not_inserted_twice(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    schedule = Schedule(name="m", kind="minutely", every="1m", catch_up="none")
+    schedule = Schedule(name="m", kind="minutely", every=timedelta(minutes=1), catch_up="none")
     fire = T0.replace(second=0)
     key = expected_key(schedule, fire)
     results: list[TickResult] = []

@@ -73,7 +73,11 @@ def test_eight_replicas_with_kills_and_restarts_enqueue_each_period_once(
             victim.wait(10)
             # each kill in a later period than the one before
             now = ticks()
-            wait_for(lambda now=now: ticks() > now, timeout=30, message="a tick after a kill")
+
+            def ticked_since(now: int = now) -> bool:
+                return ticks() > now
+
+            wait_for(ticked_since, timeout=30, message="a tick after a kill")
         replicas += [start_cli(args, database_url) for _ in range(2)]
         before = ticks()
         wait_for(lambda: ticks() >= before + 4, timeout=30, message="ticks after the restarts")
@@ -85,10 +89,10 @@ def test_eight_replicas_with_kills_and_restarts_enqueue_each_period_once(
     assert [r.returncode for r in survivors] == [0] * len(survivors), outputs
     assert not any("Traceback" in out for out in outputs), outputs
 
-    ticks = seconds_of(conn, "tick")
-    first, last = ticks[0], ticks[-1]
+    fired = seconds_of(conn, "tick")
+    first, last = fired[0], fired[-1]
     expected = int((last - first).total_seconds()) + 1
-    assert ticks == [first + timedelta(seconds=i) for i in range(expected)], "gap or duplicate"
+    assert fired == [first + timedelta(seconds=i) for i in range(expected)], "gap or duplicate"
     assert expected >= 8
     minutes = seconds_of(conn, "minutely")
     assert len(minutes) == len(set(minutes))

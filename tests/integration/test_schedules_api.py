@@ -106,7 +106,8 @@ def test_upsert_rejects_what_a_file_rejects_with_the_same_words(
 
 
 def test_upsert_needs_exactly_one_of_cron_and_every(conn: psycopg.Connection[Any]) -> None:
-    for values in ({}, {"cron": "* * * * *", "every": "1m"}):
+    cases: tuple[dict[str, Any], ...] = ({}, {"cron": "* * * * *", "every": "1m"})
+    for values in cases:
         with pytest.raises(ValueError, match="'cron' or 'every'"):
             pgbeat.upsert_schedule(conn, "x", **values)
     with pytest.raises(pgbeat.ScheduleError, match="characters other than"):

@@ -59,6 +59,7 @@ def test_identical_schedules_are_listed_by_name(
     argv = ["schedules", "next", "--schedules", str(path), "--after", "2026-01-01T12:00:00Z"]
     assert main([*argv, "--count", "2", *(["--json"] if as_json else [])]) == 0
     out = capsys.readouterr().out
+    rows: list[tuple[str, ...]]
     if as_json:
         rows = [(row["schedule"], row["fire_at"]) for row in json.loads(out)]
     else:

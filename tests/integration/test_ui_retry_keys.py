@@ -16,7 +16,7 @@ from pgbeat.ui.filters import JobFilter
 
 
 def _failed(conn: psycopg.Connection[Any], key: str | None) -> int:
-    job_id = pgbeat.enqueue(conn, "remind", {}, job_key=key)
+    job_id: int | None = pgbeat.enqueue(conn, "remind", {}, job_key=key)
     assert job_id is not None
     conn.execute(
         "UPDATE jobs SET status = 'failed', attempts = 1, finished_at = now() WHERE id = %s",

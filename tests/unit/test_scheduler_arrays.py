@@ -47,6 +47,6 @@ BERLIN, NEW_YORK_WINTER = ZoneInfo("Europe/Berlin"), timezone(timedelta(hours=-5
 )  # fmt: skip
 def test_a_key_is_the_schedule_name_and_the_fire_time_in_utc(fire: datetime, key: str) -> None:
     """Written out by hand: every replica, and every version of pgbeat, derives these keys."""
-    schedule = Schedule(name="daily_report", kind="report", every="1h")
+    schedule = Schedule(name="daily_report", kind="report", every=timedelta(hours=1))
     assert unique_key(schedule, fire) == key
     assert unique_key_prefix(schedule) + unique_key_suffix(fire) == key
