@@ -196,3 +196,30 @@ def test_history_retention_deletes_only_old_rows(
     remaining = conn.execute("SELECT count(*) FROM pgbeat_schedule_history").fetchone()
     assert remaining == (6,)
     assert conn.execute("SELECT count(*) FROM pgbeat_schedules").fetchone() == (0,)
+
+
+def test_a_replica_that_missed_a_deletion_enqueues_nothing_from_before_the_re_creation(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # The storm's race, made deterministic: a replica ticks api_tick, the schedule is
+    # deleted and created again (same definition, same hash) before that replica looks at
+    # the table again. Its next tick must not catch up the deleted span: the claim
+    # statement itself refuses periods at or before the re-creation.
+    pgbeat.upsert_schedule(conn, "beat", every="1s", catch_up="all", catch_up_window="1m")
+    scheduler = Scheduler(database_url, None, heartbeat=False)
+    t0 = whole_second_after(conn)
+    assert scheduler.tick(conn, t0).inserted == [f"beat@{t0:%Y-%m-%dT%H:%M:%SZ}"]
+    assert pgbeat.delete_schedule(conn, "beat") is True
+    conn.execute("SELECT pg_sleep(2.2)")  # periods fire while it is deleted
+    pgbeat.upsert_schedule(conn, "beat", every="1s", catch_up="all", catch_up_window="1m")
+    found = state.get_schedule(conn, "beat")
+    assert found is not None
+    created = found.created_at
+    later = created.replace(microsecond=0) + 3 * SECOND
+    stale = scheduler.tick(conn, later, refresh=False)  # its copy still has the old schedule
+    fires = [datetime.fromisoformat(key.partition("@")[2]) for key in stale.inserted]
+    assert fires and min(fires) > created, (created, fires)
+    keys = [row[0] for row in conn.execute("SELECT unique_key FROM jobs ORDER BY 1")]
+    assert [datetime.fromisoformat(k.partition("@")[2]) for k in keys[1:]] == fires
+    # the next replica to look at the table agrees
+    assert Scheduler(database_url, None, heartbeat=False).tick(conn, later).inserted == []

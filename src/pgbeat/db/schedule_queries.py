@@ -194,7 +194,13 @@ ORDER BY s.name"""
 # schedule's row (primary key): a period of a definition that changed or went since the
 # replica computed it is dropped (compared after the join, behind MATERIALIZED: as a join
 # condition, two equalities on unique values made the planner expect one row and join
-# 10,000 periods in a nested loop, for minutes). Periods already decided are dropped first,
+# 10,000 periods in a nested loop, for minutes). So is a period of a schedule from code at
+# or before the row's created_at: a replica whose copy still holds a deleted schedule that
+# was created again (same definition, same hash) must not catch up the deleted span. A
+# period inside the row's last pause (paused_at, resumed_at] is skipped (paused) like one
+# of a current pause: a replica that never saw the pause cannot catch it up. Both are
+# decided here, not from the replica's copy, so no replica races past a pause or deletion.
+# Periods already decided are dropped first,
 # one probe each (pgbeat_schedule_history_period): a replica that comes second does little.
 # Its outcome is decided here:
 # skipped (paused), missed (catch-up), skipped (overlap: the schedule has a pending or
@@ -208,7 +214,12 @@ ORDER BY s.name"""
 # history: one an older pgbeat inserted).
 HISTORY_CLAIM_PERIODS: LiteralString = """
 WITH period AS MATERIALIZED (
-    SELECT p.*, s.paused, s.overlap, s.catch_up, s.definition_hash = p.definition_hash AS current
+    SELECT p.*, s.overlap, s.catch_up, s.definition_hash = p.definition_hash AS current,
+           s.paused OR coalesce(s.resumed_at > s.paused_at
+                                AND to_timestamp(p.fire_epoch) > s.paused_at
+                                AND to_timestamp(p.fire_epoch) <= s.resumed_at, false)
+               AS paused,
+           s.source = 'api' AND to_timestamp(p.fire_epoch) <= s.created_at AS before_creation
     FROM unnest(%(schedules)s::text[], %(fire_epochs)s::float8[], %(run_epochs)s::float8[],
                 %(unique_keys)s::text[], %(kinds)s::text[], %(hashes)s::text[],
                 %(missed)s::bool[], %(later)s::bool[], %(templates)s::int[])
@@ -230,7 +241,7 @@ WITH period AS MATERIALIZED (
               AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')))
         THEN 'overlap'
     END AS reason
-    FROM period WHERE current
+    FROM period WHERE current AND NOT before_creation
 ), decided AS (
     SELECT reasoned.*,
            CASE WHEN reason IS NULL
