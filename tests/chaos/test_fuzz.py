@@ -198,6 +198,7 @@ CROSS_CHECK = settings(max_examples=40, deadline=None)
 
 @PURE
 @given(documents)
+@pytest.mark.slow
 def test_fuzzed_schedules_documents_parse_or_fail_in_one_line_each(
     document: dict[str, Any],
 ) -> None:
@@ -228,6 +229,7 @@ def test_arbitrary_text_parses_or_fails_in_one_line_each(text: str) -> None:
 
 @PURE
 @given(cron_strings, zone_names)
+@pytest.mark.slow
 def test_cron_in_a_zone_is_valid_or_one_value_error(cron: str, zone: str) -> None:
     try:
         normalised = validate_cron(cron)
@@ -251,6 +253,7 @@ def test_cron_in_a_zone_is_valid_or_one_value_error(cron: str, zone: str) -> Non
     # hypothesis takes naive bounds and attaches the zone itself
     st.datetimes(datetime(2020, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)),  # noqa: DTZ001
 )
+@pytest.mark.slow
 def test_fire_times_between_agrees_with_next_fire_after(
     cron: str, zone: str, after: datetime
 ) -> None:
@@ -360,6 +363,7 @@ def job_count(conn: psycopg.Connection[Any]) -> int:
 @example(kind="k", payload={"\x00": 1})
 @example(kind="k", payload=float("nan"))
 @example(kind="k'); DROP TABLE jobs; --", payload="'; DROP TABLE jobs; --")
+@pytest.mark.slow
 def test_enqueue_stores_the_payload_or_raises_cleanly_without_a_write(
     conn: psycopg.Connection[Any], kind: str, payload: Any
 ) -> None:
@@ -464,6 +468,7 @@ def test_huge_every_is_a_config_error() -> None:
         parse_schedules('[schedules.a]\nevery = "99999999999d"\n')
 
 
+@pytest.mark.slow
 def test_cli_huge_delay_is_one_line(database_url: str) -> None:
     result = run_cli(["enqueue", "k", "--in", "99999999999d"], database_url)
     assert result.returncode == 1

@@ -72,6 +72,7 @@ class _HoldingRegistry(pgbeat.Registry):
         return super().get(kind)
 
 
+@pytest.mark.slow
 def test_a_claim_is_committed_before_its_handler_starts(database_url: str) -> None:
     """A claim sets its lease and commits before the handler runs.
 

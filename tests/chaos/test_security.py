@@ -106,6 +106,7 @@ UNREACHABLE = f"postgresql://user:{SECRET}@127.0.0.1:1/db"
 
 
 @pytest.mark.parametrize("command", [["worker", APP], ["scheduler", "--schedules", "{path}"]])
+@pytest.mark.slow
 def test_unreachable_database_never_prints_the_password(command: list[str], tmp_path: Path) -> None:
     path = tmp_path / "schedules.toml"
     path.write_text('[schedules.s]\nevery = "1s"\n')
@@ -126,6 +127,7 @@ def test_unreachable_database_never_prints_the_password(command: list[str], tmp_
         f"postgresql://u:pa@{SECRET}@127.0.0.1:1/db",
     ],
 )
+@pytest.mark.slow
 def test_other_url_forms_never_print_the_password(url: str) -> None:
     result = run_cli(["worker", APP, "--database-url", url], None, cwd=str(ROOT))
     assert result.returncode == 1

@@ -46,6 +46,7 @@ def test_zones_cover_both_hemispheres_odd_offsets_and_changed_rules() -> None:
     assert len(transitions("Africa/Casablanca")) > 20  # two shifts a year around Ramadan
 
 
+@pytest.mark.slow
 def test_short_sweep_has_no_mismatch() -> None:
     """A start just before every 2020-2030 transition of every zone, plus random starts."""
     checked, findings = run(random.Random(2026), **SHORT)

@@ -66,6 +66,7 @@ def test_stats(database_url: str, conn: psycopg.Connection[Any]) -> None:
     assert "pending: 4" in text.stdout and "email" in text.stdout
 
 
+@pytest.mark.slow
 def test_list_and_show(database_url: str, conn: psycopg.Connection[Any]) -> None:
     first = pgbeat.enqueue(conn, "email", {"user_id": 1})
     second = pgbeat.enqueue(conn, "report", {"day": "2026-11-30"}, unique_key="r1")
@@ -88,6 +89,7 @@ def test_list_and_show(database_url: str, conn: psycopg.Connection[Any]) -> None
     assert "status: failed" in text_show.stdout
 
 
+@pytest.mark.slow
 def test_retry_one_and_all_failed(database_url: str, conn: psycopg.Connection[Any]) -> None:
     ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("a"), pgbeat.NewJob("a"), pgbeat.NewJob("b")])
     for job_id in ids:
@@ -104,12 +106,14 @@ def test_retry_one_and_all_failed(database_url: str, conn: psycopg.Connection[An
     assert statuses(conn) == {"pending": 3}
 
 
+@pytest.mark.slow
 def test_retry_refuses_a_running_job(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pgbeat.enqueue(conn, "a", {})
     (job,) = operations.claim_jobs(conn, 1, timedelta(minutes=5), None)
     one_line_error(run_cli(["jobs", "retry", str(job.id)], database_url), "it is running")
 
 
+@pytest.mark.slow
 def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pending = pgbeat.enqueue(conn, "a", {})
     result = run_cli(["jobs", "cancel", str(pending)], database_url)
@@ -128,6 +132,7 @@ def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
     one_line_error(run_cli(["jobs", "cancel", str(pending)], database_url), "it is cancelled")
 
 
+@pytest.mark.slow
 def test_purge_keeps_young_jobs_and_guarded_scheduled_jobs(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -182,5 +187,6 @@ def test_purge_in_batches(conn: psycopg.Connection[Any]) -> None:
         (["jobs", "retry", "1", "--kind", "a"], "--kind goes with --failed"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line(database_url: str, args: list[str], fragment: str) -> None:
     one_line_error(run_cli(args, database_url), fragment)

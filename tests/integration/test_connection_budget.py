@@ -40,6 +40,7 @@ def settled(conn: psycopg.Connection[Any], expected: Counter[str]) -> Counter[st
         ("transaction", Counter({"pgbeat-worker": 1, "pgbeat-worker-outcomes": 1})),
     ],
 )
+@pytest.mark.slow
 def test_worker_connections(
     database_url: str, conn: psycopg.Connection[Any], pooler: str, expected: Counter[str]
 ) -> None:

@@ -54,6 +54,7 @@ def test_dockerfile_schedules_are_the_demo() -> None:
     assert "COPY schedules.toml" in (ROOT / "Dockerfile").read_text()
 
 
+@pytest.mark.slow
 def test_compose_file_validates() -> None:
     tool = shutil.which("docker-compose")
     if tool is None:

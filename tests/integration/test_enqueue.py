@@ -209,6 +209,7 @@ def test_cli_enqueue_prints_the_id(database_url: str, conn: psycopg.Connection[A
     assert "already exists" in duplicate.stderr
 
 
+@pytest.mark.slow
 def test_cli_enqueue_at(database_url: str, conn: psycopg.Connection[Any]) -> None:
     result = run_cli(["enqueue", "k", "--at", "2030-06-01T09:00:00+02:00"], database_url)
     assert result.returncode == 0, result.stderr
@@ -228,6 +229,7 @@ def test_cli_enqueue_at(database_url: str, conn: psycopg.Connection[Any]) -> Non
         (["enqueue", "k", "--in", "1h", "--at", "2030-01-01T00:00:00Z"], "not allowed with"),
     ],
 )
+@pytest.mark.slow
 def test_cli_enqueue_bad_input_is_one_line_and_inserts_nothing(
     database_url: str, conn: psycopg.Connection[Any], args: list[str], fragment: str
 ) -> None:
@@ -239,6 +241,7 @@ def test_cli_enqueue_bad_input_is_one_line_and_inserts_nothing(
     assert count_jobs(conn) == 0
 
 
+@pytest.mark.slow
 def test_cli_enqueue_into_an_unmigrated_database(empty_database_url: str) -> None:
     result = run_cli(["enqueue", "k"], empty_database_url)
     assert result.returncode == 1
@@ -246,6 +249,7 @@ def test_cli_enqueue_into_an_unmigrated_database(empty_database_url: str) -> Non
     assert result.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_cli_payload_round_trips_unicode(database_url: str, conn: psycopg.Connection[Any]) -> None:
     payload = {"name": 'Zoë "quoted" 東京', "nested": [1, {"x": None}]}
     result = run_cli(

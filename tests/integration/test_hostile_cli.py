@@ -420,6 +420,7 @@ def test_the_reported_cases(
     ],
     ids=["deep-payload", "home-below-file", "port-70000"],
 )
+@pytest.mark.slow
 def test_a_real_process_answers_in_one_line(
     database_url: str, tmp_path: Path, argv: list[str], env: dict[str, str]
 ) -> None:

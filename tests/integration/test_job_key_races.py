@@ -28,6 +28,7 @@ from pgbeat.worker import operations
 from tests.helpers import wait_for
 
 T = TypeVar("T")
+pytestmark = pytest.mark.slow  # rounds of threads racing on a barrier: seconds each
 ROUNDS = int(os.environ.get("PGBEAT_KEY_RACE_ROUNDS", "8"))
 CALLERS = 32
 LEASE = timedelta(minutes=5)

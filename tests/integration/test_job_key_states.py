@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -283,6 +284,7 @@ class JobKeyMachine(RuleBasedStateMachine):
         assert revived == []
 
 
+@pytest.mark.slow
 def test_jobs_by_key_follow_the_rules(conn: psycopg.Connection[Any]) -> None:
     JobKeyMachine.conn = conn
     run_state_machine_as_test(

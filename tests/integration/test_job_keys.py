@@ -229,6 +229,7 @@ def test_a_superseded_run_ends_cancelled_or_as_it_ended(
     assert operations.claim_jobs(conn, 10, LEASE, None) == []  # the old one never comes back
 
 
+@pytest.mark.slow
 def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -254,6 +255,7 @@ def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
     assert seen == [{"v": 1}, {"v": 2}]
 
 
+@pytest.mark.slow
 def test_a_superseded_job_released_at_shutdown_is_not_run_again(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -327,6 +329,7 @@ def test_reschedule_moves_only_a_pending_job(conn: psycopg.Connection[Any]) -> N
     assert pgbeat.reschedule(conn, "remind", "u1", delay=HOUR) is None
 
 
+@pytest.mark.slow
 def test_reschedule_wakes_idle_workers_at_commit(database_url: str) -> None:
     with psycopg.connect(database_url, autocommit=True) as listener:
         listener.execute("LISTEN pgbeat_jobs")
@@ -467,6 +470,7 @@ def test_retry_failed_revives_one_job_per_key_and_none_whose_key_is_live(
     assert row(conn, taken)["status"] == "pending"
 
 
+@pytest.mark.slow
 def test_cli_retry_failed_reports_the_jobs_whose_key_is_live(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -504,6 +508,7 @@ def test_cancelled_is_no_failure_and_is_purged(conn: psycopg.Connection[Any]) ->
 # -- the command line -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_enqueue_and_cancel_by_key(database_url: str, conn: psycopg.Connection[Any]) -> None:
     def enqueue(*extra: str) -> Any:
         return run_cli(["enqueue", "remind", "--job-key", "u1", *extra], database_url)
@@ -529,6 +534,7 @@ def test_cli_enqueue_and_cancel_by_key(database_url: str, conn: psycopg.Connecti
     assert [(r["id"], r["job_key"]) for r in json.loads(listed.stdout)] == [(job_id, "u1")]
 
 
+@pytest.mark.slow
 def test_cli_cancel_by_key_of_a_running_job(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -550,6 +556,7 @@ def test_cli_cancel_by_key_of_a_running_job(
         (["jobs", "cancel", "1", "--kind", "r", "--key", "k"], "give a job ID, or --kind"),
     ],
 )
+@pytest.mark.slow
 def test_cli_bad_key_input_is_one_line(database_url: str, args: list[str], fragment: str) -> None:
     result = run_cli(args, database_url)
     assert result.returncode == 1

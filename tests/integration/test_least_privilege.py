@@ -173,6 +173,7 @@ def test_each_role_may_do_its_job_and_nothing_else(
     assert found == expected
 
 
+@pytest.mark.slow
 def test_no_role_but_a_worker_can_pass_for_a_live_worker(
     logins: dict[str, str], database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import psycopg
+import pytest
 
 from pgbeat.db.migrate import apply_migrations, available_migrations, pending_migrations
 from tests.helpers import cli_env, run_cli
@@ -105,6 +106,7 @@ def test_migrations_are_idempotent(empty_database_url: str) -> None:
     assert [r[0] for r in recorded] == [m.version for m in available_migrations()]
 
 
+@pytest.mark.slow
 def test_ten_concurrent_migrate_processes_apply_each_file_once(empty_database_url: str) -> None:
     processes = [
         subprocess.Popen(
@@ -129,6 +131,7 @@ def test_ten_concurrent_migrate_processes_apply_each_file_once(empty_database_ur
     assert sorted(counts) == [(m.version, 1) for m in available_migrations()]
 
 
+@pytest.mark.slow
 def test_printed_sql_builds_the_same_schema(
     empty_database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -55,6 +55,7 @@ def test_heartbeat_registers_and_removes_itself(
     assert processes(conn) == []
 
 
+@pytest.mark.slow
 def test_stale_heartbeats_expire(database_url: str, conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         "INSERT INTO pgbeat_processes (id, role, host, pid, version, heartbeat_at) "
@@ -67,6 +68,7 @@ def test_stale_heartbeats_expire(database_url: str, conn: psycopg.Connection[Any
     assert [r[0] for r in conn.execute("SELECT id FROM pgbeat_processes")] == [beat.id]
 
 
+@pytest.mark.slow
 def test_health_exit_codes(
     database_url: str, empty_database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -174,6 +176,7 @@ def test_metrics_scrape_shows_a_completed_job(
     assert ("pgbeat_oldest_due_job_age_seconds", ()) in samples
 
 
+@pytest.mark.slow
 def test_json_logs_carry_job_fields_and_no_password(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -101,6 +101,7 @@ def test_close_writes_what_is_left(
     assert statuses(conn) == {"done": 5}
 
 
+@pytest.mark.slow
 def test_close_gives_up_on_an_unreachable_database_and_counts_the_loss(
     conn: psycopg.Connection[Any], make_writer: Any
 ) -> None:

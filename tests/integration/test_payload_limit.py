@@ -67,6 +67,7 @@ def test_the_limit_is_configurable(
     assert count(conn) == 1
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_in_one_line(database_url: str, conn: psycopg.Connection[Any]) -> None:
     # A command-line argument holds at most 128 KiB on Linux: a lower limit shows the CLI's path.
     limit = "1000"

@@ -112,6 +112,7 @@ def test_sqlalchemy_session_through_pgbouncer(pooled_url: str) -> None:
         assert statuses(conn) == {"pending": 4}
 
 
+@pytest.mark.slow
 def test_claim_complete_and_retry_through_pgbouncer(pooled_url: str) -> None:
     registry = pgbeat.Registry()
     failures: dict[int, int] = {}
@@ -137,6 +138,7 @@ def test_claim_complete_and_retry_through_pgbouncer(pooled_url: str) -> None:
         assert {row[0] for row in attempts} == {3}
 
 
+@pytest.mark.slow
 def test_listen_url_wakes_a_pooled_worker(
     pooled_url: str, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,6 +156,7 @@ def test_listen_url_wakes_a_pooled_worker(
         wait_for(lambda: statuses(conn) == {"done": 1}, timeout=5, message="woken")
 
 
+@pytest.mark.slow
 def test_reaper_through_pgbouncer(pooled_url: str) -> None:
     """A job whose worker vanished (lease expired) is reaped and run again, through the pooler;
     the vanished run's late completion is fenced out by its attempt."""
@@ -169,6 +172,7 @@ def test_reaper_through_pgbouncer(pooled_url: str) -> None:
         assert row == (2, "done")
 
 
+@pytest.mark.slow
 def test_cli_through_pgbouncer(
     bouncer: Pgbouncer, empty_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

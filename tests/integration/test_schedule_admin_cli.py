@@ -7,12 +7,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 import pgbeat
 from pgbeat.scheduling.scheduler import Scheduler
 from tests.helpers import run_cli
 
 
+@pytest.mark.slow
 def test_list_pause_run_resume_history(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pgbeat.upsert_schedule(
         conn, "report", cron="30 2 * * *", timezone="America/New_York", jitter="1m"

@@ -63,6 +63,7 @@ def test_paused_periods_are_skipped_and_not_caught_up(
     assert jobs == (len(rows) - 3,)
 
 
+@pytest.mark.slow
 def test_a_resume_does_not_catch_up_when_no_replica_ran_during_the_pause(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -198,6 +199,7 @@ def test_history_retention_deletes_only_old_rows(
     assert conn.execute("SELECT count(*) FROM pgbeat_schedules").fetchone() == (0,)
 
 
+@pytest.mark.slow
 def test_a_replica_that_missed_a_deletion_enqueues_nothing_from_before_the_re_creation(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -182,6 +182,7 @@ def pgbeat_now(conn: psycopg.Connection[Any]) -> Any:
 
 
 @pytest.mark.parametrize("pooler", ["none", "transaction"])
+@pytest.mark.slow
 def test_a_running_scheduler_picks_up_changes_without_a_restart(
     database_url: str,
     conn: psycopg.Connection[Any],

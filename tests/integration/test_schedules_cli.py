@@ -10,6 +10,8 @@ import pytest
 
 from tests.helpers import run_cli
 
+pytestmark = pytest.mark.slow  # every test runs pgbeat in a subprocess
+
 GOOD = """
 [defaults]
 timezone = "UTC"

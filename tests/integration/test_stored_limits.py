@@ -45,6 +45,7 @@ def test_the_largest_accepted_values_are_stored(conn: psycopg.Connection[Any]) -
     assert pgbeat.enqueue_many(conn, [pgbeat.NewJob(kind, unique_key=key[:-1] + "x")])
 
 
+@pytest.mark.slow
 def test_enqueue_command_refuses_a_3_kb_unique_key_in_one_line(database_url: str) -> None:
     result = run_cli(["enqueue", "k", "--unique-key", "u" * 3000], database_url)
     assert result.returncode == 1
@@ -61,6 +62,7 @@ def test_enqueue_command_refuses_a_3_kb_unique_key_in_one_line(database_url: str
         ("max_attempts = 99999999999", "less than or equal to 2147483647"),
     ],
 )
+@pytest.mark.slow
 def test_schedules_check_rejects_what_the_database_refuses(
     tmp_path: Path, toml: str, fragment: str
 ) -> None:

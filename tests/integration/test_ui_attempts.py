@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 import pgbeat
 from tests.helpers import wait_for
@@ -15,6 +16,7 @@ from tests.helpers import wait_for
 FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=20))
 
 
+@pytest.mark.slow
 def test_each_unsuccessful_attempt_is_recorded_with_its_error_and_worker(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

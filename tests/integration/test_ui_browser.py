@@ -52,7 +52,7 @@ ARGS = [
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PREFIXES = ["", "/pgbeat"]
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium: seconds per test
 
 
 @pytest.fixture(scope="module")

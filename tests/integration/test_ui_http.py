@@ -281,6 +281,7 @@ def test_retry_all_matching_reports_jobs_whose_status_changed(
     assert "affected=3 skipped=1" in audit.getMessage()
 
 
+@pytest.mark.slow
 def test_the_non_loopback_start_without_a_token_is_refused(ui_database: str) -> None:
     result = run_cli(["ui", "--host", "0.0.0.0", "--port", "1"], ui_database, timeout=30)
     assert result.returncode == 1
@@ -351,6 +352,7 @@ def test_cancel_keeps_the_record_as_cancelled_and_only_finished_jobs_are_deleted
         assert conn.execute("SELECT 1 FROM jobs WHERE id = %s", (pending,)).fetchone() is None
 
 
+@pytest.mark.slow
 def test_pgbeat_ui_serves_the_dashboard(ui_database: str, schedules_file: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -38,6 +38,7 @@ CREATE TRIGGER refuse_poison BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION
 """
 
 
+@pytest.mark.slow
 def test_a_worker_records_unencodable_errors_and_huge_retry_delays(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -141,6 +141,7 @@ def test_retries_end_in_failed_with_all_attempts_spent(
     assert calls == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_an_error_with_a_nul_character_is_recorded(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -173,6 +174,7 @@ def test_success_after_retries_is_done(
     assert job_row(conn, job_id)[1] == 3
 
 
+@pytest.mark.slow
 def test_a_retry_runs_when_due_not_at_the_next_poll(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -190,6 +192,7 @@ def test_a_retry_runs_when_due_not_at_the_next_poll(
     assert job_row(conn, job_id)[1] == 2
 
 
+@pytest.mark.slow
 def test_backoff_schedules_the_retry_by_the_database_clock(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -211,6 +214,7 @@ def test_backoff_schedules_the_retry_by_the_database_clock(
 
 
 @pytest.mark.parametrize("kind", ["permanent", "typed", "unknown_kind"])
+@pytest.mark.slow
 def test_permanent_failures_use_one_attempt(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry, kind: str
 ) -> None:
@@ -234,6 +238,7 @@ def test_permanent_failures_use_one_attempt(
     assert last_error.startswith(expected)
 
 
+@pytest.mark.slow
 def test_retry_exception_chooses_the_time(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -253,6 +258,7 @@ def test_retry_exception_chooses_the_time(
     assert row == (at, "Retry: rate limited until 2031")
 
 
+@pytest.mark.slow
 def test_sync_timeout_counts_as_a_failed_attempt(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -272,6 +278,7 @@ def test_sync_timeout_counts_as_a_failed_attempt(
     assert job_row(conn, job_id)[2] == "TimedOut: timed out after 0.3s"
 
 
+@pytest.mark.slow
 def test_async_timeout_cancels_the_handler(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -295,6 +302,7 @@ def test_async_timeout_cancels_the_handler(
     assert job_row(conn, job_id)[1] == 2
 
 
+@pytest.mark.slow
 def test_never_runs_more_than_concurrency_jobs(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -317,6 +325,7 @@ def test_never_runs_more_than_concurrency_jobs(
     assert peak[0] == 3
 
 
+@pytest.mark.slow
 def test_kinds_filter(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -332,6 +341,7 @@ def test_kinds_filter(
     assert status_is(conn, b_id, "pending")
 
 
+@pytest.mark.slow
 def test_delayed_job_runs_when_due(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
@@ -398,6 +408,7 @@ def test_graceful_stop_releases_unfinished_jobs(
     assert (status, attempts, locked_until) == ("pending", 0, None)
 
 
+@pytest.mark.slow
 def test_idle_pickup_latency(
     database_url: str,
     conn: psycopg.Connection[Any],
@@ -441,6 +452,7 @@ def many_jobs(conn: psycopg.Connection[Any]) -> Iterator[int]:
     yield 2000
 
 
+@pytest.mark.slow
 def test_drains_a_backlog(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry, many_jobs: int
 ) -> None:

@@ -141,6 +141,7 @@ def test_worker_with_unreachable_database_exits_1_in_one_line() -> None:
         ("justamodule", "module:attribute"),
     ],
 )
+@pytest.mark.slow
 def test_worker_with_bad_app_exits_1_in_one_line(
     database_url: str, app: str, fragment: str
 ) -> None:
@@ -150,6 +151,7 @@ def test_worker_with_bad_app_exits_1_in_one_line(
     assert result.stderr.count("\n") == 1, result.stderr
 
 
+@pytest.mark.slow
 def test_worker_rejects_timeout_not_shorter_than_lease(database_url: str) -> None:
     result = run_cli(["worker", APP, "--lease", "10s", "--timeout", "10s"], database_url, cwd=ROOT)
     assert result.returncode == 1
