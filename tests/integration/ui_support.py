@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import uvicorn
+from anyio import open_file  # noqa: F401  (loaded here: see below)
 from psycopg import sql
 
 from pgbeat.scheduling.file import load_schedules
@@ -23,6 +24,10 @@ from pgbeat.scheduling.sync import sync_file
 from pgbeat.ui import UiSettings, create_app
 from tests.conftest import with_database
 
+# anyio loads open_file's module on first use, and pytest rewrites anyio's modules (anyio is a
+# pytest plugin). Left to the first static file the dashboard serves, that compile ran in the
+# server's thread beside the test's and failed at times on Python 3.11 ("SystemError: AST
+# constructor recursion depth mismatch"): importing it here does it once, at collection.
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 VIEWER_TOKEN = "viewer-token-0123456789abcdef"
 
