@@ -124,6 +124,7 @@ def test_a_replica_finds_some_periods_present_and_inserts_the_others(
     conn.execute("DELETE FROM pgbeat_schedule_history WHERE job_id NOT IN (SELECT id FROM jobs)")
     metrics = CountingMetrics()
     replica = Scheduler(database_url, schedules, metrics=metrics, heartbeat=False)
+    caplog.clear()  # the second tick's lines only (an earlier in-process `main` leaves INFO on)
     with caplog.at_level(logging.DEBUG, logger="pgbeat.scheduler"):
         second = replica.tick(conn, T0 + timedelta(seconds=1))
     assert second.inserted == removed
