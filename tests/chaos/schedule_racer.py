@@ -260,14 +260,34 @@ def check_gaps(
     unexplained = [
         fire for fire in missing if fire not in decided and not any(_inside(fire, g) for g in own)
     ]
-    why = {"history": 0, "paused": 0, "deleted": 0}
+    # "deleted_before": in the DELETE_SLACK before a deletion, not inside it: explained only
+    # when the pulse's period of that second was decided after the deletion (no replica
+    # was up from the fire time to the deletion)
+    why = {"history": 0, "paused": 0, "deleted": 0, "deleted_before": 0}
+    before: list[tuple[datetime, datetime]] = []  # (fire, deleted_at)
     for fire in missing:
         gap = next((g for g in own if _inside(fire, g)), None)
         if fire in decided:
             why["history"] += 1
+        elif gap is not None and gap.why == "deleted" and fire <= gap.after + DELETE_SLACK:
+            why["deleted_before"] += 1
+            before.append((fire, gap.after + DELETE_SLACK))
         elif gap is not None:
             why[gap.why] += 1
     result.figures.setdefault("missing_explained", {})[schedule.name] = why
+    pulse = dict(
+        conn.execute(
+            "SELECT fire_at, inserted_at FROM pgbeat_schedule_history"
+            " WHERE schedule = 'tick' AND outcome <> 'manual' AND fire_at = ANY(%s)",
+            ([fire for fire, _ in before],),
+        ).fetchall()
+    )
+    up = [
+        (fire, pulse.get(fire), deleted)
+        for fire, deleted in before
+        if pulse.get(fire) is None or pulse[fire] < deleted
+    ]
+    result.check(not up, f"{schedule.name}: missing before its deletion, replicas up: {up[:5]}")
     result.check(
         not unexplained,
         f"{schedule.name}: periods missing, neither paused nor skipped: {unexplained[:10]}",
