@@ -219,11 +219,17 @@ class Scheduler:
 
     def _notified(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for a notification on the tick's (open) connection."""
+        conn: psycopg.Connection[Any] | None = None
         try:
             conn = self._connector.get()
             heard = any(True for _ in conn.notifies(timeout=seconds, stop_after=1))
-        except psycopg.Error:
-            self._connector.discard()  # the next tick reconnects, or reports the outage
+        except psycopg.Error as exc:
+            # The connection died while idle: an outage like any other, logged once (and its
+            # end once), not a silent reconnect. The next tick reconnects.
+            if is_connection_failure(exc, conn):
+                self._connector.failed(exc)
+            else:
+                self._connector.discard()
             heard = True
         self._heard = self._heard or heard
         return heard
