@@ -28,8 +28,13 @@ def database_now(conn: psycopg.Connection[Any]) -> datetime:
 
 
 def whole_second_after(conn: psycopg.Connection[Any]) -> datetime:
-    """A whole second after the database's now (so every 1s period is after creation)."""
-    return database_now(conn).replace(microsecond=0) + SECOND
+    """The first whole second after the newest schedule's creation (or the database's now):
+    every 1s period from it on belongs to every schedule, none before it does. (Counting
+    from now() instead failed when a second began between the creation and this call.)"""
+    row = conn.execute("SELECT max(created_at) FROM pgbeat_schedules").fetchone()
+    start = row[0] if row is not None and row[0] is not None else database_now(conn)
+    start_: datetime = start
+    return start_.replace(microsecond=0) + SECOND
 
 
 def history(conn: psycopg.Connection[Any], name: str) -> list[tuple[Any, ...]]:
@@ -119,8 +124,9 @@ def test_run_now_enqueues_one_job_with_a_key_of_its_own(
 def test_overlap_skip_waits_for_the_previous_job(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    pgbeat.upsert_schedule(conn, "slow", every="1s", overlap="skip", catch_up="all")
-    pgbeat.upsert_schedule(conn, "fast", every="1s", catch_up="all")  # overlap = "allow"
+    with conn.transaction():  # one transaction: one created_at for both
+        pgbeat.upsert_schedule(conn, "slow", every="1s", overlap="skip", catch_up="all")
+        pgbeat.upsert_schedule(conn, "fast", every="1s", catch_up="all")  # overlap = "allow"
     scheduler = Scheduler(database_url, None, heartbeat=False)
     t0 = whole_second_after(conn)
     scheduler.tick(conn, t0)
@@ -162,8 +168,9 @@ def test_jitter_delays_run_at_by_the_periods_own_offset(
 def test_periods_dropped_by_catch_up_are_recorded_as_missed(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    pgbeat.upsert_schedule(conn, "none", every="1s", catch_up="none")
-    pgbeat.upsert_schedule(conn, "latest", every="1s", catch_up="latest")
+    with conn.transaction():  # one transaction: one created_at for both
+        pgbeat.upsert_schedule(conn, "none", every="1s", catch_up="none")
+        pgbeat.upsert_schedule(conn, "latest", every="1s", catch_up="latest")
     scheduler = Scheduler(database_url, None, heartbeat=False)
     t0 = whole_second_after(conn)
     scheduler.tick(conn, t0)
