@@ -140,6 +140,9 @@ JOBS_DELETE_MATCHING = sql.SQL("""
 DELETE FROM jobs WHERE {filter} AND status IN ('done', 'failed', 'cancelled') RETURNING id
 """).format(filter=_JOBS_FILTER)
 
+# /healthz: the database answers (no table).
+UI_PING: LiteralString = "SELECT 1"
+
 # The statement timeout of one page's transaction, behind a pooler that keeps no session.
 UI_STATEMENT_TIMEOUT_LOCAL: LiteralString = """
 SELECT set_config('statement_timeout', %(ms)s, true)"""

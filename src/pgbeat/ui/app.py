@@ -23,6 +23,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from pgbeat.db import ui_queries
 from pgbeat.ui import jobs_pages, pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog
@@ -100,7 +101,7 @@ def _health(ui: Ui) -> Any:
     def health(_request: Request) -> Response:
         try:
             with ui.store.connection() as conn:
-                conn.execute("SELECT 1")
+                conn.execute(ui_queries.UI_PING)
         except (psycopg.Error, psycopg_pool.PoolTimeout):
             return PlainTextResponse("database unreachable\n", status_code=503)
         return PlainTextResponse("ok\n")
