@@ -228,6 +228,8 @@ def test_children_get_no_password_and_stop_when_the_supervisor_is_killed(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     # The server trusts local connections, so any password works; it must never show in ps.
+    if "postgres@" not in database_url:  # the embedded server's socket URL has no user part
+        pytest.skip("needs a URL with a user part (DATABASE_URL, trust authentication)")
     secret_url = database_url.replace("postgres@", "postgres:s3cret-pw@", 1)
     assert "s3cret-pw" in secret_url
     port = _free_port_pair()
