@@ -1,4 +1,6 @@
-"""Fixtures of the Django project in tests/django_project, shared by the tests that use it.
+"""Fixtures shared by integration tests: the Django project's, and the dashboard's.
+
+The Django project in tests/django_project:
 
 Django is set up once per process (its settings are read once), so the project's database
 is the session's: created and migrated by ``manage.py migrate`` on first use, emptied
@@ -19,6 +21,12 @@ import pytest
 from psycopg import sql
 
 from tests.conftest import with_database
+from tests.integration.ui_support import (
+    fresh_database,
+    seed_jobs,
+    sync_schedules,
+    write_schedules,
+)
 
 DJANGO_PROJECT = Path(__file__).resolve().parents[1] / "django_project"
 
@@ -51,3 +59,20 @@ def django_db(django_database: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(django_database, autocommit=True) as conn:
         conn.execute("TRUNCATE jobs, shop_order")
         yield conn
+
+
+@pytest.fixture(scope="module")
+def ui_database(server_url: str, template_name: str) -> Iterator[str]:
+    """A database of seeded jobs for one dashboard test module."""
+    with fresh_database(server_url, template_name) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            seed_jobs(conn)
+        yield url
+
+
+@pytest.fixture(scope="module")
+def schedules_file(tmp_path_factory: pytest.TempPathFactory, ui_database: str) -> Path:
+    """The dashboard tests' schedules file, synced into ``ui_database``."""
+    path = write_schedules(tmp_path_factory.mktemp("ui"))
+    sync_schedules(ui_database, path)
+    return path

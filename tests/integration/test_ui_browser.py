@@ -34,8 +34,6 @@ from tests.integration.ui_support import (
     Dashboard,
     dashboard,
     fresh_database,
-    seed_jobs,
-    sync_schedules,
     write_schedules,
 )
 
@@ -65,21 +63,6 @@ def browser() -> Iterator[Browser]:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield launched
         launched.close()
-
-
-@pytest.fixture(scope="module")
-def ui_database(server_url: str, template_name: str) -> Iterator[str]:
-    with fresh_database(server_url, template_name) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            seed_jobs(conn)
-        yield url
-
-
-@pytest.fixture(scope="module")
-def schedules_file(tmp_path_factory: pytest.TempPathFactory, ui_database: str) -> Path:
-    path = write_schedules(tmp_path_factory.mktemp("ui-browser"))
-    sync_schedules(ui_database, path)
-    return path
 
 
 @pytest.fixture(scope="module", params=PREFIXES, ids=["root", "prefix"])

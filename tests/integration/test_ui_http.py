@@ -26,28 +26,9 @@ from tests.integration.ui_support import (
     VIEWER_TOKEN,
     Dashboard,
     dashboard,
-    fresh_database,
-    seed_jobs,
-    sync_schedules,
-    write_schedules,
 )
 
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
-
-
-@pytest.fixture(scope="module")
-def ui_database(server_url: str, template_name: str) -> Iterator[str]:
-    with fresh_database(server_url, template_name) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            seed_jobs(conn)
-        yield url
-
-
-@pytest.fixture(scope="module")
-def schedules_file(tmp_path_factory: pytest.TempPathFactory, ui_database: str) -> Path:
-    path = write_schedules(tmp_path_factory.mktemp("ui"))
-    sync_schedules(ui_database, path)
-    return path
 
 
 @pytest.fixture(scope="module")
