@@ -28,6 +28,10 @@ class Job(NamedTuple):
     run_at: datetime
     created_at: datetime
     unique_key: str | None
+    queue: str = "default"
+    priority: int = 0
+    limit_key: str | None = None
+    job_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,10 @@ class JobContext:
     created_at: datetime
     unique_key: str | None
     timeout: timedelta
+    queue: str = "default"
+    priority: int = 0
+    limit_key: str | None = None
+    job_key: str | None = None
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
     connection_factory: ConnectionFactory | None = field(default=None, compare=False, repr=False)
 
@@ -74,5 +82,9 @@ class JobContext:
             created_at=job.created_at,
             unique_key=job.unique_key,
             timeout=timeout,
+            queue=job.queue,
+            priority=job.priority,
+            limit_key=job.limit_key,
+            job_key=job.job_key,
             connection_factory=connection_factory,
         )

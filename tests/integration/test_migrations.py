@@ -29,6 +29,11 @@ EXPECTED_COLUMNS = {
     "finished_at": ("timestamp with time zone", "YES", None),
     "job_key": ("text", "YES", None),
     "superseded_at": ("timestamp with time zone", "YES", None),
+    "queue": ("text", "NO", "'default'"),
+    "priority": ("smallint", "NO", "0"),
+    "limit_key": ("text", "YES", None),
+    "result": ("jsonb", "YES", None),
+    "meta": ("jsonb", "YES", None),
 }
 
 

@@ -111,7 +111,8 @@ WHERE id = ANY(ARRAY(
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ))
-RETURNING id, kind, payload, attempts, max_attempts, run_at, created_at, unique_key"""
+RETURNING id, kind, payload, attempts, max_attempts, run_at, created_at, unique_key,
+          queue, priority, limit_key, job_key"""
 
 # Subscribes to the notifications of migrations/0002's insert trigger.
 JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
