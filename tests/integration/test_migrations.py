@@ -34,6 +34,7 @@ EXPECTED_COLUMNS = {
     "limit_key": ("text", "YES", None),
     "result": ("jsonb", "YES", None),
     "meta": ("jsonb", "YES", None),
+    "cancel_requested_at": ("timestamp with time zone", "YES", None),
 }
 
 

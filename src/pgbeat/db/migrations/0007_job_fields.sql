@@ -1,5 +1,6 @@
 -- This round's columns on jobs, added together so that every feature builds on one schema:
--- flow control (queue, priority, limit_key), results (result) and tracing (meta).
+-- flow control (queue, priority, limit_key), results (result), tracing (meta) and the
+-- cancel of a running job (cancel_requested_at).
 -- Constant defaults: PostgreSQL 11+ adds them without rewriting the table.
 
 -- The queue a job waits in: workers may take only some queues, and limits are kept per queue.
@@ -12,3 +13,6 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS limit_key text;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS result jsonb;
 -- What travels with a job besides its payload: the trace context of its enqueue.
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS meta jsonb;
+-- Set when someone asks a running job to stop (pgbeat.cancel_job, a schedule's
+-- overlap = "cancel_other"): its worker tells the handler and ends the job cancelled.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancel_requested_at timestamptz;
