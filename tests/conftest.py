@@ -8,12 +8,15 @@ fresh database cloned from a migrated template, so tests never see each other's 
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -64,23 +67,100 @@ def template_name(server_url: str) -> Iterator[str]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _temporary_database(server_url: str, template: str | None) -> Iterator[str]:
-    """Create a database (cloned from ``template`` if given), yield its URL, drop it."""
+def _create_database(admin: psycopg.Connection[Any], template: str | None) -> str:
+    """Create a database (cloned from ``template`` if given) on ``admin``; return its name."""
     name = f"pgbeat_t_{uuid.uuid4().hex[:12]}"
     clone = sql.SQL(" TEMPLATE {}").format(sql.Identifier(template)) if template else sql.SQL("")
+    admin.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(name), clone))
+    return name
+
+
+def _drop_database(admin: psycopg.Connection[Any], name: str) -> None:
+    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _temporary_database(server_url: str, template: str | None) -> Iterator[str]:
+    """Create a database (cloned from ``template`` if given), yield its URL, drop it."""
     with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(name), clone))
+        name = _create_database(admin, template)
     yield with_database(server_url, name)
     with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
+        _drop_database(admin, name)
+
+
+class DatabaseSupply:
+    """Clones of the template made ahead of the tests that take them, and dropped after them.
+
+    Creating and dropping a database is most of a short test's time; a thread does both
+    while the previous test runs, keeping ``ahead`` clones ready. Each test still gets a
+    database no other test has touched.
+    """
+
+    def __init__(self, server_url: str, template: str, ahead: int = 2) -> None:
+        self._server_url = server_url
+        self._template = template
+        self._ready: queue.Queue[str | BaseException] = queue.Queue()
+        self._work: queue.Queue[str | None] = queue.Queue()  # names to drop; None: make one
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="database-supply", daemon=True)
+        for _ in range(ahead):
+            self._work.put(None)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with psycopg.connect(self._server_url, autocommit=True) as admin:
+            while True:
+                item = self._work.get()
+                if item is None and self._stopped:
+                    if self._work.empty():
+                        return
+                    continue
+                try:
+                    if item is None:
+                        self._ready.put(_create_database(admin, self._template))
+                    else:
+                        _drop_database(admin, item)
+                except Exception as exc:  # handed to the test that waits for a database
+                    if item is None:
+                        self._ready.put(exc)
+
+    def take(self) -> str:
+        """A fresh database's name; the next one starts being made at once."""
+        self._work.put(None)
+        item = self._ready.get(timeout=120)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def give_back(self, name: str) -> None:
+        """Drop ``name`` in the background."""
+        self._work.put(name)
+
+    def close(self) -> None:
+        """Drop what was made ahead and what is waiting to be dropped, then stop the thread."""
+        self._stopped = True
+        self._work.put(None)
+        self._thread.join(timeout=120)
+        with psycopg.connect(self._server_url, autocommit=True) as admin:
+            while not self._ready.empty():
+                item = self._ready.get_nowait()
+                if isinstance(item, str):
+                    _drop_database(admin, item)
+
+
+@pytest.fixture(scope="session")
+def database_supply(server_url: str, template_name: str) -> Iterator[DatabaseSupply]:
+    supply = DatabaseSupply(server_url, template_name)
+    yield supply
+    supply.close()
 
 
 @pytest.fixture
-def database_url(server_url: str, template_name: str) -> Iterator[str]:
+def database_url(server_url: str, database_supply: DatabaseSupply) -> Iterator[str]:
     """A URL of a fresh, migrated database of this test's own, dropped afterwards."""
-    yield from _temporary_database(server_url, template_name)
+    name = database_supply.take()
+    yield with_database(server_url, name)
+    database_supply.give_back(name)
 
 
 @pytest.fixture
