@@ -72,7 +72,8 @@ NOW = datetime(2026, 3, 29, 12, 0, tzinfo=UTC)
 
 def _job(conn: psycopg.Connection[Any], status: str) -> Job:
     row = conn.execute(
-        "SELECT id, kind, payload, attempts, max_attempts, run_at, created_at, unique_key "
+        "SELECT id, kind, payload, attempts, max_attempts, run_at, created_at, unique_key, "
+        "queue, priority, limit_key, job_key "
         "FROM jobs WHERE status = %s ORDER BY id LIMIT 1",
         (status,),
     ).fetchone()

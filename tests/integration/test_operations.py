@@ -43,14 +43,15 @@ def often_periods(conn: psycopg.Connection[Any]) -> int:
 def test_heartbeat_registers_and_removes_itself(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    beat = Heartbeat(database_url, "worker", every=timedelta(milliseconds=100))
-    beat.start()
-    wait_for(lambda: processes(conn), message="registered")
-    first = conn.execute("SELECT heartbeat_at FROM pgbeat_processes").fetchone()
-    wait_for(
-        lambda: conn.execute("SELECT heartbeat_at FROM pgbeat_processes").fetchone() != first,
-        message="a second beat",
-    )
+    beat = Heartbeat(database_url, "worker", every=timedelta(seconds=5))
+    with psycopg.connect(database_url, autocommit=True) as own:
+        beat.beat_if_due(own, now=100.0)
+        assert processes(conn)
+        first = conn.execute("SELECT heartbeat_at FROM pgbeat_processes").fetchone()
+        beat.beat_if_due(own, now=104.0)  # not due yet: no beat
+        assert conn.execute("SELECT heartbeat_at FROM pgbeat_processes").fetchone() == first
+        beat.beat_if_due(own, now=105.0)
+        assert conn.execute("SELECT heartbeat_at FROM pgbeat_processes").fetchone() != first
     beat.stop()
     assert processes(conn) == []
 

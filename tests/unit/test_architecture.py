@@ -171,7 +171,7 @@ def test_every_module_that_calls_itself_pure_is_checked() -> None:
     claims = {
         name
         for name, path in _modules().items()
-        if not path.name == "__init__.py"
+        if path.name != "__init__.py"
         and re.search(r"\bpure\b", ast.get_docstring(ast.parse(path.read_text())) or "", re.I)
     }
     assert sorted(claims - set(PURE)) == []

@@ -69,31 +69,6 @@ FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[]
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
 
-# Inserts the due periods of many schedules at once; returns the keys that were new (jobs_unique).
-# Each period (key, kind, fire time in Unix epoch seconds, template number) joins the
-# template its schedule shares with others (payload, max_attempts, keep time). Arrays come
-# as literals the scheduler writes in one string each: psycopg encodes a 10,000-element
-# list in 10-30 ms. NOT EXISTS drops periods already enqueued with one jobs_unique probe
-# each, a third of what a conflict costs. OFFSET 0 keeps it a probe (as an anti-join the
-# planner may hash the whole table); it reads the period's columns only (probing with the
-# template's kind took 4x longer with 10,000 templates). ON CONFLICT still settles races
-# between replicas.
-JOBS_INSERT_PERIODS: LiteralString = """
-INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, keep_until)
-SELECT p.kind, t.payload, to_timestamp(p.fire_epoch), p.unique_key, t.max_attempts,
-       to_timestamp(p.fire_epoch + t.keep_seconds)
-FROM unnest(%(unique_keys)s::text[], %(kinds)s::text[], %(fire_epochs)s::float8[],
-            %(templates)s::int[])
-     AS p(unique_key, kind, fire_epoch, template)
-JOIN unnest(%(template_numbers)s::int[], %(payloads)s::jsonb[], %(max_attempts)s::int[],
-            %(keep_seconds)s::float8[])
-     AS t(template, payload, max_attempts, keep_seconds) USING (template)
-WHERE NOT EXISTS (
-    SELECT FROM jobs AS j WHERE j.kind = p.kind AND j.unique_key = p.unique_key OFFSET 0
-)
-ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-RETURNING unique_key"""
-
 # -- worker -------------------------------------------------------------------------------
 
 # Leases up to %(limit)s due jobs, oldest run_at first, skipping rows other workers hold

@@ -16,9 +16,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgbeat.background import BackgroundLoop
 from pgbeat.db import queries
-from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, is_connection_failure
+from pgbeat.db.connections import is_connection_failure
 
 log = logging.getLogger("pgbeat.heartbeat")
 
@@ -29,9 +28,8 @@ STALE_AFTER = timedelta(seconds=30)  # six missed beats: the process is gone
 class Heartbeat:
     """Registers this process under ``role`` and refreshes its row every few seconds.
 
-    Either on a daemon thread and a connection of its own (``start``), or on a loop's own
-    connection (``beat_if_due``), which saves the process a connection and lets a stuck
-    loop go stale, as it should.
+    It beats on its loop's own connection (``beat_if_due``), which saves the process a
+    connection and lets a stuck loop go stale, as it should.
     """
 
     def __init__(
@@ -58,16 +56,9 @@ class Heartbeat:
         }
         self._every = every.total_seconds()
         self.next_beat = 0.0  # monotonic time of the next beat_if_due beat
-        self._connector = Connector(url, "pgbeat-heartbeat", backoff=ReconnectBackoff(url, log))
-        self._loop = BackgroundLoop("pgbeat-heartbeat", self._step, on_exit=self._connector.close)
-
-    def start(self) -> None:
-        self._loop.start()
 
     def stop(self) -> None:
-        """Stop beating and remove this process's row (best effort)."""
-        self._loop.stop()
-        self._loop.join(timeout=self._every + 5)
+        """Remove this process's row (best effort)."""
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=3) as conn:
                 conn.execute(queries.PROCESSES_DELETE, {"id": self.id})
@@ -93,11 +84,3 @@ class Heartbeat:
     def beat(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(queries.PROCESSES_UPSERT, self._row)
         conn.execute(queries.PROCESSES_PRUNE, {"stale_after": STALE_AFTER})
-
-    def _step(self) -> float:
-        try:
-            result = self._connector.run(self.beat)
-        except Exception:
-            log.exception("heartbeat failed")  # a heartbeat never stops its process's work
-            return self._every
-        return result.pause if isinstance(result, Outage) else self._every
