@@ -112,8 +112,9 @@ def test_status_shows_processes_schedules_and_missed_periods(
             timeout=30,
             message="both processes registered",
         )
-        # the latest `often` period status checks is 7 s old: wait until the scheduler made it
-        wait_for(lambda: often_periods(conn) >= 9, timeout=30, message="9 periods")
+        # the latest `often` period status checks is 10 s old (liveness.OVERDUE_GRACE): wait
+        # until the scheduler made it
+        wait_for(lambda: often_periods(conn) >= 12, timeout=30, message="12 periods")
         # lose a period: neither its job nor its row in the history is there
         conn.execute("DELETE FROM jobs WHERE unique_key LIKE 'minutely@%%'")
         conn.execute("DELETE FROM pgbeat_schedule_history WHERE schedule = 'minutely'")

@@ -38,6 +38,7 @@ PURE = (
     "pgbeat.ui.timefmt",
     "pgbeat.ui.timeline",
     "pgbeat.worker.settings",
+    "pgbeat.observe.liveness",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

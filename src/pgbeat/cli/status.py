@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +15,11 @@ from pgbeat.cli import common, types
 from pgbeat.db import connections, migrate, queries
 from pgbeat.db import schedule_queries as sq
 from pgbeat.errors import ConfigError
-from pgbeat.observe.heartbeat import STALE_AFTER
+from pgbeat.observe.liveness import OVERDUE_GRACE, STALE_AFTER
 from pgbeat.scheduling import state
-from pgbeat.scheduling.catchup import ON_TIME, latest_fire_between
+from pgbeat.scheduling.catchup import latest_fire_between
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
-
-MISSED_GRACE = timedelta(seconds=2)  # beyond ON_TIME: a period this young may be on its way
 
 
 def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
@@ -147,7 +145,7 @@ def _schedule_status(
         if entry is not None and entry.source == "api":  # a file's existed before its row
             floors.append(entry.created_at)
         checked_from = max([now - schedule.catch_up_window, *(f for f in floors if f)])
-        latest = latest_fire_between(schedule, checked_from, now - MISSED_GRACE - ON_TIME)
+        latest = latest_fire_between(schedule, checked_from, now - OVERDUE_GRACE)
         rows.append(
             {
                 "schedule": schedule.name,

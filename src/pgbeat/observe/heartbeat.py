@@ -18,11 +18,9 @@ from psycopg.types.json import Jsonb
 
 from pgbeat.db import queries
 from pgbeat.db.connections import is_connection_failure
+from pgbeat.observe.liveness import BEAT_EVERY, STALE_AFTER
 
 log = logging.getLogger("pgbeat.heartbeat")
-
-BEAT_EVERY = timedelta(seconds=5)
-STALE_AFTER = timedelta(seconds=30)  # six missed beats: the process is gone
 
 
 class Heartbeat:

@@ -26,7 +26,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pgbeat.db import schedule_queries as q
-from pgbeat.observe.heartbeat import STALE_AFTER
+from pgbeat.observe.liveness import STALE_AFTER
 from pgbeat.scheduling.definition import file_hash, schedule_values
 from pgbeat.scheduling.schedule import Schedule
 

@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgbeat.db import ui_queries as q
+from pgbeat.observe.liveness import STALE_AFTER, is_live
 from pgbeat.scheduling.schedule import fire_times_after
 from pgbeat.ui import jobs_data, schedule_data
 from pgbeat.ui.context import Ui
@@ -24,7 +25,6 @@ from pgbeat.ui.store import one, rows
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
 FAILURES_SCANNED = 10_000
-STALE_AFTER_S = 15.0  # three missed beats (every 5 s): shown as stale before it is pruned
 UP_NEXT = 10
 
 
@@ -111,13 +111,13 @@ class Pages:
             now=now,
             processes=processes,
             drift=len(hashes) > 1,
-            stale_after=STALE_AFTER_S,
+            stale_after=STALE_AFTER.total_seconds(),
         )
 
 
 def _processes(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for process in found:
-        process["live"] = process["heartbeat_age_s"] <= STALE_AFTER_S
+        process["live"] = is_live(timedelta(seconds=process["heartbeat_age_s"]))
     return found
 
 

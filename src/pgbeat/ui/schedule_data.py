@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.db import ui_queries as q
+from pgbeat.observe.liveness import OVERDUE_GRACE
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 from pgbeat.ui import timeline
 from pgbeat.ui.describe import describe_cron, describe_every
@@ -217,7 +218,7 @@ def periods_from_history(
         period.decided = (row["inserted_at"], row["inserted_by"])
         periods.append(period)
     if newest and entry.state is not None and not entry.paused:
-        due = timeline.last_periods(entry.schedule, now - timeline.OVERDUE_GRACE, 1)
+        due = timeline.last_periods(entry.schedule, now - OVERDUE_GRACE, 1)
         since = max(d for d in (entry.state.created_at, entry.state.resumed_at) if d is not None)
         decided = max((p.fire_at for p in periods if p.state != "manual"), default=None)
         if due and due[0] > since and (decided is None or decided < due[0]):

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from pgbeat.observe.liveness import is_overdue
 from pgbeat.scheduling import dst
-from pgbeat.scheduling.catchup import ON_TIME, last_fires_between
+from pgbeat.scheduling.catchup import last_fires_between
 from pgbeat.scheduling.schedule import Schedule, next_fire_after
 from pgbeat.ui.describe import field_values
 from pgbeat.ui.timefmt import local_text, offset_text
 
 MAX_PREVIEW = 200
 DST_WARNING = timedelta(days=7)
-OVERDUE_GRACE = ON_TIME + timedelta(seconds=5)  # a period this late without a job is overdue
 HISTORY_LOOK_BACK = timedelta(days=400)  # the strip never looks further for 30 periods
 
 
@@ -137,7 +137,7 @@ def period_state(
         return job_status
     if not enabled:
         return "skipped"
-    if now - fire_at < OVERDUE_GRACE:
+    if not is_overdue(fire_at, now):
         return "due"  # the scheduler has a few seconds to insert it
     return "overdue" if newest else "missed"
 
