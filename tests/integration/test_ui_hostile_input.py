@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
+import psycopg
 import pytest
 
 from tests.integration.ui_support import Dashboard, dashboard
@@ -136,3 +138,20 @@ def test_audit_lines_cannot_be_forged_with_newlines(
         )
     assert response.status_code == 400 and "control characters" in response.text
     assert all("\n" not in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_schedule_names_are_refused(
+    name: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """/schedules/.. would resolve to another page of the dashboard."""
+    import pgbeat
+    from pgbeat.errors import ConfigError
+    from pgbeat.scheduling.file import load_schedules
+
+    with pytest.raises(pgbeat.ScheduleError, match="not a schedule name"):
+        pgbeat.upsert_schedule(conn, name, every="1m", kind="noop")
+    path = tmp_path / "schedules.toml"
+    path.write_text(f'[schedules."{name}"]\nevery = "1m"\nkind = "noop"\n')
+    with pytest.raises(ConfigError, match="not a schedule name"):
+        load_schedules(path)
