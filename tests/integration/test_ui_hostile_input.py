@@ -155,3 +155,22 @@ def test_dot_schedule_names_are_refused(
     path.write_text(f'[schedules."{name}"]\nevery = "1m"\nkind = "noop"\n')
     with pytest.raises(ConfigError, match="not a schedule name"):
         load_schedules(path)
+
+
+def test_hostile_paths_and_forms_are_refused_not_500(ui: Dashboard) -> None:
+    with httpx.Client(base_url=ui.origin, timeout=10) as client:
+        for path in ("/jobs/99999999999999999999", "/schedules/x%00y", "/schedules/%0A"):
+            assert client.get(path).status_code == 404, path
+        csrf = client.get("/jobs").text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        for path, data in [
+            ("/jobs/99999999999999999999/retry", {}),
+            ("/schedules/x%00y/pause", {}),
+            ("/jobs/bulk", {"action": "retry", "ids": "99999999999999999999"}),
+            (
+                "/jobs/bulk",
+                {"action": "retry", "scope": "all", "status": "failed", "floor": "1",
+                 "max_id": "99999999999999999999", "expected": "1"},
+            ),
+        ]:  # fmt: skip
+            response = client.post(path, data={"csrf": csrf, **data})
+            assert response.status_code < 500 and "Traceback" not in response.text, path

@@ -101,6 +101,7 @@ def create_app(
         ],
         exception_handlers={
             HTTPException: _http_error(ui),
+            psycopg.DataError: _bad_value(ui),
             psycopg.errors.QueryCanceled: _database_error(ui, "a query took too long"),
             psycopg.OperationalError: _database_error(ui, "the database is unreachable"),
             psycopg_pool.PoolTimeout: _database_error(ui, "the database is unreachable"),
@@ -217,6 +218,23 @@ def _http_error(ui: Ui) -> Any:
             status_code=exc.status_code,
             title=f"{exc.status_code}",
             message=exc.detail,
+        )
+
+    return handle
+
+
+def _bad_value(ui: Ui) -> Any:
+    """A value from the URL or a form that the database cannot take (a NUL, a number past
+    bigint): the request's fault, answered 400, not a 500."""
+
+    def handle(request: Request, exc: Exception) -> Response:
+        log.info("ui: refused a value the database cannot take: %s", audit_text(exc))
+        return ui.render(
+            request,
+            "error.html",
+            status_code=400,
+            title="400",
+            message="A value in this request is out of range or holds a NUL character.",
         )
 
     return handle
