@@ -17,7 +17,7 @@ import pydantic
 from psycopg.types.json import Jsonb
 
 from pgbeat import job_inputs, job_keys, limits
-from pgbeat.db import frameworks, queries
+from pgbeat.db import frameworks, queries, schema_errors
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.job_keys import OnConflict
 
@@ -179,7 +179,7 @@ def enqueue(
 ) -> Any: ...
 
 
-@job_inputs.schema_errors
+@schema_errors.translate
 def enqueue(
     conn: object,
     kind: str,
@@ -230,7 +230,7 @@ def enqueue(
     return None if row is None else int(row[0])
 
 
-@job_inputs.schema_errors
+@schema_errors.translate
 async def enqueue_async(
     conn: object,
     kind: str,
@@ -336,7 +336,7 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[NewJob]) -> list[
 def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any: ...
 
 
-@job_inputs.schema_errors
+@schema_errors.translate
 def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     """Insert many jobs in one statement on ``conn``; return the ids of those inserted.
 
@@ -362,7 +362,7 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     return ids
 
 
-@job_inputs.schema_errors
+@schema_errors.translate
 async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
     async_conn = await frameworks.async_connection(conn)

@@ -2,24 +2,13 @@
 decode, and payloads PostgreSQL's ``jsonb`` accepts, so bad input raises a ``TypeError`` or
 ``ValueError`` naming the argument instead of breaking the caller's transaction.
 
-Pure, except ``schema_errors``, which turns "relation jobs does not exist" into
-``NotMigrated`` without a round trip of its own.
+Pure: no I/O, no clock; the dashboard's filters use the same bounds.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, ParamSpec, TypeVar, cast
-
-import psycopg
-
-from pgbeat.errors import NotMigrated
-
-P = ParamSpec("P")
-T = TypeVar("T")
+from typing import Any
 
 # A run_at is read back by psycopg in the session's time zone (any offset up to about
 # ±16 h) and by Python, whose datetime ends at the years 1 and 9999: two days inside both
@@ -105,36 +94,3 @@ def payload_text_problem(text: str, value: Any) -> str | None:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return None
-
-
-def _not_migrated(error: psycopg.Error) -> NotMigrated:
-    return NotMigrated(
-        f"pgbeat's tables are missing or out of date ({error.diag.message_primary}): "
-        "run `pgbeat migrate` (or pgbeat.apply_migrations) first"
-    )
-
-
-_SCHEMA_ERRORS = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)
-
-
-def schema_errors(function: Callable[P, T]) -> Callable[P, T]:
-    """Wrap an API call so that a missing table or column raises ``NotMigrated``."""
-    if inspect.iscoroutinefunction(function):
-
-        @functools.wraps(function)
-        async def awaited(*args: P.args, **kwargs: P.kwargs) -> Any:
-            try:
-                return await function(*args, **kwargs)
-            except _SCHEMA_ERRORS as error:
-                raise _not_migrated(error) from error
-
-        return cast(Callable[P, T], awaited)
-
-    @functools.wraps(function)
-    def called(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return function(*args, **kwargs)
-        except _SCHEMA_ERRORS as error:
-            raise _not_migrated(error) from error
-
-    return called

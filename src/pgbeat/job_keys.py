@@ -20,7 +20,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from pgbeat import job_inputs
-from pgbeat.db import frameworks, key_queries
+from pgbeat.db import frameworks, key_queries, schema_errors
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.errors import KeyContended
 
@@ -203,7 +203,7 @@ def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
 # -- runners ---------------------------------------------------------------------------------
 
 
-@job_inputs.schema_errors
+@schema_errors.translate
 def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
     """Run ``plan``'s statements on ``conn``, in its current transaction.
 
@@ -223,7 +223,7 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
                 return _returned(finished, plan)
 
 
-@job_inputs.schema_errors
+@schema_errors.translate
 async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     """``run`` on an async connection."""
     try:
