@@ -440,3 +440,17 @@ def test_each_role_may_do_its_job_and_nothing_else_in_plain_sql(
         found = {name: _run(login, statement) for name, statement in STATEMENTS.items()}
     expected = {name: "allowed" if name in MAY_RUN[group] else "refused" for name in STATEMENTS}
     assert {n: v for n, v in found.items() if v != expected[n]} == {}
+
+
+def test_the_grants_apply_again_and_keep_the_matrix(
+    logins: dict[str, str], conn: psycopg.Connection[Any]
+) -> None:
+    """The file is rerun after every upgrade: a second run changes nothing."""
+    suffix = (urlsplit(logins["enqueue"]).username or "").rsplit("_", 1)[1]
+    conn.execute(GROUP_NAME.sub(lambda m: f"{m.group(0)}_{suffix}", GRANTS).encode())
+    _setup_rows(conn)
+    for group in ("enqueue", "worker", "ui_admin"):
+        with psycopg.connect(logins[group], autocommit=True) as login:
+            found = {name: _run(login, statement) for name, statement in STATEMENTS.items()}
+        allowed = {name for name, outcome in found.items() if outcome == "allowed"}
+        assert allowed == MAY_RUN[group], group
