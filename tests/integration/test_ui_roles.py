@@ -25,6 +25,7 @@ from tests.integration.ui_support import (
 )
 
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
+HIDDEN = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)">')
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +130,17 @@ def test_the_admin_role_serves_every_page_and_every_action(
         post(f"/jobs/{failed}/retry")
         post(f"/jobs/{done}/delete")
         post("/jobs/bulk", action="retry", ids=str(bulk[0]))
+        for query in (
+            "action=retry&status=failed&kind=invoice",
+            "action=delete&status=done",
+            "action=run_now&status=pending&kind=invoice",
+            "action=cancel&status=pending&kind=invoice",
+        ):  # every action on all matching jobs, through its confirm page
+            confirm_page = client.get(f"/jobs/confirm?{query}")
+            assert confirm_page.status_code == 200, (query, confirm_page.text[:300])
+            fields = dict(HIDDEN.findall(confirm_page.text.split("/jobs/bulk", 1)[1]))
+            response = client.post("/jobs/bulk", data=fields)
+            assert response.status_code == 303, (query, response.text[:300])
         post("/schedules/nightly_report/pause")
         post("/schedules/nightly_report/resume")
         post("/schedules/heartbeat/run")
@@ -139,4 +151,8 @@ def test_the_admin_role_serves_every_page_and_every_action(
     assert _one(owner, status, done) is None
     assert _one(owner, "SELECT run_at <= now() FROM jobs WHERE id = %s", pending) is True
     assert _one(owner, "SELECT paused FROM pgbeat_schedules WHERE name = 'nightly_report'") is False
+    by_status = "SELECT count(*) FROM jobs WHERE kind = 'invoice' AND status = %s"
+    assert _one(owner, by_status, "failed") == 0  # retried, then cancelled with the pending
+    assert _one(owner, "SELECT count(*) FROM jobs WHERE status = 'done'") == 0
+    assert _one(owner, by_status, "pending") == 0 and _one(owner, by_status, "cancelled") > 0
     assert _one(owner, "SELECT count(*) FROM jobs WHERE unique_key LIKE 'heartbeat@manual:%%'") == 1
