@@ -131,7 +131,8 @@ BEGIN
 END
 $$;
 
--- Worker: claims and outcomes are UPDATEs of a job's state, never of what it runs; no DELETE.
+-- Worker: claims and outcomes are UPDATEs of a job's state (and its result), never of what
+-- it runs; no DELETE.
 GRANT SELECT ON jobs TO pgbeat_worker;
 GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at)
     ON jobs TO pgbeat_worker;
@@ -139,6 +140,10 @@ DO $$
 BEGIN
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'result' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT UPDATE (result) ON jobs TO pgbeat_worker;
     END IF;
 END
 $$;

@@ -317,6 +317,9 @@ STATEMENTS: dict[str, str] = {
         "UPDATE jobs SET status = 'done', locked_until = NULL, finished_at = now() "
         "WHERE status = 'running'"
     ),
+    "store a running job's result": (
+        "UPDATE jobs SET result = '{\"ok\": 1}' WHERE status = 'running'"
+    ),
     "retry a failed job": (
         "UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL "
         "WHERE status = 'failed'"
@@ -387,6 +390,7 @@ MAY_RUN = {
     },
     "worker": {
         "read payloads", "read heartbeats", "claim pending jobs", "complete a running job",
+        "store a running job's result",
         "run a pending job now", "move a job to year 10000", "beat as a worker",
         "renew a worker's heartbeat", "record an attempt",
         "cancel the live job of a key", "cancel an unkeyed pending job",
