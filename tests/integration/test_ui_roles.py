@@ -156,3 +156,23 @@ def test_the_admin_role_serves_every_page_and_every_action(
     assert _one(owner, "SELECT count(*) FROM jobs WHERE status = 'done'") == 0
     assert _one(owner, by_status, "pending") == 0 and _one(owner, by_status, "cancelled") > 0
     assert _one(owner, "SELECT count(*) FROM jobs WHERE unique_key LIKE 'heartbeat@manual:%%'") == 1
+
+
+def test_the_viewer_role_asked_to_act_answers_403_and_changes_nothing(
+    roles_database: tuple[str, dict[str, str], Path],
+) -> None:
+    """Served without --read-only, the buttons show, but the database refuses: a 403 page
+    that says why, not a 500."""
+    owner, logins, schedules = roles_database
+    job = _job(owner, "failed")
+    with (
+        dashboard(logins["ui_viewer"], schedules_path=str(schedules)) as ui,
+        httpx.Client(base_url=ui.origin, timeout=10) as client,
+    ):
+        token = CSRF.search(client.get("/jobs").text)
+        assert token is not None
+        for path in (f"/jobs/{job}/retry", "/schedules/nightly_report/pause"):
+            response = client.post(path, data={"csrf": token.group(1)})
+            assert response.status_code == 403, (path, response.text[:300])
+            assert "pgbeat_ui_admin" in response.text
+    assert _one(owner, "SELECT status FROM jobs WHERE id = %s", job) == "failed"

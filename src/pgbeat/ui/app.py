@@ -102,6 +102,7 @@ def create_app(
         exception_handlers={
             HTTPException: _http_error(ui),
             psycopg.DataError: _bad_value(ui),
+            psycopg.errors.InsufficientPrivilege: _not_permitted(ui),
             psycopg.errors.QueryCanceled: _database_error(ui, "a query took too long"),
             psycopg.OperationalError: _database_error(ui, "the database is unreachable"),
             psycopg_pool.PoolTimeout: _database_error(ui, "the database is unreachable"),
@@ -235,6 +236,23 @@ def _bad_value(ui: Ui) -> Any:
             status_code=400,
             title="400",
             message="A value in this request is out of range or holds a NUL character.",
+        )
+
+    return handle
+
+
+def _not_permitted(ui: Ui) -> Any:
+    """The dashboard's database role may not do this (pgbeat_ui_viewer asked to act)."""
+
+    def handle(request: Request, exc: Exception) -> Response:
+        log.warning("ui: the database refused: %s", audit_text(str(exc).strip().split("\n")[0]))
+        return ui.render(
+            request,
+            "error.html",
+            status_code=403,
+            title="403",
+            message="The dashboard's database role may not do this: serve it with --read-only, "
+            "or as a member of pgbeat_ui_admin to take actions.",
         )
 
     return handle
