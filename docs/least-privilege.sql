@@ -35,7 +35,8 @@
 --   CREATE ROLE beat LOGIN PASSWORD '...' IN ROLE pgbeat_scheduler;
 --   CREATE ROLE ops  LOGIN PASSWORD '...' IN ROLE pgbeat_admin;
 --   CREATE ROLE dash LOGIN PASSWORD '...' IN ROLE pgbeat_ui_admin;
--- `pgbeat run` (scheduler and worker in one process) takes pgbeat_worker and pgbeat_scheduler;
+-- `pgbeat run` (scheduler and worker in one process) takes pgbeat_worker and pgbeat_scheduler,
+-- and pgbeat_enqueue when its handlers enqueue jobs (the demo's do);
 -- `pgbeat health` works for any of them but pgbeat_enqueue.
 
 DO $$
