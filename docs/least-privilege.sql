@@ -3,24 +3,40 @@
 -- holding CREATEROLE) after `pgbeat migrate`, and again after an upgrade that adds tables:
 -- every statement is idempotent, and what a migration has not created yet is skipped.
 --
---   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`: inserts jobs. It can
---                     read no payload and change no job, and has no rights on heartbeats.
+--   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`: inserts pending jobs
+--                     (only the columns enqueue writes; never a schedule's period key). It
+--                     reads no payload, changes no job, and has no rights on heartbeats.
 --   pgbeat_keys       pgbeat_enqueue, and jobs by key that replace, move, cancel or find the
---                     live job of a key (job_key= with on_conflict other than "ignore").
+--                     live job of a key (job_key= with on_conflict other than "ignore"). It
+--                     changes no job without a job_key and re-opens no finished job.
 --   pgbeat_worker     `pgbeat worker`: claims, completes, retries, fails, reaps jobs, writes
---                     its attempts and its own heartbeat. It deletes no job and changes no
---                     payload.
---   pgbeat_scheduler  `pgbeat scheduler`: inserts periods, syncs schedules and their history,
---                     writes its own heartbeat. It reads no payload of a job.
+--                     its attempts and its own heartbeat. It deletes no job, changes no
+--                     payload, finishes no job it has not claimed, re-opens no finished one,
+--                     and holds no lease longer than a day.
+--   pgbeat_scheduler  `pgbeat scheduler`: inserts the periods of the schedules in
+--                     pgbeat_schedules (their kind, their `<name>@<instant>` keys, ids drawn
+--                     from the sequence), syncs schedules and their history, writes its own
+--                     heartbeat. It reads no payload of a job and enqueues nothing else.
+--   pgbeat_ui_viewer  `pgbeat ui --read-only`: reads pgbeat's tables, writes nothing.
+--   pgbeat_ui_admin   `pgbeat ui`: pgbeat_ui_viewer, and the dashboard's actions only: run
+--                     now, retry, cancel and delete finished jobs; pause, resume and run a
+--                     schedule now.
 --   pgbeat_admin      `pgbeat migrate`, jobs purge/retry/cancel, schedules pause/resume/run,
---                     status, ui: owns pgbeat's tables, and alone may create objects.
+--                     status: owns pgbeat's tables, and alone may create objects.
+--
+-- The rules that grants cannot say (which rows, which state changes) are row-level security
+-- policies and one trigger on jobs, at the end. They bind every role but the owner
+-- (pgbeat_admin and its members), so a deployment that runs everything as the owner pays
+-- nothing for them.
 --
 -- Then, for instance:
 --   CREATE ROLE web LOGIN PASSWORD '...' IN ROLE pgbeat_enqueue;
 --   CREATE ROLE jobs LOGIN PASSWORD '...' IN ROLE pgbeat_worker;
 --   CREATE ROLE beat LOGIN PASSWORD '...' IN ROLE pgbeat_scheduler;
 --   CREATE ROLE ops  LOGIN PASSWORD '...' IN ROLE pgbeat_admin;
--- `pgbeat run` (scheduler and worker in one process) takes pgbeat_worker and pgbeat_scheduler;
+--   CREATE ROLE dash LOGIN PASSWORD '...' IN ROLE pgbeat_ui_admin;
+-- `pgbeat run` (scheduler and worker in one process) takes pgbeat_worker and pgbeat_scheduler,
+-- and pgbeat_enqueue when its handlers enqueue jobs (the demo's do);
 -- `pgbeat health` works for any of them but pgbeat_enqueue.
 
 DO $$
@@ -28,7 +44,8 @@ DECLARE
     name text;
 BEGIN
     FOREACH name IN ARRAY ARRAY['pgbeat_enqueue', 'pgbeat_keys', 'pgbeat_worker',
-                                'pgbeat_scheduler', 'pgbeat_admin'] LOOP
+                                'pgbeat_scheduler', 'pgbeat_ui_viewer', 'pgbeat_ui_admin',
+                                'pgbeat_admin'] LOOP
         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = name) THEN
             EXECUTE format('CREATE ROLE %I NOLOGIN', name);
         END IF;
@@ -41,7 +58,8 @@ DO $$
 BEGIN
     EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM PUBLIC', current_schema());
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO pgbeat_enqueue, pgbeat_keys, pgbeat_worker, '
-                   'pgbeat_scheduler, pgbeat_admin', current_schema());
+                   'pgbeat_scheduler, pgbeat_ui_viewer, pgbeat_ui_admin, pgbeat_admin',
+                   current_schema());
     EXECUTE format('GRANT CREATE ON SCHEMA %I TO pgbeat_admin', current_schema());
 END
 $$;
@@ -71,14 +89,27 @@ END
 $$;
 
 -- Every command checks the schema version first.
-GRANT SELECT ON pgbeat_migrations TO pgbeat_enqueue, pgbeat_keys, pgbeat_worker, pgbeat_scheduler;
+GRANT SELECT ON pgbeat_migrations TO pgbeat_enqueue, pgbeat_keys, pgbeat_worker, pgbeat_scheduler,
+    pgbeat_ui_viewer;
 
--- Enqueue: INSERT, and the columns that ON CONFLICT's arbiters and RETURNING read (the
--- unique key's, the live key's, the id). Payloads and errors stay unreadable.
-GRANT INSERT ON jobs TO pgbeat_enqueue;
+-- Enqueue: INSERT of the columns enqueue writes, so id, status, attempts, the lease and
+-- the timestamps take their defaults (a pending job, numbered by the sequence); and the
+-- columns that ON CONFLICT's arbiters and RETURNING read (the unique key's, the live key's,
+-- the id). Payloads and errors stay unreadable. Earlier versions of this file granted
+-- INSERT on every column: the REVOKE takes that back.
+REVOKE INSERT ON jobs FROM pgbeat_enqueue;
 GRANT SELECT (id, kind, unique_key) ON jobs TO pgbeat_enqueue;
 DO $$
+DECLARE
+    name text;
 BEGIN
+    FOREACH name IN ARRAY ARRAY['kind', 'payload', 'run_at', 'unique_key', 'max_attempts',
+                                'job_key', 'queue', 'priority', 'limit_key', 'meta'] LOOP
+        IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+                   AND attname = name AND NOT attisdropped) THEN  -- migrations 0001, 0004, 0007
+            EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_enqueue', name);
+        END IF;
+    END LOOP;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass AND attname = 'job_key'
                AND NOT attisdropped) THEN  -- migration 0004
         GRANT SELECT (job_key, superseded_at, status) ON jobs TO pgbeat_enqueue;
@@ -101,7 +132,8 @@ BEGIN
 END
 $$;
 
--- Worker: claims and outcomes are UPDATEs of a job's state, never of what it runs; no DELETE.
+-- Worker: claims and outcomes are UPDATEs of a job's state (and its result), never of what
+-- it runs; no DELETE.
 GRANT SELECT ON jobs TO pgbeat_worker;
 GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at)
     ON jobs TO pgbeat_worker;
@@ -110,12 +142,30 @@ BEGIN
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
     END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'result' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT UPDATE (result) ON jobs TO pgbeat_worker;
+    END IF;
 END
 $$;
 
--- Scheduler: inserts periods (whose ids it draws from the jobs sequence) and checks for
--- live jobs of a schedule; keeps the schedules table, their history and the file versions.
-GRANT INSERT ON jobs TO pgbeat_scheduler;
+-- Scheduler: inserts periods (whose ids it draws from the jobs sequence, hence the id
+-- column) and checks for live jobs of a schedule; keeps the schedules table, their history
+-- and the file versions. Which periods it may insert is a policy below.
+REVOKE INSERT ON jobs FROM pgbeat_scheduler;
+GRANT INSERT (id, kind, payload, run_at, unique_key, max_attempts) ON jobs TO pgbeat_scheduler;
+DO $$
+DECLARE
+    name text;
+BEGIN
+    FOREACH name IN ARRAY ARRAY['keep_until', 'queue', 'priority', 'meta'] LOOP
+        IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+                   AND attname = name AND NOT attisdropped) THEN
+            EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_scheduler', name);
+        END IF;
+    END LOOP;
+END
+$$;
 GRANT SELECT (id, kind, unique_key, status) ON jobs TO pgbeat_scheduler;
 DO $$
 BEGIN
@@ -132,13 +182,154 @@ $$;
 -- Heartbeats: workers and schedulers write their own rows, and only rows of their own
 -- role (row-level security), so no role can pass for a worker that `pgbeat health` would
 -- count unless it is one. Everyone granted SELECT reads every row.
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgbeat_processes TO pgbeat_worker, pgbeat_scheduler;
+-- A row's start and heartbeat come from the database clock (the column defaults and now()),
+-- never from the writer: no role can plant a heartbeat in the future that outlives it.
+REVOKE INSERT, UPDATE ON pgbeat_processes FROM pgbeat_worker, pgbeat_scheduler;
+GRANT SELECT, DELETE ON pgbeat_processes TO pgbeat_worker, pgbeat_scheduler;
+GRANT INSERT (id, role, host, pid, version, schedules_hash, details),
+      UPDATE (heartbeat_at, details, schedules_hash) ON pgbeat_processes
+    TO pgbeat_worker, pgbeat_scheduler;
 ALTER TABLE pgbeat_processes ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS pgbeat_processes_read ON pgbeat_processes;
 CREATE POLICY pgbeat_processes_read ON pgbeat_processes FOR SELECT USING (true);
 DROP POLICY IF EXISTS pgbeat_processes_worker ON pgbeat_processes;
 CREATE POLICY pgbeat_processes_worker ON pgbeat_processes TO pgbeat_worker
-    USING (role = 'worker') WITH CHECK (role = 'worker');
+    USING (role = 'worker') WITH CHECK (role = 'worker' AND heartbeat_at <= now());
 DROP POLICY IF EXISTS pgbeat_processes_scheduler ON pgbeat_processes;
 CREATE POLICY pgbeat_processes_scheduler ON pgbeat_processes TO pgbeat_scheduler
-    USING (role = 'scheduler') WITH CHECK (role = 'scheduler');
+    USING (role = 'scheduler') WITH CHECK (role = 'scheduler' AND heartbeat_at <= now());
+
+-- The dashboard. The viewer reads every pgbeat table (what migrations have created so far);
+-- the admin adds only what its actions write: a job's run time and state (run now, retry,
+-- cancel), deleting finished jobs, a schedule's pause columns, the history rows of a pause
+-- and of a manual run, and that run's job.
+DO $$
+DECLARE
+    name text;
+BEGIN
+    FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_processes', 'pgbeat_job_attempts',
+                                'pgbeat_schedules', 'pgbeat_schedule_history',
+                                'pgbeat_schedule_files', 'pgbeat_queues'] LOOP
+        IF to_regclass(name) IS NOT NULL THEN
+            EXECUTE format('GRANT SELECT ON %I TO pgbeat_ui_viewer', name);
+        END IF;
+    END LOOP;
+END
+$$;
+GRANT pgbeat_ui_viewer TO pgbeat_ui_admin;
+GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at) ON jobs
+    TO pgbeat_ui_admin;
+GRANT DELETE ON jobs TO pgbeat_ui_admin;  -- and, by trigger, the deleted jobs' attempts:
+DO $$
+BEGIN
+    IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
+        GRANT DELETE ON pgbeat_job_attempts TO pgbeat_ui_admin;
+    END IF;
+END
+$$;
+GRANT INSERT (id, kind, payload, run_at, unique_key, max_attempts) ON jobs TO pgbeat_ui_admin;
+DO $$
+BEGIN
+    EXECUTE format('GRANT USAGE ON SEQUENCE %s TO pgbeat_ui_admin',
+                   pg_get_serial_sequence('jobs', 'id'));
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'superseded_at' AND NOT attisdropped) THEN  -- migration 0004
+        GRANT UPDATE (superseded_at) ON jobs TO pgbeat_ui_admin;
+    END IF;
+    IF to_regclass('pgbeat_schedules') IS NOT NULL THEN  -- migration 0005
+        GRANT UPDATE (paused, paused_at, paused_by, resumed_at, updated_at, updated_by)
+            ON pgbeat_schedules TO pgbeat_ui_admin;
+        GRANT INSERT ON pgbeat_schedule_history TO pgbeat_ui_admin;
+    END IF;
+END
+$$;
+
+-- What grants cannot say, as row-level security on jobs (the owner is exempt).
+--
+-- A period key is `<schedule>@<UTC instant>` (or `<schedule>@manual:<job id>`): the name of
+-- the schedule whose period the key is, else NULL. Only the scheduler (and the dashboard's
+-- "run now") may insert such a key, so nobody else can pre-empt a period.
+CREATE OR REPLACE FUNCTION pgbeat_period_schedule(unique_key text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN unique_key ~ '^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$'
+                THEN split_part(unique_key, '@', 1) END
+$$;
+-- A time every reader decodes, in any session time zone (years 1 to 9999, two days inside).
+CREATE OR REPLACE FUNCTION pgbeat_readable_time(t timestamptz) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT t BETWEEN '0001-01-03 00:00:00+00' AND '9999-12-29 00:00:00+00'
+$$;
+-- Whether a job id was drawn from the jobs sequence already: an id chosen ahead of it would
+-- make a later enqueue collide with it.
+CREATE OR REPLACE FUNCTION pgbeat_job_id_drawn(id bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT id <= pg_sequence_last_value(pg_get_serial_sequence('jobs', 'id')::regclass)
+$$;
+ALTER FUNCTION pgbeat_period_schedule(text) OWNER TO pgbeat_admin;
+ALTER FUNCTION pgbeat_readable_time(timestamptz) OWNER TO pgbeat_admin;
+ALTER FUNCTION pgbeat_job_id_drawn(bigint) OWNER TO pgbeat_admin;
+
+ALTER TABLE jobs ENABLE ROW LEVEL SECURITY;
+-- Whoever was granted columns of jobs reads every row (the grants choose the columns).
+DROP POLICY IF EXISTS pgbeat_jobs_read ON jobs;
+CREATE POLICY pgbeat_jobs_read ON jobs FOR SELECT USING (true);
+-- Enqueue (and keys): any job but a period, with a run time every reader can decode.
+DROP POLICY IF EXISTS pgbeat_jobs_enqueue ON jobs;
+CREATE POLICY pgbeat_jobs_enqueue ON jobs FOR INSERT TO pgbeat_enqueue
+    WITH CHECK (pgbeat_period_schedule(unique_key) IS NULL AND pgbeat_readable_time(run_at));
+-- Scheduler: only a period of a schedule in pgbeat_schedules, of that schedule's kind,
+-- numbered from the sequence.
+DROP POLICY IF EXISTS pgbeat_jobs_periods ON jobs;
+CREATE POLICY pgbeat_jobs_periods ON jobs FOR INSERT TO pgbeat_scheduler
+    WITH CHECK (pgbeat_job_id_drawn(id) AND pgbeat_readable_time(run_at) AND EXISTS (
+        SELECT FROM pgbeat_schedules AS s
+        WHERE s.name = pgbeat_period_schedule(jobs.unique_key) AND s.kind = jobs.kind));
+-- The dashboard's "run now" of a schedule: a manual run, whose key names its own job id.
+DROP POLICY IF EXISTS pgbeat_jobs_manual ON jobs;
+CREATE POLICY pgbeat_jobs_manual ON jobs FOR INSERT TO pgbeat_ui_admin
+    WITH CHECK (pgbeat_job_id_drawn(id) AND split_part(unique_key, '@', 2) = 'manual:' || id
+                AND EXISTS (SELECT FROM pgbeat_schedules AS s
+                            WHERE s.name = pgbeat_period_schedule(jobs.unique_key)
+                              AND s.kind = jobs.kind));
+-- Keys: only jobs that have a job_key.
+DROP POLICY IF EXISTS pgbeat_jobs_keys ON jobs;
+CREATE POLICY pgbeat_jobs_keys ON jobs FOR UPDATE TO pgbeat_keys
+    USING (job_key IS NOT NULL) WITH CHECK (job_key IS NOT NULL AND pgbeat_readable_time(run_at));
+-- Worker: any job's state, under a lease of at most a day.
+DROP POLICY IF EXISTS pgbeat_jobs_worker ON jobs;
+CREATE POLICY pgbeat_jobs_worker ON jobs FOR UPDATE TO pgbeat_worker
+    USING (true) WITH CHECK (locked_until IS NULL OR locked_until <= now() + interval '1 day');
+-- The dashboard's admin: run now and cancel pending jobs, retry failed ones (no lease, so
+-- it claims nothing); and it deletes only finished jobs.
+DROP POLICY IF EXISTS pgbeat_jobs_ui_update ON jobs;
+CREATE POLICY pgbeat_jobs_ui_update ON jobs FOR UPDATE TO pgbeat_ui_admin
+    USING (status IN ('pending', 'failed'))
+    WITH CHECK (status IN ('pending', 'cancelled') AND locked_until IS NULL
+                AND pgbeat_readable_time(run_at));
+DROP POLICY IF EXISTS pgbeat_jobs_ui_delete ON jobs;
+CREATE POLICY pgbeat_jobs_ui_delete ON jobs FOR DELETE TO pgbeat_ui_admin
+    USING (status IN ('done', 'failed', 'cancelled'));
+
+-- State changes that only an operator makes: a finished job (done, failed, cancelled)
+-- going back to pending or running (a retry), and a pending job finished without a run.
+-- The WHEN clause is all that runs for every other update, so claims and outcomes pay for
+-- a comparison, not a function call.
+CREATE OR REPLACE FUNCTION pgbeat_guard_job_status() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_has_role(current_user, 'pgbeat_admin', 'MEMBER')
+       OR pg_has_role(current_user, 'pgbeat_ui_admin', 'MEMBER') THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'permission denied: role % may not move job % from % to %',
+        current_user, OLD.id, OLD.status, NEW.status
+        USING ERRCODE = 'insufficient_privilege';
+END;
+$$;
+ALTER FUNCTION pgbeat_guard_job_status() OWNER TO pgbeat_admin;
+DROP TRIGGER IF EXISTS pgbeat_guard_job_status ON jobs;
+CREATE TRIGGER pgbeat_guard_job_status BEFORE UPDATE OF status ON jobs FOR EACH ROW
+    WHEN (OLD.status <> NEW.status
+          AND (OLD.status IN ('done', 'failed', 'cancelled')
+               OR (OLD.status = 'pending' AND NEW.status IN ('done', 'failed'))))
+    EXECUTE FUNCTION pgbeat_guard_job_status();

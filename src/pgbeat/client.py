@@ -16,8 +16,8 @@ import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
-from pgbeat import job_keys, limits
-from pgbeat.db import frameworks, queries
+from pgbeat import job_inputs, job_keys, limits
+from pgbeat.db import frameworks, queries, schema_errors
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.job_keys import OnConflict
 
@@ -71,6 +71,7 @@ def _check_job(
     if not kind or not isinstance(kind, str):
         raise ValueError("a job's kind must be a non-empty string")
     limits.check_job_text(kind, key, key_name)
+    job_inputs.check_times(run_at, delay)
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
     if run_at is not None and run_at.tzinfo is None:
@@ -97,10 +98,16 @@ def encode_payload(payload: Any, limit: int | None = None) -> str:
     A queue row is no place for a file: past the limit, store the data elsewhere and
     enqueue its address. ``limit`` defaults to ``max_payload_bytes()``.
     """
-    try:
-        text = json.dumps(json_value(payload))  # ASCII (\u escapes): one byte a character
+    value = json_value(payload)
+    try:  # ASCII (\u escapes): one byte a character; NaN and Infinity are not JSON
+        text = json.dumps(value, allow_nan=False)
     except RecursionError:
         raise ValueError("the payload is nested too deeply to encode as JSON") from None
+    except ValueError:
+        raise ValueError("the payload holds NaN or Infinity, which JSON cannot carry") from None
+    problem = job_inputs.payload_text_problem(text, value)
+    if problem is not None:
+        raise ValueError(problem)
     limit = max_payload_bytes() if limit is None else limit
     if len(text) > limit:
         raise ValueError(
@@ -172,6 +179,7 @@ def enqueue(
 ) -> Any: ...
 
 
+@schema_errors.translate
 def enqueue(
     conn: object,
     kind: str,
@@ -222,6 +230,7 @@ def enqueue(
     return None if row is None else int(row[0])
 
 
+@schema_errors.translate
 async def enqueue_async(
     conn: object,
     kind: str,
@@ -327,6 +336,7 @@ def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[NewJob]) -> list[
 def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any: ...
 
 
+@schema_errors.translate
 def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     """Insert many jobs in one statement on ``conn``; return the ids of those inserted.
 
@@ -352,6 +362,7 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     return ids
 
 
+@schema_errors.translate
 async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
     async_conn = await frameworks.async_connection(conn)

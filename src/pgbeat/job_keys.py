@@ -19,7 +19,8 @@ from typing import Any, Literal, LiteralString, TypeVar, get_args, overload
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from pgbeat.db import frameworks, key_queries
+from pgbeat import job_inputs
+from pgbeat.db import frameworks, key_queries, schema_errors
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.errors import KeyContended
 
@@ -81,6 +82,7 @@ def check_keyed(
     job_key: str | None, unique_key: str | None, on_conflict: str, max_wait: timedelta | None
 ) -> None:
     """Reject combinations that have no meaning, before any statement runs."""
+    job_inputs.check_times(None, None, max_wait)
     if on_conflict not in ON_CONFLICT_MODES:
         raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT_MODES)}")
     if job_key is None:
@@ -172,6 +174,7 @@ def _superseding(jobs: Sequence[KeyedJob], on_conflict: str) -> dict[str, Any]:
 
 
 def cancel_plan(kind: str, job_key: str, reason: str | None) -> Plan[Cancelled | None]:
+    job_inputs.check_names(kind=kind, job_key=job_key)
     why = f"cancelled: {reason}" if reason else "cancelled by pgbeat.cancel()"
     rows = yield key_queries.JOBS_CANCEL_KEYED, {"kind": kind, "job_key": job_key, "reason": why}
     return None if not rows else Cancelled(int(rows[0][0]), bool(rows[0][1]))
@@ -180,6 +183,8 @@ def cancel_plan(kind: str, job_key: str, reason: str | None) -> Plan[Cancelled |
 def reschedule_plan(
     kind: str, job_key: str, run_at: datetime | None, delay: timedelta | None
 ) -> Plan[int | None]:
+    job_inputs.check_names(kind=kind, job_key=job_key)
+    job_inputs.check_times(run_at, delay)
     if (run_at is None) == (delay is None):
         raise ValueError("give run_at or delay (one of them)")
     if run_at is not None and run_at.tzinfo is None:
@@ -190,6 +195,7 @@ def reschedule_plan(
 
 
 def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
+    job_inputs.check_names(kind=kind, job_key=job_key)
     rows = yield key_queries.JOBS_FIND_KEYED, {"kind": kind, "job_key": job_key}
     return None if not rows else LiveJob(*rows[0])
 
@@ -197,6 +203,7 @@ def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
 # -- runners ---------------------------------------------------------------------------------
 
 
+@schema_errors.translate
 def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
     """Run ``plan``'s statements on ``conn``, in its current transaction.
 
@@ -216,6 +223,7 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
                 return _returned(finished, plan)
 
 
+@schema_errors.translate
 async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     """``run`` on an async connection."""
     try:

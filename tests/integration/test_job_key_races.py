@@ -86,7 +86,12 @@ def live(conn: psycopg.Connection[Any], key: str) -> list[tuple[Any, ...]]:
 
 
 def assert_invariants(conn: psycopg.Connection[Any]) -> None:
-    """At most one live job per key; a superseded job never waits to run again."""
+    """At most one live job per key; a superseded job never waits to run again.
+
+    The first check cannot fail while the index jobs_live_key exists (it is a guard against
+    dropping it, not evidence about the races); what the races prove is in the results each
+    test compares. test_the_live_key_index_is_what_keeps_one_live_job shows the index bites.
+    """
     doubled = conn.execute(
         "SELECT kind, job_key FROM jobs WHERE job_key IS NOT NULL AND superseded_at IS NULL "
         "AND status IN ('pending', 'running') GROUP BY 1, 2 HAVING count(*) > 1"
@@ -418,3 +423,13 @@ def test_retry_failed_never_aborts_on_a_key_taken_meanwhile(
         work += [partial(application, key=key) for key in keys]
         race(pool[1:9], work)
         assert_invariants(check)
+
+
+def test_the_live_key_index_is_what_keeps_one_live_job(conn: psycopg.Connection[Any]) -> None:
+    """Plain SQL: a second live job for a key is refused, and a superseded one is not live."""
+    insert = "INSERT INTO jobs (kind, payload, job_key, status) VALUES (%s, '{}', 'k', %s)"
+    conn.execute(insert, (KIND, "pending"))
+    with pytest.raises(psycopg.errors.UniqueViolation, match="jobs_live_key"):
+        conn.execute(insert, (KIND, "running"))
+    conn.execute("UPDATE jobs SET superseded_at = now() WHERE job_key = 'k'")
+    conn.execute(insert, (KIND, "pending"))  # the key is free again

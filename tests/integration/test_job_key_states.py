@@ -273,6 +273,8 @@ class JobKeyMachine(RuleBasedStateMachine):
 
     @invariant()
     def at_most_one_live_job_per_key(self) -> None:
+        # A guard, not evidence: the index jobs_live_key makes this impossible to fail
+        # (test_job_key_races shows the index refusing a second live job).
         doubled = self.conn.execute(
             "SELECT job_key FROM jobs WHERE status IN ('pending', 'running') "
             "AND superseded_at IS NULL GROUP BY job_key HAVING count(*) > 1"

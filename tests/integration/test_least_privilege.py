@@ -1,9 +1,12 @@
 """The roles of docs/least-privilege.sql, against a real server: what each must do succeeds,
 what it must not do is refused, and no role but a worker can pass for a live worker.
 
-Every action runs pgbeat's own code (the API, the worker's operations, the scheduler's
-tick, the admin functions) on a connection logged in as a member of one group role, in a
-transaction that is rolled back, so each starts from the same jobs.
+Two matrices. One runs pgbeat's own code (the API, the worker's operations, the scheduler's
+tick, the admin functions) as a member of each group role. The other runs plain SQL, as
+an operator or an attacker holding the role's grants would: that one is what "nothing
+else" rests on, since pgbeat's code never tries what it should not. Every statement runs in
+a transaction that is rolled back, so each starts from the same rows, and every statement
+changes rows as the owner (pgbeat_admin), so a refusal under a role is the role's.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from tests.helpers import run_cli, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 GRANTS = (Path(ROOT) / "docs" / "least-privilege.sql").read_text()
-GROUPS = ("enqueue", "keys", "worker", "scheduler", "admin")
-GROUP_NAME = re.compile(r"\bpgbeat_(enqueue|keys|worker|scheduler|admin)\b")
+GROUPS = ("enqueue", "keys", "worker", "scheduler", "ui_viewer", "ui_admin", "admin")
+GROUP_NAME = re.compile(r"\bpgbeat_(enqueue|keys|worker|scheduler|ui_viewer|ui_admin|admin)\b")
 
 
 def role_url(database_url: str, role: str) -> str:
@@ -124,7 +127,8 @@ ACTIONS: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
     "create a table": lambda c: c.execute("CREATE TABLE sneaky (x int)"),
 }
 
-# The matrix: group -> the actions it may take; every other action must be refused.
+# pgbeat's code: group -> the actions that run under it; every other one is refused. What
+# a role can do beyond pgbeat's code is the plain-SQL matrix's business (MAY_RUN).
 ALLOWED = {
     "enqueue": {"enqueue", "enqueue_many", "enqueue by key, ignore"},
     "keys": {
@@ -135,9 +139,13 @@ ALLOWED = {
         "read payloads", "claim", "complete", "fail", "reap", "record attempts",
         "worker heartbeat", "cancel a pending job",
     },
-    "scheduler": {
-        "enqueue", "enqueue_many", "scheduler heartbeat",
-        "insert periods (scheduler tick)", "upsert a schedule",
+    "scheduler": {"scheduler heartbeat", "insert periods (scheduler tick)", "upsert a schedule"},
+    "ui_viewer": {"read payloads"},
+    # reap, complete and fail end without an error but change nothing: row-level security
+    # hides running jobs from the dashboard's role (the plain-SQL matrix below shows it).
+    "ui_admin": {
+        "read payloads", "retry a failed job", "cancel a pending job", "cancel by key",
+        "purge (delete jobs)", "reap", "complete", "fail",
     },
     "admin": set(ACTIONS),
 }  # fmt: skip
@@ -165,7 +173,7 @@ def _attempt(url: str, action: Callable[[psycopg.Connection[Any]], object]) -> s
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_each_role_may_do_its_job_and_nothing_else(
+def test_pgbeat_code_runs_under_each_role_as_far_as_its_grants_go(
     group: str, logins: dict[str, str], conn: psycopg.Connection[Any]
 ) -> None:
     _setup_jobs(conn)
@@ -230,3 +238,223 @@ def test_real_processes_run_with_their_roles(
     assert worker.returncode == 0 and scheduler.returncode == 0, outputs
     purged = run_cli(["jobs", "purge", "--older-than", "1ms"], logins["admin"])
     assert purged.returncode == 0 and "deleted" in purged.stdout, purged.stderr
+
+
+# -- the same, in plain SQL ------------------------------------------------------------------
+
+# The schedule 'beat' (kind noop) is in pgbeat_schedules; its periods' keys are beat@<instant>.
+STATEMENTS: dict[str, str] = {
+    # reading
+    "read payloads": "SELECT payload FROM jobs",
+    "read heartbeats": "SELECT * FROM pgbeat_processes",
+    "read schedules": "SELECT * FROM pgbeat_schedules",
+    # inserting jobs
+    "insert a pending job": "INSERT INTO jobs (kind, payload) VALUES ('noop', '{}')",
+    "insert a job with a chosen id": (
+        "INSERT INTO jobs (id, kind, payload) OVERRIDING SYSTEM VALUE "
+        "VALUES (1000000000, 'noop', '{}')"
+    ),
+    "insert a done job": "INSERT INTO jobs (kind, payload, status) VALUES ('noop', '{}', 'done')",
+    "insert a running job with an endless lease": (
+        "INSERT INTO jobs (kind, payload, status, locked_until) "
+        "VALUES ('noop', '{}', 'running', 'infinity')"
+    ),
+    "insert with created_at infinity": (
+        "INSERT INTO jobs (kind, payload, created_at) VALUES ('noop', '{}', 'infinity')"
+    ),
+    "insert a run_at BC": (
+        "INSERT INTO jobs (kind, payload, run_at) VALUES ('noop', '{}', '4000-01-01 BC')"
+    ),
+    "insert a schedule's future period": (
+        "INSERT INTO jobs (kind, payload, unique_key) "
+        "VALUES ('noop', '{}', 'beat@2030-01-01T00:00:00Z')"
+    ),
+    "insert a period as the scheduler does": (
+        "INSERT INTO jobs (id, kind, payload, run_at, unique_key) OVERRIDING SYSTEM VALUE "
+        "SELECT nextval(pg_get_serial_sequence('jobs', 'id')::regclass), 'noop', '{}', now(), "
+        "'beat@2030-01-01T00:00:00Z'"
+    ),
+    "insert a period of another kind": (
+        "INSERT INTO jobs (id, kind, payload, run_at, unique_key) OVERRIDING SYSTEM VALUE "
+        "SELECT nextval(pg_get_serial_sequence('jobs', 'id')::regclass), 'other', '{}', now(), "
+        "'beat@2030-01-01T00:00:00Z'"
+    ),
+    "insert a period with an id ahead of the sequence": (
+        "INSERT INTO jobs (id, kind, payload, run_at, unique_key) OVERRIDING SYSTEM VALUE "
+        "VALUES (1000000000, 'noop', '{}', now(), 'beat@2030-01-01T00:00:00Z')"
+    ),
+    "insert a manual run of a schedule": (
+        "INSERT INTO jobs (id, kind, payload, run_at, unique_key) OVERRIDING SYSTEM VALUE "
+        "SELECT id, 'noop', '{}', now(), 'beat@manual:' || id "
+        "FROM (SELECT nextval(pg_get_serial_sequence('jobs', 'id')::regclass) AS id) AS n"
+    ),
+    # changing jobs
+    "rewrite an unkeyed job's payload": (
+        "UPDATE jobs SET payload = '{\"evil\": 1}' WHERE job_key IS NULL AND status = 'pending'"
+    ),
+    "rewrite the live job of a key": (
+        "UPDATE jobs SET payload = '{\"new\": 1}', run_at = now() WHERE job_key = 'live-key'"
+    ),
+    "cancel the live job of a key": (
+        "UPDATE jobs SET status = 'cancelled', finished_at = now() "
+        "WHERE job_key = 'live-key' AND status = 'pending'"
+    ),
+    "re-run a done job": (
+        "UPDATE jobs SET status = 'pending', finished_at = NULL WHERE status = 'done'"
+    ),
+    "fail pending jobs without running them": (
+        "UPDATE jobs SET status = 'failed', finished_at = now() WHERE status = 'pending'"
+    ),
+    "claim pending jobs": (
+        "UPDATE jobs SET status = 'running', attempts = attempts + 1, "
+        "locked_until = now() + interval '5 minutes' WHERE status = 'pending'"
+    ),
+    "claim pending jobs with an endless lease": (
+        "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_until = 'infinity' "
+        "WHERE status = 'pending'"
+    ),
+    "complete a running job": (
+        "UPDATE jobs SET status = 'done', locked_until = NULL, finished_at = now() "
+        "WHERE status = 'running'"
+    ),
+    "store a running job's result": (
+        "UPDATE jobs SET result = '{\"ok\": 1}' WHERE status = 'running'"
+    ),
+    "retry a failed job": (
+        "UPDATE jobs SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL "
+        "WHERE status = 'failed'"
+    ),
+    "cancel an unkeyed pending job": (
+        "UPDATE jobs SET status = 'cancelled', finished_at = now() "
+        "WHERE status = 'pending' AND job_key IS NULL"
+    ),
+    "run a pending job now": "UPDATE jobs SET run_at = now() WHERE status = 'pending'",
+    "move a job to year 10000": (
+        "UPDATE jobs SET run_at = '10000-01-01' WHERE status = 'pending'"
+    ),
+    "delete a pending job": "DELETE FROM jobs WHERE status = 'pending'",
+    "delete a finished job": "DELETE FROM jobs WHERE status = 'done'",
+    "truncate jobs": "TRUNCATE jobs",
+    # heartbeats
+    "beat as a worker": (
+        "INSERT INTO pgbeat_processes (id, role, host, pid, version) "
+        "VALUES ('w-new', 'worker', 'h', 1, '0')"
+    ),
+    "beat as a scheduler": (
+        "INSERT INTO pgbeat_processes (id, role, host, pid, version) "
+        "VALUES ('s-new', 'scheduler', 'h', 1, '0')"
+    ),
+    "insert a heartbeat from the future": (
+        "INSERT INTO pgbeat_processes (id, role, host, pid, version, heartbeat_at) "
+        "VALUES ('w-future', 'worker', 'h', 1, '0', 'infinity')"
+    ),
+    "keep a worker alive forever": (
+        "UPDATE pgbeat_processes SET heartbeat_at = 'infinity' WHERE role = 'worker'"
+    ),
+    "renew a worker's heartbeat": (
+        "UPDATE pgbeat_processes SET heartbeat_at = now() WHERE role = 'worker'"
+    ),
+    # attempts, schedules and their history
+    "record an attempt": (
+        "INSERT INTO pgbeat_job_attempts (job_id, attempt, outcome) VALUES (1, 1, 'retry')"
+    ),
+    "create a schedule": (
+        "INSERT INTO pgbeat_schedules (name, source, kind, every, definition_hash) "
+        "VALUES ('new', 'api', 'noop', '1 hour', 'x')"
+    ),
+    "pause a schedule": (
+        "UPDATE pgbeat_schedules SET paused = true, paused_at = now(), paused_by = 'x' "
+        "WHERE name = 'beat'"
+    ),
+    "rewrite a schedule's payload": (
+        "UPDATE pgbeat_schedules SET payload = '{\"evil\": 1}' WHERE name = 'beat'"
+    ),
+    "record a period in the history": (
+        "INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome) "
+        "VALUES ('beat', now(), 'manual')"
+    ),
+    # the schema
+    "alter jobs": "ALTER TABLE jobs ADD COLUMN probe int",
+    "create a table": "CREATE TABLE sneaky (x int)",
+}  # fmt: skip
+
+READ = {"read payloads", "read heartbeats", "read schedules"}
+ENQUEUE = {"insert a pending job"}
+# The matrix in plain SQL: group -> the statements it may run; every other one must be
+# refused or change nothing. docs/operations.md's table of roles is written from this.
+MAY_RUN = {
+    "enqueue": ENQUEUE,
+    "keys": ENQUEUE | {
+        "read payloads", "rewrite the live job of a key", "cancel the live job of a key",
+        "run a pending job now",  # of a keyed job: a reschedule
+    },
+    "worker": {
+        "read payloads", "read heartbeats", "claim pending jobs", "complete a running job",
+        "store a running job's result",
+        "run a pending job now", "move a job to year 10000", "beat as a worker",
+        "renew a worker's heartbeat", "record an attempt",
+        "cancel the live job of a key", "cancel an unkeyed pending job",
+    },
+    "scheduler": READ - {"read payloads"} | {
+        "insert a period as the scheduler does", "insert a schedule's future period",
+        "insert a manual run of a schedule", "beat as a scheduler", "create a schedule",
+        "pause a schedule", "rewrite a schedule's payload", "record a period in the history",
+    },
+    "ui_viewer": READ,
+    "ui_admin": READ | {
+        "insert a manual run of a schedule", "cancel the live job of a key",
+        "retry a failed job", "cancel an unkeyed pending job", "run a pending job now",
+        "delete a finished job", "pause a schedule", "record a period in the history",
+    },
+    "admin": set(STATEMENTS),
+}  # fmt: skip
+
+
+def _setup_rows(conn: psycopg.Connection[Any]) -> None:
+    _setup_jobs(conn)
+    conn.execute("INSERT INTO jobs (kind, payload) VALUES ('noop', '{\"unkeyed\": 1}')")
+    conn.execute(
+        "INSERT INTO pgbeat_schedules (name, source, kind, every, definition_hash) "
+        "VALUES ('beat', 'api', 'noop', '1 minute', 'x')"
+    )
+    conn.execute(
+        "INSERT INTO pgbeat_processes (id, role, host, pid, version) "
+        "VALUES ('w-old', 'worker', 'h', 1, '0'), ('s-old', 'scheduler', 'h', 2, '0')"
+    )
+
+
+def _run(conn: psycopg.Connection[Any], statement: str) -> str:
+    """What ``statement`` did on ``conn`` (logged in as one role), rolled back after."""
+    with conn.transaction(force_rollback=True):
+        try:
+            with conn.transaction():
+                cursor = conn.execute(statement.encode())
+        except psycopg.errors.InsufficientPrivilege:
+            return "refused"
+    # row-level security hides the rows a role may not touch: nothing happens, no error
+    return "refused" if cursor.rowcount == 0 else "allowed"
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_each_role_may_do_its_job_and_nothing_else_in_plain_sql(
+    group: str, logins: dict[str, str], conn: psycopg.Connection[Any]
+) -> None:
+    _setup_rows(conn)
+    with psycopg.connect(logins[group], autocommit=True) as login:
+        found = {name: _run(login, statement) for name, statement in STATEMENTS.items()}
+    expected = {name: "allowed" if name in MAY_RUN[group] else "refused" for name in STATEMENTS}
+    assert {n: v for n, v in found.items() if v != expected[n]} == {}
+
+
+def test_the_grants_apply_again_and_keep_the_matrix(
+    logins: dict[str, str], conn: psycopg.Connection[Any]
+) -> None:
+    """The file is rerun after every upgrade: a second run changes nothing."""
+    suffix = (urlsplit(logins["enqueue"]).username or "").rsplit("_", 1)[1]
+    conn.execute(GROUP_NAME.sub(lambda m: f"{m.group(0)}_{suffix}", GRANTS).encode())
+    _setup_rows(conn)
+    for group in ("enqueue", "worker", "ui_admin"):
+        with psycopg.connect(logins[group], autocommit=True) as login:
+            found = {name: _run(login, statement) for name, statement in STATEMENTS.items()}
+        allowed = {name for name, outcome in found.items() if outcome == "allowed"}
+        assert allowed == MAY_RUN[group], group

@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -314,7 +315,33 @@ def test_dashboard_queries_run_under_their_timeout_through_pgbouncer(pooled_url:
             assert row == ("300ms",)
             with pytest.raises(psycopg.errors.QueryCanceled):
                 conn.execute("SELECT pg_sleep(2)")
-        with store.connection() as conn:  # the pooled session kept nothing of it
-            assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
     finally:
         store.close()
+
+
+def test_a_dashboard_page_leaves_no_timeout_on_the_pooled_session(
+    server_url: str, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through one server connection that every client shares (pool size 1), a page's
+    timeout must not stay behind for the next client: its SET is local to the page's
+    transaction. The control shows that a session-level SET would be seen."""
+    from tests.integration.ui_support import dashboard
+
+    monkeypatch.setenv("PGBEAT_POOLER", "transaction")
+    single = Pgbouncer(server_url, pool_size=1)
+    try:
+        url = single.url(database_url)
+        with pooled_connection(url) as other:
+            default = other.execute("SHOW statement_timeout").fetchone()
+            assert default is not None and default[0] != "300ms"
+            other.execute("SET statement_timeout = '300ms'")  # control: a session SET leaks
+            with pooled_connection(url) as next_client:
+                assert next_client.execute("SHOW statement_timeout").fetchone() == ("300ms",)
+            other.execute("RESET statement_timeout")
+        with dashboard(url, statement_timeout_ms=300, schedules_path=None) as ui:
+            page = httpx.get(f"{ui.origin}/jobs", timeout=10)
+            assert page.status_code == 200, page.text[:300]
+            with pooled_connection(url) as next_client:
+                assert next_client.execute("SHOW statement_timeout").fetchone() == default
+    finally:
+        single.close()

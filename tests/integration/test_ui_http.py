@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 import psycopg
@@ -208,32 +208,71 @@ def test_read_only_hides_and_refuses_every_action(
 
 
 def check(client: httpx.Client, job: int, url: str) -> None:
-    for path in (f"/jobs/{job}", "/jobs?status=failed", "/failures?window=24h"):
+    pending = new_job(url, "pending")
+    for path in (f"/jobs/{job}", f"/jobs/{pending}", "/jobs?status=failed", "/failures?window=24h"):
         page = client.get(path).text
         assert "Read-only" in page
         assert "<button" not in page.split("<main", 1)[1].replace(
             '<button type="submit">Filter</button>', ""
         ), path
     token = csrf_of(client.get("/jobs").text)
-    for path in (f"/jobs/{job}/retry", f"/jobs/{job}/delete", "/jobs/bulk"):
-        response = client.post(path, data={"csrf": token, "action": "retry", "ids": str(job)})
+    before = _schedule_state(url)
+    posts = [
+        (f"/jobs/{job}/retry", {}),
+        (f"/jobs/{job}/delete", {}),
+        (f"/jobs/{pending}/run_now", {}),
+        (f"/jobs/{pending}/cancel", {}),
+        ("/jobs/bulk", {"action": "retry", "ids": str(job)}),
+        ("/jobs/bulk", {"action": "cancel", "ids": str(pending)}),
+        ("/schedules/nightly_report/pause", {}),
+        ("/schedules/nightly_report/resume", {}),
+        ("/schedules/nightly_report/run", {}),
+    ]
+    for path, data in posts:
+        response = client.post(path, data={"csrf": token, **data})
         assert response.status_code == 403, path
     confirm = client.get("/jobs/confirm?status=failed&action=retry")
     assert confirm.status_code == 403
     assert job_status(url, job) == "failed"
+    assert job_status(url, pending) == "pending"
+    assert _schedule_state(url) == before  # not paused, resumed or run
+
+
+def _schedule_state(url: str) -> tuple[object, ...]:
+    """nightly_report's pause columns and how many manual runs it has."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT paused, paused_at, resumed_at, (SELECT count(*) FROM jobs "
+            "WHERE unique_key LIKE 'nightly\\_report@manual:%%') "
+            "FROM pgbeat_schedules WHERE name = 'nightly_report'"
+        ).fetchone()
+    assert row is not None
+    return tuple(row)
 
 
 # -- pages ---------------------------------------------------------------------------------
+
+
+def _rows(page: str) -> str:
+    """The jobs table of a page, without the filter form (which echoes what was typed)."""
+    return page.split("<table", 1)[1].split("</table>", 1)[0] if "<table" in page else ""
 
 
 def test_payload_secrets_are_masked_and_hide_payloads_hides_them(
     open_local: Dashboard, ui_database: str, schedules_file: Path
 ) -> None:
     page = httpx.get(f"{open_local.origin}/jobs?payload=%7B%22tenant%22%3A%22acme%22%7D").text
-    assert "acme" in page and "sk-live-" not in page and "api_key" in page
+    rows = _rows(page)
+    assert "acme" in rows and "globex" not in rows  # the filter found the rows it names
+    assert "api_key" in rows and "sk-live-" not in page  # the key shows, its value does not
+    every = _rows(httpx.get(f"{open_local.origin}/jobs").text)
+    assert "globex" in every and "acme" in every  # the same view shows payloads at all
     with dashboard(ui_database, hide_payloads=True, schedules_path=str(schedules_file)) as ui:
-        hidden = httpx.get(f"{ui.origin}/jobs?payload=%7B%22tenant%22%3A%22acme%22%7D").text
-    assert "globex" not in hidden and "payloads are hidden" in hidden
+        hidden = httpx.get(f"{ui.origin}/jobs").text
+        job = httpx.get(f"{ui.origin}/jobs/1").text
+    for text in (_rows(hidden), job):
+        assert "payloads are hidden" in text
+        assert not any(word in text for word in ("acme", "globex", "sk-live-", "api_key"))
 
 
 def test_a_bad_filter_is_reported_not_guessed(open_local: Dashboard) -> None:
@@ -353,3 +392,119 @@ def test_pgbeat_ui_serves_the_dashboard(ui_database: str, schedules_file: Path) 
     finally:
         output = server.stop()
     assert "pgbeat ui: http://127.0.0.1:" in output and "Traceback" not in output
+
+
+# -- login hardening -------------------------------------------------------------------------
+
+
+def _login(client: httpx.Client, token: str) -> httpx.Response:
+    page = client.get("/login")
+    return client.post("/login", data={"token": token, "csrf": csrf_of(page.text), "next": "/"})
+
+
+def test_logout_revokes_the_session(ui_database: str, schedules_file: Path) -> None:
+    with (
+        dashboard(ui_database, token=ADMIN_TOKEN, schedules_path=str(schedules_file)) as ui,
+        httpx.Client(base_url=ui.origin) as client,
+    ):
+        assert _login(client, ADMIN_TOKEN).status_code == 303
+        stolen = client.cookies["pgbeat_session"]
+        assert client.get("/jobs").status_code == 200
+        token = csrf_of(client.get("/jobs").text)
+        assert client.post("/logout", data={"csrf": token}).status_code == 303
+        with httpx.Client(base_url=ui.origin, cookies={"pgbeat_session": stolen}) as thief:
+            assert thief.get("/jobs").status_code == 303  # back to the login page
+
+
+def test_failed_logins_are_throttled_and_bearer_failures_logged(
+    ui_database: str, schedules_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, logger="pgbeat.ui"),
+        dashboard(ui_database, token=ADMIN_TOKEN, schedules_path=str(schedules_file)) as ui,
+        httpx.Client(base_url=ui.origin) as client,
+    ):
+        bearer = client.get("/jobs", headers={"Authorization": "Bearer not-the-token-at-all"})
+        assert bearer.status_code == 303
+        assert any("bearer token refused" in r.getMessage() for r in caplog.records)
+        statuses = [_login(client, f"guess-{i:020d}").status_code for i in range(4)]
+        assert statuses == [401] * 4  # with the bearer failure above: five in the window
+        throttled = _login(client, ADMIN_TOKEN)  # even the right token waits now
+        assert throttled.status_code == 429 and "try again" in throttled.text
+        assert int(throttled.headers["retry-after"]) >= 1
+        bearer = client.get("/jobs", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        assert bearer.status_code == 429
+
+
+def test_a_viewer_token_equal_to_the_admin_token_is_refused() -> None:
+    from pgbeat.errors import UiError
+    from pgbeat.ui.settings import UiSettings
+
+    with pytest.raises(UiError, match="viewer token must differ"):
+        UiSettings(database_url="x", token=ADMIN_TOKEN, viewer_token=f" {ADMIN_TOKEN} ")
+
+
+@pytest.mark.slow
+def test_pgbeat_ui_refuses_equal_tokens_and_sets_a_secure_cookie(
+    ui_database: str, schedules_file: Path, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(ADMIN_TOKEN + "\n")
+    same = run_cli(
+        ["ui", "--token-file", str(token_file), "--viewer-token-file", str(token_file)],
+        ui_database,
+    )
+    assert same.returncode == 1 and "viewer token must differ" in same.stderr
+    assert "Traceback" not in same.stderr
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_cli(
+        ["ui", "--port", str(port), "--token-file", str(token_file), "--secure-cookie"],
+        ui_database,
+    )
+    try:
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz").text == "ok\n"
+            except httpx.HTTPError:
+                return False
+
+        wait_for(healthy, timeout=30, message="pgbeat ui answering")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            response = _login(client, ADMIN_TOKEN)
+        assert response.status_code == 303
+        assert "secure" in response.headers["set-cookie"].lower()  # over plain http, too
+    finally:
+        server.stop()
+
+
+# -- escaping --------------------------------------------------------------------------------
+
+MARKUP = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def test_markup_in_every_rendered_field_is_escaped(open_local: Dashboard, ui_database: str) -> None:
+    """Payloads, errors, kinds, keys and schedule names come from users: a template that
+    marked one of them safe would run its markup in the operator's browser."""
+    import pgbeat
+
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO jobs (kind, payload, status, last_error, finished_at, unique_key)"
+            " VALUES (%s, %s, 'failed', %s, now(), %s) RETURNING id",
+            (MARKUP, psycopg.types.json.Jsonb({"note": MARKUP, MARKUP: 1}), MARKUP, MARKUP),
+        ).fetchone()
+        assert row is not None
+        pgbeat.upsert_schedule(conn, "escaping", every="1h", kind=MARKUP, payload={"n": MARKUP})
+    pages = [
+        f"/jobs/{row[0]}", "/jobs", "/jobs?status=failed", "/failures?window=24h", "/",
+        "/schedules", "/schedules/escaping", f"/jobs?kind={quote(MARKUP)}",
+    ]  # fmt: skip
+    for path in pages:
+        page = httpx.get(open_local.origin + path)
+        assert page.status_code == 200, path
+        assert "<script>alert" not in page.text and "<img src=x" not in page.text, path
+    detail = httpx.get(f"{open_local.origin}/jobs/{row[0]}").text
+    assert "&lt;script&gt;" in detail  # the markup is shown, as text

@@ -160,6 +160,33 @@ def test_an_error_with_a_nul_character_is_recorded(
     assert job_row(conn, bad)[2].startswith("ValueError: bad byte \\x00 in input")
 
 
+class Unprintable(Exception):
+    """An exception whose own ``__str__`` raises, as a buggy library's may."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message for you")
+
+
+def test_an_error_whose_str_raises_fails_its_job_and_the_worker_goes_on(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
+) -> None:
+    """Formatting such an error once stopped the worker and stranded its batch running."""
+
+    @registry.handler("unprintable")
+    def unprintable(payload: Any) -> None:
+        raise Unprintable
+
+    registry.register("fine", lambda payload: None)
+    bad = pgbeat.enqueue(conn, "unprintable", {}, max_attempts=2)
+    with running(database_url, registry):
+        wait_for(lambda: status_is(conn, bad, "failed"), message="job failed")
+        fine = pgbeat.enqueue(conn, "fine", {})
+        wait_for(lambda: status_is(conn, fine, "done"), message="the worker still runs jobs")
+    status, attempts, last_error, _ = job_row(conn, bad)
+    assert (status, attempts) == ("failed", 2)
+    assert last_error.startswith("Unprintable: <str() of this exception raised RuntimeError>")
+
+
 def test_success_after_retries_is_done(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:

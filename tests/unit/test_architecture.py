@@ -20,6 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 PURE = (
     "pgbeat.backoff",
+    "pgbeat.job_inputs",
     "pgbeat.durations",
     "pgbeat.scheduling.schedule",
     "pgbeat.scheduling.dst",

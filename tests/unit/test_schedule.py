@@ -801,6 +801,8 @@ def test_bad_every_rejected(value: object, reason: str) -> None:
         ({"every": "1m", "catch_up": "sometimes"}, "'none', 'latest' or 'all'"),
         ({"every": "1m", "timezon": "UTC"}, "Extra inputs"),
         ({"every": "1m", "name": "my report"}, "characters other than"),
+        ({"every": "1m", "name": "."}, "not a schedule name"),
+        ({"every": "1m", "name": ".."}, "not a schedule name"),
         ({"every": "1m", "payload": {"at": NAIVE}}, "must be JSON"),
         ({"every": "1m", "payload": {"x": float("nan")}}, "must be JSON"),
     ],

@@ -6,7 +6,7 @@ import pytest
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.errors import PayloadError, PermanentError, Released, Retry, TimedOut, UnknownKind
 from pgbeat.job import Job
-from pgbeat.worker.verdict import decide
+from pgbeat.worker.verdict import decide, describe_error
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 POLICY = BackoffPolicy(jitter=0)
@@ -71,3 +71,18 @@ def test_released_at_shutdown() -> None:
 def test_retry_rejects_naive_datetime() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         Retry(after=datetime(2026, 1, 1))  # noqa: DTZ001
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message for you")
+
+
+def test_an_error_whose_str_raises_is_still_described() -> None:
+    outcome = decide(job(1), raised(Unprintable()), POLICY, random.Random(0))
+    assert outcome.verdict == "retry"
+    assert outcome.error is not None
+    assert outcome.error.startswith("Unprintable: <str() of this exception raised RuntimeError>")
+    assert describe_error(Unprintable()) == (
+        "Unprintable: <str() of this exception raised RuntimeError>"
+    )

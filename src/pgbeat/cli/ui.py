@@ -46,6 +46,11 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--hide-payloads", action="store_true", help="never show job payloads")
     p.add_argument(
+        "--secure-cookie",
+        action="store_true",
+        help="mark the session cookie Secure (behind a proxy that terminates TLS)",
+    )
+    p.add_argument(
         "--schedules",
         default="schedules.toml",
         metavar="PATH",
@@ -95,6 +100,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         allowed_hosts=allowed,
         any_host=any_host,
         refresh_seconds=args.refresh,
+        secure_cookie=args.secure_cookie,
     )
     if token is None:
         log.warning(

@@ -69,6 +69,8 @@ class Schedule(BaseModel):
     def _check_name(cls, value: str) -> str:
         if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} has characters other than letters, digits and _ . : -")
+        if value in (".", ".."):  # as a path segment of a link it names another page
+            raise ValueError(f"{value!r} is not a schedule name: use a letter or a digit")
         return value
 
     @field_validator("kind")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -27,7 +28,15 @@ from pgbeat.db import ui_queries
 from pgbeat.ui import jobs_pages, pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog
-from pgbeat.ui.security import COOKIE, SESSION_SECONDS, Keys, SecurityMiddleware, token_role
+from pgbeat.ui.security import (
+    COOKIE,
+    SESSION_SECONDS,
+    Keys,
+    LoginThrottle,
+    SecurityMiddleware,
+    audit_text,
+    token_role,
+)
 from pgbeat.ui.settings import UiSettings, normalize_prefix
 from pgbeat.ui.store import Store
 
@@ -58,6 +67,7 @@ def create_app(
     ui = Ui(
         settings=settings,
         keys=Keys(),
+        throttle=LoginThrottle(),
         store=Store(settings),
         schedules=ScheduleCatalog(settings.schedules_path),
         templates=environment,
@@ -86,9 +96,13 @@ def create_app(
 
     return Starlette(
         routes=list(routes),
-        middleware=[Middleware(SecurityMiddleware, settings=settings, keys=ui.keys)],
+        middleware=[
+            Middleware(SecurityMiddleware, settings=settings, keys=ui.keys, throttle=ui.throttle)
+        ],
         exception_handlers={
             HTTPException: _http_error(ui),
+            psycopg.DataError: _bad_value(ui),
+            psycopg.errors.InsufficientPrivilege: _not_permitted(ui),
             psycopg.errors.QueryCanceled: _database_error(ui, "a query took too long"),
             psycopg.OperationalError: _database_error(ui, "the database is unreachable"),
             psycopg_pool.PoolTimeout: _database_error(ui, "the database is unreachable"),
@@ -132,9 +146,24 @@ def _auth_routes(ui: Ui) -> list[BaseRoute]:
     async def login(request: Request) -> Response:
         form = await ui.read_form(request)
         target = _safe_next(request, first(form, "next"))
+        address = request.client.host if request.client else "?"
+        now = time.monotonic()
+        wait = ui.throttle.retry_after(address, now)
+        if wait is not None:
+            log.warning("ui login throttled from %s", audit_text(address))
+            refused = ui.render(
+                request,
+                "login.html",
+                status_code=429,
+                next=target,
+                error=f"Too many wrong tokens from this address: try again in {wait:.0f} s.",
+            )
+            refused.headers["retry-after"] = str(max(1, round(wait)))
+            return refused
         role = token_role(ui.settings, first(form, "token"))
         if role is None:
-            log.warning("ui login refused from %s", request.client.host if request.client else "?")
+            ui.throttle.failed(address, now)
+            log.warning("ui login refused from %s", audit_text(address))
             return ui.render(
                 request,
                 "login.html",
@@ -157,6 +186,9 @@ def _auth_routes(ui: Ui) -> list[BaseRoute]:
 
     async def logout(request: Request) -> Response:
         await ui.read_form(request)
+        session = request.cookies.get(COOKIE)
+        if session:
+            ui.keys.revoke(session)  # a copy of the cookie no longer opens the dashboard
         response = RedirectResponse(href(request, "/login"), status_code=303)
         response.delete_cookie(COOKIE, path=base(request) or "/")
         return response
@@ -187,6 +219,40 @@ def _http_error(ui: Ui) -> Any:
             status_code=exc.status_code,
             title=f"{exc.status_code}",
             message=exc.detail,
+        )
+
+    return handle
+
+
+def _bad_value(ui: Ui) -> Any:
+    """A value from the URL or a form that the database cannot take (a NUL, a number past
+    bigint): the request's fault, answered 400, not a 500."""
+
+    def handle(request: Request, exc: Exception) -> Response:
+        log.info("ui: refused a value the database cannot take: %s", audit_text(exc))
+        return ui.render(
+            request,
+            "error.html",
+            status_code=400,
+            title="400",
+            message="A value in this request is out of range or holds a NUL character.",
+        )
+
+    return handle
+
+
+def _not_permitted(ui: Ui) -> Any:
+    """The dashboard's database role may not do this (pgbeat_ui_viewer asked to act)."""
+
+    def handle(request: Request, exc: Exception) -> Response:
+        log.warning("ui: the database refused: %s", audit_text(str(exc).strip().split("\n")[0]))
+        return ui.render(
+            request,
+            "error.html",
+            status_code=403,
+            title="403",
+            message="The dashboard's database role may not do this: serve it with --read-only, "
+            "or as a member of pgbeat_ui_admin to take actions.",
         )
 
     return handle

@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from pgbeat.ui import timefmt
 from pgbeat.ui.schedule_source import ScheduleCatalog
-from pgbeat.ui.security import Identity, Keys
+from pgbeat.ui.security import Identity, Keys, LoginThrottle, audit_text
 from pgbeat.ui.settings import UiSettings
 from pgbeat.ui.store import Store
 
@@ -37,6 +37,7 @@ class Ui:
 
     settings: UiSettings
     keys: Keys
+    throttle: LoginThrottle
     store: Store
     schedules: ScheduleCatalog
     templates: jinja2.Environment
@@ -92,7 +93,7 @@ class Ui:
     def log_action(self, request: Request, action: str, **fields: Any) -> None:
         """One audit line per action: who did what to which jobs, and what came of it."""
         who = self.identity(request).who
-        details = " ".join(f"{k}={v}" for k, v in fields.items())
+        details = " ".join(f"{k}={audit_text(v)}" for k, v in fields.items())
         audit.info(
             "ui action %s by %s: %s",
             action,

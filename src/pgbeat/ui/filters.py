@@ -14,10 +14,14 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from pgbeat import job_inputs
+from pgbeat.ui.redact import SECRET_KEY
+
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
 WHEN = ("due", "later")
 SEARCH_WINDOW = 200_000  # ids searched per page when no partial index narrows the filter
 MAX_TEXT = 500
+MAX_PAYLOAD_DEPTH = 32  # levels of nesting in a payload filter
 # Which actions each status allows, and the status an action requires.
 ACTIONS = {"run_now": "pending", "cancel": "pending", "retry": "failed", "delete": "finished"}
 ACTIONS_FOR_STATUS = {
@@ -59,8 +63,12 @@ class JobFilter:
     signature: str | None = None
 
     @classmethod
-    def from_query(cls, query: Mapping[str, str]) -> JobFilter:
-        """Read the filter from URL parameters; raise ``FilterError`` on a bad value."""
+    def from_query(cls, query: Mapping[str, str], *, hide_payloads: bool = False) -> JobFilter:
+        """Read the filter from URL parameters; raise ``FilterError`` on a bad value.
+
+        A payload filter is refused when payloads are hidden, and on a key whose values
+        the dashboard masks: its answer would tell what the page does not show.
+        """
         values: dict[str, Any] = {}
         for field in fields(cls):
             raw = (query.get(field.name) or "").strip()
@@ -68,6 +76,14 @@ class JobFilter:
                 continue
             if len(raw) > MAX_TEXT and field.name != "payload":
                 raise FilterError(f"{field.name}: at most {MAX_TEXT} characters")
+            if any(ord(c) < 32 or ord(c) == 127 for c in raw):
+                raise FilterError(
+                    f"{field.name}: control characters (NUL, newline) are not allowed"
+                )
+            if field.name == "payload" and hide_payloads:
+                raise FilterError(
+                    "payload: payloads are hidden (--hide-payloads), so they cannot be filtered"
+                )
             values[field.name] = _convert(field.name, raw)
         return cls(**values)
 
@@ -98,12 +114,14 @@ class JobFilter:
 
         Not when no filter is set (the newest rows come first), an id is given, or a
         status other than done is filtered on only by indexed fields: its partial index
-        bounds the rows read. Payload, error text and creation time are read row by row.
+        bounds the rows read. Payload, error text, error signature and creation time are
+        read row by row.
         """
         if self.is_empty() or self.id is not None:
             return False
         row_by_row = any(
-            v is not None for v in (self.payload, self.error, self.created_from, self.created_to)
+            v is not None
+            for v in (self.payload, self.error, self.signature, self.created_from, self.created_to)
         )
         return row_by_row or self.status not in ("pending", "running", "failed")
 
@@ -163,7 +181,10 @@ def _instant(name: str, raw: str) -> datetime:
         value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         raise FilterError(f"{name}: a date or time like 2026-12-01 or 2026-12-01T09:30Z") from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if not job_inputs.EARLIEST_RUN_AT <= value <= job_inputs.LATEST_RUN_AT:
+        raise FilterError(f"{name}: a time between the years 1 and 9999")
+    return value
 
 
 def _payload(raw: str) -> str:
@@ -173,9 +194,38 @@ def _payload(raw: str) -> str:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise FilterError(f"payload: not JSON ({exc.msg} at character {exc.pos})") from None
+    except RecursionError:
+        raise FilterError("payload: nested too deeply") from None
     if not isinstance(value, dict):
         raise FilterError('payload: a JSON object the payload contains, like {"user_id": 42}')
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    _check_payload_filter(value)
+    try:
+        text = json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except ValueError:
+        raise FilterError("payload: NaN and Infinity are not JSON") from None
+    problem = job_inputs.payload_text_problem(text, value)
+    if problem is not None:
+        raise FilterError(f"payload: {problem}")
+    return text
+
+
+def _check_payload_filter(value: Any) -> None:
+    """Refuse a filter too deep to be a question, or one that asks about a masked key."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise FilterError(f"payload: at most {MAX_PAYLOAD_DEPTH} levels of nesting")
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if SECRET_KEY.search(key):
+                    raise FilterError(
+                        f"payload: {key!r} looks like a secret, whose values the dashboard "
+                        "masks: it cannot be filtered on"
+                    )
+                stack.append((inner, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((inner, depth + 1) for inner in item)
 
 
 def _text(value: Any) -> str:

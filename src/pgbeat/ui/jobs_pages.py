@@ -49,7 +49,9 @@ class JobPages:
 
     def index(self, request: Request) -> Response:
         try:
-            job_filter = JobFilter.from_query(request.query_params)
+            job_filter = JobFilter.from_query(
+                request.query_params, hide_payloads=self.ui.settings.hide_payloads
+            )
             before = _cursor(request.query_params.get("before"))
         except FilterError as exc:
             return self._list_page(request, JobFilter(), None, error=str(exc))
@@ -135,7 +137,9 @@ class JobPages:
         if action not in ACTIONS or not self.ui.can_act(request):
             raise HTTPException(400 if self.ui.can_act(request) else 403, "no such action")
         try:
-            job_filter = JobFilter.from_query(request.query_params)
+            job_filter = JobFilter.from_query(
+                request.query_params, hide_payloads=self.ui.settings.hide_payloads
+            )
         except FilterError as exc:
             raise HTTPException(400, str(exc)) from None
         if action not in job_filter.actions():
@@ -169,7 +173,7 @@ class JobPages:
             raise HTTPException(400, "no such action")
         flat = {name: values[0] for name, values in form.items() if values}
         try:
-            job_filter = JobFilter.from_query(flat)
+            job_filter = JobFilter.from_query(flat, hide_payloads=self.ui.settings.hide_payloads)
         except FilterError as exc:
             raise HTTPException(400, str(exc)) from None
         back = "/jobs?" + job_filter.query()

@@ -8,7 +8,7 @@ migration 0005 it is derived from the jobs each period's unique key names.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from pgbeat import job_inputs
 from pgbeat.errors import ScheduleNotFound
 from pgbeat.scheduling import state as state_api
 from pgbeat.ui import jobs_data, schedule_data, timeline
@@ -28,6 +29,8 @@ HISTORY_PAGE = 50
 PERIOD_STATES = ("done", "failed", "running", "pending", "missed", "overdue", "skipped", "none")
 OUTCOMES = ("enqueued", "skipped", "missed", "manual")  # the history's, in the database
 ACTIONS = {"pause": "Paused", "resume": "Resumed", "run": "Run now"}
+# A preview starts between these: its fires must stay inside Python's calendar.
+PREVIEW_FROM = (datetime(1, 1, 3, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
 
 
 def routes(ui: Ui) -> list[BaseRoute]:
@@ -170,6 +173,11 @@ def _start(text: str | None, zone: Any, now: datetime) -> tuple[datetime, str | 
         return now, f"'from' must look like 2027-03-13 or 2027-03-13T01:30 (got {text[:40]!r})"
     if value.tzinfo is None:
         value = value.replace(tzinfo=zone)
+    if not PREVIEW_FROM[0] <= value <= PREVIEW_FROM[1]:  # fires past 9999 cannot be shown
+        return (
+            now,
+            f"'from' must be between the years {PREVIEW_FROM[0].year} and {PREVIEW_FROM[1].year}",
+        )
     return value - timedelta(microseconds=1), None
 
 
@@ -182,6 +190,8 @@ def _instant(text: str | None) -> datetime | None:
         raise HTTPException(400, "before: an ISO-8601 time") from None
     if value.tzinfo is None:
         raise HTTPException(400, "before: needs a time zone (…Z)")
+    if not job_inputs.EARLIEST_RUN_AT <= value <= job_inputs.LATEST_RUN_AT:
+        raise HTTPException(400, "before: a time between the years 1 and 9999")
     return value
 
 

@@ -2,16 +2,19 @@
 
 One ASGI middleware runs before every route. It refuses a foreign Host (DNS rebinding)
 with 400, asks for a login when a token is set, refuses cross-site or read-only POSTs
-with 403, and adds a strict Content-Security-Policy to every response. The CSRF token
-itself is checked where the form is read (``verify_form``).
+with 403, throttles an address that keeps presenting wrong tokens (429), and adds a strict
+Content-Security-Policy to every response. The CSRF token itself is checked where the form
+is read (``verify_form``); a logged-out session stays revoked until it would have expired.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
@@ -26,8 +29,14 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+log = logging.getLogger("pgbeat.ui")
 COOKIE = "pgbeat_session"
 SESSION_SECONDS = 12 * 3600
+# Failed logins (form or bearer) per client address: this many within the window, and the
+# address is refused until the oldest of them leaves it. Addresses kept: the most recent.
+MAX_FAILED_LOGINS = 5
+FAILED_LOGIN_WINDOW = 60.0
+MAX_TRACKED_ADDRESSES = 10_000
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -58,10 +67,20 @@ class Identity:
 
 
 class Keys:
-    """The per-process secret that signs sessions and CSRF tokens."""
+    """The per-process secret that signs sessions and CSRF tokens, and the sessions that
+    logged out (kept until they would have expired anyway)."""
 
     def __init__(self, secret: bytes | None = None) -> None:
         self._secret = secret or secrets.token_bytes(32)
+        self._revoked: dict[str, float] = {}  # session cookie -> when it expires
+
+    def revoke(self, value: str, now: float | None = None) -> None:
+        """End a session before its time: its cookie is refused from now on (logout)."""
+        now = time.time() if now is None else now
+        self._revoked = {v: until for v, until in self._revoked.items() if until > now}
+        if self.read_session(value, now) is not None:
+            issued = value.split(".")[1]
+            self._revoked[value] = int(issued) + SESSION_SECONDS + 1
 
     def sign(self, text: str) -> str:
         return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
@@ -81,6 +100,8 @@ class Keys:
         age = (time.time() if now is None else now) - int(issued or 0)
         if role not in ("admin", "viewer") or not 0 <= age <= SESSION_SECONDS:
             return None
+        if value in self._revoked:
+            return None
         return role
 
     def csrf_token(self, session: str) -> str:
@@ -88,6 +109,41 @@ class Keys:
 
     def csrf_ok(self, session: str, token: str) -> bool:
         return hmac.compare_digest(self.csrf_token(session), token)
+
+
+class LoginThrottle:
+    """Failed logins by client address, in a sliding window (``now``: monotonic seconds)."""
+
+    def __init__(self, limit: int = MAX_FAILED_LOGINS, window: float = FAILED_LOGIN_WINDOW) -> None:
+        self.limit = limit
+        self.window = window
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def retry_after(self, address: str, now: float) -> float | None:
+        """Seconds until ``address`` may try again, or None if it may now."""
+        failures = self._failures.get(address)
+        if failures is None:
+            return None
+        while failures and failures[0] <= now - self.window:
+            failures.popleft()
+        if len(failures) < self.limit:
+            return None
+        return failures[0] + self.window - now
+
+    def failed(self, address: str, now: float) -> None:
+        """Count a wrong token from ``address``."""
+        failures = self._failures.pop(address, None) or deque(maxlen=self.limit)
+        failures.append(now)
+        self._failures[address] = failures  # most recent last
+        while len(self._failures) > MAX_TRACKED_ADDRESSES:
+            self._failures.popitem(last=False)
+
+
+def audit_text(value: object) -> str:
+    """A value for one log line: as it is when printable, else quoted with its escapes, so
+    a newline in a filter or a name cannot start a forged line."""
+    text = str(value)
+    return text if text.isprintable() else repr(text)
 
 
 def token_role(settings: UiSettings, token: str) -> str | None:
@@ -115,10 +171,13 @@ def same_origin(headers: dict[str, str]) -> bool:
 class SecurityMiddleware:
     """Host check, authentication, cross-site and read-only refusal, security headers."""
 
-    def __init__(self, app: ASGIApp, settings: UiSettings, keys: Keys) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: UiSettings, keys: Keys, throttle: LoginThrottle
+    ) -> None:
         self.app = app
         self.settings = settings
         self.keys = keys
+        self.throttle = throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -130,7 +189,11 @@ class SecurityMiddleware:
             await _plain(send, 400, "Invalid Host header")
             return
         path = _strip_prefix(scope["path"], self.settings.prefix)
-        identity = self._identify(headers, scope)
+        try:
+            identity = self._identify(headers, scope)
+        except _Throttled as throttled:
+            await _plain(send, 429, "Too many wrong tokens from this address", throttled.headers)
+            return
         scope.setdefault("state", {})["identity"] = identity
         public = path == "/healthz" or path.startswith(_PUBLIC)
         if identity is None and not public:
@@ -164,10 +227,22 @@ class SecurityMiddleware:
                 return Identity(session_role, f"{session_role}@{client[0]}", value)
         auth = headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
+            now = time.monotonic()
+            wait = self.throttle.retry_after(str(client[0]), now)
+            if wait is not None:
+                raise _Throttled(wait)
             token_grant = token_role(self.settings, auth[7:])
             if token_grant is not None:
                 return Identity(token_grant, f"{token_grant}-token@{client[0]}", "bearer")
+            self.throttle.failed(str(client[0]), now)
+            log.warning("ui bearer token refused from %s", audit_text(client[0]))
         return None
+
+
+class _Throttled(Exception):
+    def __init__(self, wait: float) -> None:
+        super().__init__(wait)
+        self.headers = [(b"retry-after", str(max(1, round(wait))).encode())]
 
 
 def _strip_prefix(path: str, prefix: str) -> str:
@@ -195,7 +270,9 @@ def _with_headers(send: Send) -> Send:
     return sending
 
 
-async def _plain(send: Send, status: int, text: str) -> None:
+async def _plain(
+    send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = text.encode() + b"\n"
     await send(
         {
@@ -204,6 +281,7 @@ async def _plain(send: Send, status: int, text: str) -> None:
             "headers": [
                 (b"content-type", b"text/plain; charset=utf-8"),
                 (b"content-length", str(len(body)).encode()),
+                *(extra or []),
             ],
         }
     )

@@ -40,6 +40,13 @@ class UiSettings:
             raise UiError("the UI token must be at least 16 characters")
         if self.viewer_token is not None and self.token is None:
             raise UiError("a viewer token needs an admin token too (PGBEAT_UI_TOKEN)")
+        if (
+            self.viewer_token is not None
+            and self.viewer_token.strip() == (self.token or "").strip()
+        ):
+            raise UiError(
+                "the viewer token must differ from the admin token (it would grant admin)"
+            )
 
     @property
     def auth_required(self) -> bool:

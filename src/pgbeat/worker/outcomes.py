@@ -22,7 +22,7 @@ from pgbeat.job import Job
 from pgbeat.observe.metrics import Metrics
 from pgbeat.worker import operations
 from pgbeat.worker.executor import Run
-from pgbeat.worker.verdict import Outcome, decide
+from pgbeat.worker.verdict import Outcome, decide, error_text
 
 log = logging.getLogger("pgbeat.worker")
 MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
@@ -177,7 +177,7 @@ class _Batch:
 
 
 def _first_line(exc: BaseException) -> str:
-    return operations.printable(str(exc).strip().partition("\n")[0][:MAX_LOGGED_ERROR])
+    return operations.printable(error_text(exc).strip().partition("\n")[0][:MAX_LOGGED_ERROR])
 
 
 def _latest_attempts(runs: Sequence[Run]) -> list[Run]:

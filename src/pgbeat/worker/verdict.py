@@ -51,8 +51,16 @@ def decide(
 
 def describe_error(error: BaseException) -> str:
     """``Type: message``, followed by the traceback for errors raised by handler code."""
-    headline = f"{type(error).__name__}: {error}".rstrip(": ")
+    headline = f"{type(error).__name__}: {error_text(error)}".rstrip(": ")
     if isinstance(error, _NO_TRACEBACK) or error.__traceback__ is None:
         return headline
     stack = "".join(traceback.format_tb(error.__traceback__))
     return f"{headline}\n{stack}".rstrip()
+
+
+def error_text(error: BaseException) -> str:
+    """``str(error)``, or a stand-in when the exception's own ``__str__`` raises."""
+    try:
+        return str(error)
+    except Exception as broken:  # a handler's exception must not stop the worker
+        return f"<str() of this exception raised {type(broken).__name__}>"
