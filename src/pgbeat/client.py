@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, overload
 
-import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
@@ -126,7 +125,7 @@ def json_value(payload: Any) -> Any:
 
 @overload
 def enqueue(
-    conn: psycopg.Connection[Any],
+    conn: frameworks.SyncCaller,
     kind: str,
     payload: Any = None,
     *,
@@ -142,7 +141,7 @@ def enqueue(
 
 @overload
 def enqueue(
-    conn: psycopg.AsyncConnection[Any],
+    conn: frameworks.AsyncCaller,
     kind: str,
     payload: Any = None,
     *,
@@ -153,23 +152,7 @@ def enqueue(
     job_key: str | None = None,
     on_conflict: OnConflict = "ignore",
     max_wait: timedelta | None = None,
-) -> Any: ...
-
-
-@overload
-def enqueue(
-    conn: object,
-    kind: str,
-    payload: Any = None,
-    *,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-    unique_key: str | None = None,
-    max_attempts: int | None = None,
-    job_key: str | None = None,
-    on_conflict: OnConflict = "ignore",
-    max_wait: timedelta | None = None,
-) -> Any: ...
+) -> Coroutine[Any, Any, int | None]: ...
 
 
 def enqueue(
@@ -320,11 +303,13 @@ def _keyed_new_job(job: NewJob) -> job_keys.KeyedJob:
 
 
 @overload
-def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[NewJob]) -> list[int]: ...
+def enqueue_many(conn: frameworks.SyncCaller, jobs: Iterable[NewJob]) -> list[int]: ...
 
 
 @overload
-def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any: ...
+def enqueue_many(
+    conn: frameworks.AsyncCaller, jobs: Iterable[NewJob]
+) -> Coroutine[Any, Any, list[int]]: ...
 
 
 def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:

@@ -10,7 +10,7 @@ as a generator and driven by a sync or an async runner, so the two cannot drift 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -269,12 +269,14 @@ async def _resolve_and_run(conn: object, plan: Plan[T]) -> T:
 
 @overload
 def cancel(
-    conn: psycopg.Connection[Any], kind: str, job_key: str, *, reason: str | None = None
+    conn: frameworks.SyncCaller, kind: str, job_key: str, *, reason: str | None = None
 ) -> Cancelled | None: ...
 
 
 @overload
-def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any: ...
+def cancel(
+    conn: frameworks.AsyncCaller, kind: str, job_key: str, *, reason: str | None = None
+) -> Coroutine[Any, Any, Cancelled | None]: ...
 
 
 def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any:
@@ -297,7 +299,7 @@ async def cancel_async(
 
 @overload
 def reschedule(
-    conn: psycopg.Connection[Any],
+    conn: frameworks.SyncCaller,
     kind: str,
     job_key: str,
     *,
@@ -308,13 +310,13 @@ def reschedule(
 
 @overload
 def reschedule(
-    conn: object,
+    conn: frameworks.AsyncCaller,
     kind: str,
     job_key: str,
     *,
     run_at: datetime | None = None,
     delay: timedelta | None = None,
-) -> Any: ...
+) -> Coroutine[Any, Any, int | None]: ...
 
 
 def reschedule(
@@ -343,11 +345,13 @@ async def reschedule_async(
 
 
 @overload
-def find(conn: psycopg.Connection[Any], kind: str, job_key: str) -> LiveJob | None: ...
+def find(conn: frameworks.SyncCaller, kind: str, job_key: str) -> LiveJob | None: ...
 
 
 @overload
-def find(conn: object, kind: str, job_key: str) -> Any: ...
+def find(
+    conn: frameworks.AsyncCaller, kind: str, job_key: str
+) -> Coroutine[Any, Any, LiveJob | None]: ...
 
 
 def find(conn: object, kind: str, job_key: str) -> Any:
