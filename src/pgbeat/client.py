@@ -19,6 +19,7 @@ from pgbeat import job_keys, limits
 from pgbeat.db import frameworks, queries
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.job_keys import OnConflict
+from pgbeat.observe import tracing
 
 DEFAULT_MAX_ATTEMPTS = 8  # the column default of migrations/0001_jobs.sql
 MAX_PAYLOAD_ENV = "PGBEAT_MAX_PAYLOAD_BYTES"
@@ -56,6 +57,7 @@ def _insert_params(
         "delay": delay or timedelta(0),
         "unique_key": unique_key,
         "max_attempts": max_attempts or DEFAULT_MAX_ATTEMPTS,
+        "meta": tracing.meta_param(),
     }
 
 
@@ -232,7 +234,7 @@ async def enqueue_async(
     return None if row is None else int(row[0])
 
 
-def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.KeyedJob]]:
+def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[job_keys.KeyedJob]]:
     """The unkeyed jobs as one array literal per column (arrays.py says why); the keyed ones."""
     keyed: list[job_keys.KeyedJob] = []
     limit = max_payload_bytes()  # read once per call, not per job
@@ -261,6 +263,7 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.
         "delay_seconds": number_array(delays),
         "unique_keys": text_array(unique_keys),
         "max_attempts": number_array(max_attempts),
+        "meta": tracing.meta_param(),
     }
     return params, keyed
 

@@ -22,6 +22,7 @@ from psycopg.pq import TransactionStatus
 from pgbeat.db import frameworks, key_queries
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.errors import KeyContended
+from pgbeat.observe import tracing
 
 OnConflict = Literal["ignore", "replace", "keep_earliest", "keep_latest"]
 ON_CONFLICT_MODES: tuple[str, ...] = get_args(OnConflict)
@@ -159,6 +160,7 @@ def _columns(
         "max_attempts": number_array(str(job.max_attempts) for job in jobs),
         "on_conflict": on_conflict,
         "max_wait": max_wait,
+        "meta": tracing.meta_param(),
     }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pgbeat.errors import Released, TimedOut
 from pgbeat.job import Job, JobContext
+from pgbeat.observe import tracing
 from pgbeat.registry import Handler
 
 log = logging.getLogger("pgbeat.worker")
@@ -38,6 +39,7 @@ class Run:
     settled: bool = False
     finished_at: float = 0.0
     _task: asyncio.Task[Any] | None = None  # an async handler's, once started
+    trace: Any = None  # the enqueue's trace context (jobs.meta), when tracing is configured
 
     @property
     def duration(self) -> float:
@@ -119,9 +121,7 @@ class Executor:
         while (run := self._inbox.get()) is not None:
             error: BaseException | None = None
             try:
-                if run.handler is None:
-                    raise RuntimeError("no handler")  # unknown kinds are settled before submit
-                run.handler.call(run.job.payload, run.context)
+                call_handler(run)
             except BaseException as exc:  # the handler's failure is the job's outcome
                 error = exc
             self._finish(run, error)
@@ -250,5 +250,27 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 async def _invoke(run: Run) -> None:
-    assert run.handler is not None
-    await run.handler.call(run.job.payload, run.context)
+    await call_handler_async(run)
+
+
+def call_handler(run: Run) -> Any:
+    """Call a sync run's handler (through its middleware, in its span); return its result."""
+    handler = run.handler
+    if handler is None:
+        raise RuntimeError("no handler")  # unknown kinds are settled before submit
+    if tracing.ACTIVE:
+        return tracing.run_in_span(
+            run.job, run.trace, lambda: handler.call(run.job.payload, run.context)
+        )
+    return handler.call(run.job.payload, run.context)
+
+
+async def call_handler_async(run: Run) -> Any:
+    """Await an async run's handler (through its middleware, in its span); return its result."""
+    handler = run.handler
+    assert handler is not None
+    if tracing.ACTIVE:
+        return await tracing.run_in_span_async(
+            run.job, run.trace, lambda: handler.call(run.job.payload, run.context)
+        )
+    return await handler.call(run.job.payload, run.context)
