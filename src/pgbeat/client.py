@@ -71,6 +71,7 @@ def _check_job(
 ) -> None:
     if not kind or not isinstance(kind, str):
         raise ValueError("a job's kind must be a non-empty string")
+    _check_types(run_at, delay, max_attempts)
     limits.check_job_text(kind, key, key_name)
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
@@ -80,6 +81,21 @@ def _check_job(
         raise ValueError("max_attempts must be at least 1")
     if max_attempts is not None and max_attempts > limits.MAX_ATTEMPTS:
         raise ValueError(f"max_attempts must be at most {limits.MAX_ATTEMPTS}")
+
+
+def _check_types(run_at: object, delay: object, max_attempts: object) -> None:
+    """A TypeError naming the argument before any SQL (psycopg would fail on the statement,
+    aborting the caller's transaction)."""
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise TypeError(f"run_at must be an aware datetime, not {type(run_at).__name__}")
+    if delay is not None and not isinstance(delay, timedelta):
+        raise TypeError(
+            f"delay must be a timedelta (e.g. timedelta(hours=1)), not {type(delay).__name__}"
+        )
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
+    ):
+        raise TypeError(f"max_attempts must be an int, not {type(max_attempts).__name__}")
 
 
 def max_payload_bytes() -> int:
@@ -99,9 +115,15 @@ def encode_payload(payload: Any, limit: int | None = None) -> str:
     enqueue its address. ``limit`` defaults to ``max_payload_bytes()``.
     """
     try:
-        text = json.dumps(json_value(payload))  # ASCII (\u escapes): one byte a character
+        # ASCII (\u escapes): one byte a character. NaN and Infinity are not JSON: jsonb
+        # would refuse them and abort the caller's transaction.
+        text = json.dumps(json_value(payload), allow_nan=False)
     except RecursionError:
         raise ValueError("the payload is nested too deeply to encode as JSON") from None
+    except ValueError as exc:
+        raise ValueError(f"the payload has a value JSON cannot hold: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"the payload must be JSON data or a pydantic model: {exc}") from None
     limit = max_payload_bytes() if limit is None else limit
     if len(text) > limit:
         raise ValueError(

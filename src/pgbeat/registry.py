@@ -58,8 +58,14 @@ class Handler:
 
     def call(self, payload: Any, context: JobContext | None) -> Any:
         """Call the function through the middleware (for an async handler: a coroutine)."""
-        if not self.middleware:
-            return self._call_function(payload, context)
+        if self.middleware:
+            return self._call_through_middleware(payload, context)
+        argument = self.argument(payload)  # _call_function, inlined: the common case
+        if self.wants_context:
+            return self.func(argument, context)
+        return self.func(argument)
+
+    def _call_through_middleware(self, payload: Any, context: JobContext | None) -> Any:
         if context is None:
             raise RuntimeError("a handler with middleware needs its JobContext")
         if self.is_async:

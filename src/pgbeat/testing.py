@@ -29,6 +29,7 @@ from pgbeat.client import json_value
 from pgbeat.db import frameworks, queries, testing_queries
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
+from pgbeat.observe import tracing
 from pgbeat.registry import Registry
 from pgbeat.worker.executor import Run, call_handler, call_handler_async
 from pgbeat.worker.outcomes import _Batch as OutcomeWrite  # the worker's writer of outcomes
@@ -167,6 +168,7 @@ class _Drainer:
         self.now = now
         self.backoff = backoff
         self.rng = random.Random(0)  # the same jitter every run: tests stay reproducible
+        self.traced = tracing.configured()  # spans as a worker makes them
 
     def run_all(self) -> list[int]:
         ran: list[int] = []
@@ -198,7 +200,8 @@ class _Drainer:
             return Run(job, None, None, started, started, error=exc, settled=True)
         lend = nullcontext(self.conn)
         context = JobContext.for_job(job, DRAIN_TIMEOUT, lambda: lend)
-        run = Run(job, handler, context, float("inf"), started, trace=meta)
+        trace = (meta or {}) if self.traced else None
+        run = Run(job, handler, context, float("inf"), started, trace=trace)
         try:
             with self.conn.transaction():  # a savepoint inside the caller's transaction
                 if handler.is_async:

@@ -56,11 +56,14 @@ def meta_param() -> Jsonb | None:
 
 
 def enqueue_contexts(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> dict[int, Any]:
-    """The ``meta`` of these claimed jobs by id: one query, only when tracing is configured."""
+    """Each claimed job's span parent by id: its ``meta``, ``{}`` when it has none (a root
+    span). One query, and only when tracing is configured: else ``{}``, and no job is traced.
+    """
     if not jobs or not configured():
         return {}
     rows = conn.execute(meta_queries.JOBS_META, {"ids": [job.id for job in jobs]}).fetchall()
-    return {int(job_id): meta for job_id, meta in rows if meta}
+    found = {int(job_id): meta for job_id, meta in rows if meta}
+    return {job.id: found.get(job.id, {}) for job in jobs}
 
 
 def run_in_span(job: Job, meta: Any, call: Callable[[], T]) -> T:

@@ -39,7 +39,9 @@ class Run:
     settled: bool = False
     finished_at: float = 0.0
     _task: asyncio.Task[Any] | None = None  # an async handler's, once started
-    trace: Any = None  # the enqueue's trace context (jobs.meta), when tracing is configured
+    # Run in a span with this parent (jobs.meta: the enqueue's context, or {} for none);
+    # None when tracing is not configured.
+    trace: Any = None
 
     @property
     def duration(self) -> float:
@@ -121,7 +123,12 @@ class Executor:
         while (run := self._inbox.get()) is not None:
             error: BaseException | None = None
             try:
-                call_handler(run)
+                if run.handler is None:
+                    raise RuntimeError("no handler")  # unknown kinds are settled before submit
+                if run.trace is None:  # not traced: the common case, no call more
+                    run.handler.call(run.job.payload, run.context)
+                else:
+                    call_handler(run)
             except BaseException as exc:  # the handler's failure is the job's outcome
                 error = exc
             self._finish(run, error)
@@ -250,15 +257,20 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 async def _invoke(run: Run) -> None:
-    await call_handler_async(run)
+    assert run.handler is not None
+    if run.trace is None:  # not traced: the common case, no coroutine more
+        await run.handler.call(run.job.payload, run.context)
+    else:
+        await call_handler_async(run)
 
 
 def call_handler(run: Run) -> Any:
-    """Call a sync run's handler (through its middleware, in its span); return its result."""
+    """Call a sync run's handler (through its middleware, in its span if traced); return its
+    result."""
     handler = run.handler
     if handler is None:
         raise RuntimeError("no handler")  # unknown kinds are settled before submit
-    if tracing.ACTIVE:
+    if run.trace is not None:
         return tracing.run_in_span(
             run.job, run.trace, lambda: handler.call(run.job.payload, run.context)
         )
@@ -266,10 +278,11 @@ def call_handler(run: Run) -> Any:
 
 
 async def call_handler_async(run: Run) -> Any:
-    """Await an async run's handler (through its middleware, in its span); return its result."""
+    """Await an async run's handler (through its middleware, in its span if traced); return
+    its result."""
     handler = run.handler
     assert handler is not None
-    if tracing.ACTIVE:
+    if run.trace is not None:
         return await tracing.run_in_span_async(
             run.job, run.trace, lambda: handler.call(run.job.payload, run.context)
         )
