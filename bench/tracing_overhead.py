@@ -105,6 +105,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--executor", action="store_true", help="the executor alone, no database")
+    parser.add_argument("--no-api", action="store_true", help="leave out the after+api variant")
     args = parser.parse_args()
     script = EXECUTOR_CHILD if args.executor else CHILD
     admin = database.admin_url()
@@ -114,6 +115,8 @@ def main() -> None:
             "after": (REPO_ROOT / "src", "block"),
             "after+api": (REPO_ROOT / "src", "allow"),
         }
+        if args.no_api:
+            del variants["after+api"]
         from pgbeat.db.migrate import apply_migrations
 
         with psycopg.connect(url, autocommit=True) as conn:

@@ -35,11 +35,9 @@ class Handler:
     wants_context: bool
     is_async: bool
     middleware: tuple[Middleware, ...] = ()
-
-    @property
-    def needs_context(self) -> bool:
-        """Whether a run must build a ``JobContext`` (the handler or a middleware takes it)."""
-        return self.wants_context or bool(self.middleware)
+    # A run must build a JobContext: the handler or a middleware takes it (a field, not a
+    # property: the worker reads it for every job it starts).
+    needs_context: bool = False
 
     def argument(self, payload: Any) -> Any:
         """The handler's first argument for ``payload``; ``PayloadError`` when it does not fit."""
@@ -203,4 +201,5 @@ def _describe(kind: str, func: HandlerFunc, middleware: tuple[Middleware, ...]) 
         wants_context=len(params) == 2,
         is_async=inspect.iscoroutinefunction(func),
         middleware=middleware,
+        needs_context=len(params) == 2 or bool(middleware),
     )

@@ -15,6 +15,7 @@ environment, which fetches setuptools from the package index as ``pip install`` 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -57,8 +58,13 @@ def run(*command: str | Path, cwd: Path | None = None) -> str:
 
 
 def test_the_built_wheel_installs_and_runs_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+    source = tmp_path / "source"  # a copy: the build writes its egg-info beside the code
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        source.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path / "dist"
-    run(sys.executable, "-m", "build", "--outdir", dist, ROOT, cwd=tmp_path)
+    run(sys.executable, "-m", "build", "--outdir", dist, source, cwd=tmp_path)
     (wheel,) = dist.glob("pgbeat-*.whl")
     (sdist,) = dist.glob("pgbeat-*.tar.gz")
     checked = run(sys.executable, "-m", "twine", "check", "--strict", wheel, sdist)
