@@ -287,10 +287,31 @@ def _matching(
 
 def contains(actual: Any, wanted: Any) -> bool:
     """Whether ``wanted`` is a subset of ``actual``: objects by key, recursively; lists and
-    scalars equal."""
+    scalars equal as JSON (a list's objects whole, ``true`` not ``1``)."""
     if isinstance(wanted, Mapping):
         return isinstance(actual, Mapping) and all(
             key in actual and contains(actual[key], value) for key, value in wanted.items()
+        )
+    return _same(actual, wanted)
+
+
+def _same(actual: Any, wanted: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1`` (Python's ``True == 1`` notwithstanding)."""
+    if isinstance(actual, bool) or isinstance(wanted, bool):
+        return actual is wanted
+    if isinstance(actual, list) or isinstance(wanted, list):
+        return (
+            isinstance(actual, list)
+            and isinstance(wanted, list)
+            and len(actual) == len(wanted)
+            and all(map(_same, actual, wanted))
+        )
+    if isinstance(actual, Mapping) or isinstance(wanted, Mapping):
+        return (
+            isinstance(actual, Mapping)
+            and isinstance(wanted, Mapping)
+            and actual.keys() == wanted.keys()
+            and all(_same(actual[key], wanted[key]) for key in wanted)
         )
     return bool(actual == wanted)
 
