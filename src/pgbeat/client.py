@@ -5,19 +5,22 @@ A job commits or rolls back with the business write that caused it. No loops, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, overload
 
+import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
 from pgbeat import job_keys, limits
 from pgbeat.db import frameworks, queries
 from pgbeat.db.literals import number_array, text_array
+from pgbeat.errors import NotMigrated
 from pgbeat.job_keys import OnConflict
 from pgbeat.observe import tracing
 
@@ -96,6 +99,19 @@ def _check_types(run_at: object, delay: object, max_attempts: object) -> None:
         isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
     ):
         raise TypeError(f"max_attempts must be an int, not {type(max_attempts).__name__}")
+
+
+@contextlib.contextmanager
+def _migrated() -> Iterator[None]:
+    """``NotMigrated`` instead of psycopg's error when the jobs table (or a column of this
+    version's) is missing: the statement failed, and the caller's transaction with it."""
+    try:
+        yield
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
+        raise NotMigrated(
+            f"pgbeat's schema is missing or older than this version ({exc.diag.message_primary}):"
+            " run `pgbeat migrate` or pgbeat.apply_migrations(conn)"
+        ) from exc
 
 
 def max_payload_bytes() -> int:
@@ -223,9 +239,11 @@ def enqueue(
         keyed = _keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
         )
-        return job_keys.run(sync_conn, job_keys.enqueue_one_plan(keyed))
+        with _migrated():
+            return job_keys.run(sync_conn, job_keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
-    row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
+    with _migrated():
+        row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
     return None if row is None else int(row[0])
 
 
@@ -249,10 +267,12 @@ async def enqueue_async(
         keyed = _keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
         )
-        return await job_keys.run_async(async_conn, job_keys.enqueue_one_plan(keyed))
+        with _migrated():
+            return await job_keys.run_async(async_conn, job_keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
-    cursor = await async_conn.execute(queries.JOBS_INSERT, params)
-    row = await cursor.fetchone()
+    with _migrated():
+        cursor = await async_conn.execute(queries.JOBS_INSERT, params)
+        row = await cursor.fetchone()
     return None if row is None else int(row[0])
 
 
@@ -353,8 +373,9 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     if not keyed:
         if params["kinds"] == "{}":
             return []
-        return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
-    with job_keys.own_transaction(sync_conn):  # one call, one commit
+        with _migrated():
+            return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
+    with _migrated(), job_keys.own_transaction(sync_conn):  # one call, one commit
         ids = []
         if params["kinds"] != "{}":
             ids = [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
@@ -369,12 +390,15 @@ async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     if not keyed:
         if params["kinds"] == "{}":
             return []
-        cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-        return [int(row[0]) for row in await cursor.fetchall()]
-    async with job_keys.own_transaction_async(async_conn):  # one call, one commit
-        ids = []
-        if params["kinds"] != "{}":
+        with _migrated():
             cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-            ids = [int(row[0]) for row in await cursor.fetchall()]
-        ids.extend((await job_keys.run_async(async_conn, job_keys.enqueue_plan(keyed))).values())
+            return [int(row[0]) for row in await cursor.fetchall()]
+    with _migrated():
+        async with job_keys.own_transaction_async(async_conn):  # one call, one commit
+            ids = []
+            if params["kinds"] != "{}":
+                cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
+                ids = [int(row[0]) for row in await cursor.fetchall()]
+            keyed_ids = await job_keys.run_async(async_conn, job_keys.enqueue_plan(keyed))
+            ids.extend(keyed_ids.values())
     return ids

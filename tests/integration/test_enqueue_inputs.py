@@ -41,3 +41,15 @@ def test_refused_before_any_sql_and_the_transaction_goes_on(
         assert_enqueued(conn, "after")
         refute_enqueued(conn, "bad")
         conn.rollback()
+
+
+def test_an_enqueue_before_migrate_says_so(empty_database_url: str) -> None:
+    with psycopg.connect(empty_database_url) as conn:
+        with pytest.raises(pgbeat.NotMigrated, match="run `pgbeat migrate`"):
+            pgbeat.enqueue(conn, "welcome_email", {})
+        conn.rollback()
+        with pytest.raises(pgbeat.NotMigrated, match="run `pgbeat migrate`"):
+            pgbeat.enqueue_many(conn, [pgbeat.NewJob("welcome_email")])
+        conn.rollback()
+        with pytest.raises(pgbeat.NotMigrated, match="run `pgbeat migrate`"):
+            pgbeat.enqueue(conn, "remind", {}, job_key="k")
