@@ -190,7 +190,8 @@ class _Drainer:
         ).fetchone()
         if row is None:
             return None
-        return Job._make(row[:-1]), row[-1]
+        job = Job._make(row[:-1])._replace(payload=_decoded(row[2]))
+        return job, _decoded(row[-1])
 
     def _run(self, job: Job, meta: Any) -> Run:
         started = time.monotonic()
@@ -319,7 +320,17 @@ def _same(actual: Any, wanted: Any) -> bool:
 def _enqueued(conn: psycopg.Connection[Any], kind: str | None) -> list[EnqueuedJob]:
     limit = 10_000 if kind is not None else LISTED + 1
     rows = conn.execute(testing_queries.JOBS_ENQUEUED, {"kind": kind, "limit": limit}).fetchall()
-    return [EnqueuedJob(*row) for row in rows]
+    return [_enqueued_job(row) for row in rows]
+
+
+def _enqueued_job(row: tuple[Any, ...]) -> EnqueuedJob:
+    values = list(row)
+    values[2], values[-1] = _decoded(values[2]), _decoded(values[-1])  # payload, meta
+    return EnqueuedJob(*values)
+
+
+def _decoded(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 def _wanted(kind: str, payload: Any, fields: Mapping[str, Any]) -> str:

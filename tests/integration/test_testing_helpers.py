@@ -235,3 +235,22 @@ def test_bad_arguments(tx: psycopg.Connection[Any]) -> None:
         drain(tx, object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kind"):
         assert_enqueued(tx, "")
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def test_the_helpers_on_djangos_connection_inside_atomic(
+    django_db: psycopg.Connection[Any],
+) -> None:
+    from django.db import connection, transaction
+
+    registry = pgbeat.Registry()
+    registry.register("order_confirmation", lambda payload: None)
+    with pytest.raises(_RolledBack), transaction.atomic():
+        pgbeat.enqueue(connection, "order_confirmation", {"order_id": 3})
+        assert_enqueued(connection, "order_confirmation", {"order_id": 3})
+        assert drain(connection, registry) == {"done": 1}
+        raise _RolledBack
+    refute_enqueued(django_db, "order_confirmation")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import LiteralString
 
 # The jobs a test looks for, of one kind or of every kind, oldest first (jobs_unique's kind
-# prefix; a test's database is small).
+# prefix; a test's database is small). JSON comes as text, decoded by pgbeat: a framework's
+# connection may load jsonb its own way (Django's returns the text).
 JOBS_ENQUEUED: LiteralString = """
-SELECT id, kind, payload, status, queue, priority, limit_key, run_at, unique_key, job_key,
-       attempts, max_attempts, last_error, meta
+SELECT id, kind, payload::text, status, queue, priority, limit_key, run_at, unique_key, job_key,
+       attempts, max_attempts, last_error, meta::text
 FROM jobs
 WHERE (%(kind)s::text IS NULL OR kind = %(kind)s::text)
 ORDER BY id
@@ -17,7 +18,8 @@ LIMIT %(limit)s"""
 
 # Claims the next due job for drain: higher priority first, then run_at, then id; due by
 # the given time, or the database's now() when none is given (jobs_ready). No other
-# session takes part: the lease only keeps the reaper away while the handler runs.
+# session takes part: the lease only keeps the reaper away while the handler runs. JSON
+# comes as text, as above.
 JOBS_CLAIM_NEXT_DUE: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1,
@@ -29,8 +31,8 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, kind, payload, attempts, max_attempts, run_at, created_at, unique_key,
-          queue, priority, limit_key, job_key, meta"""
+RETURNING id, kind, payload::text, attempts, max_attempts, run_at, created_at, unique_key,
+          queue, priority, limit_key, job_key, meta::text"""
 
 # The final status of the jobs a drain ran, counted (primary key).
 JOBS_COUNT_STATUS_OF: LiteralString = """
