@@ -1,7 +1,11 @@
 """pgbeat: background jobs and replica-safe cron schedules on PostgreSQL.
 
-The public API, re-exported from the modules that implement it.
+The public API, re-exported from the modules that implement it. ``pgbeat.ui`` (the
+dashboard, with the ``ui`` extra) and ``pgbeat.testing`` load on first use.
 """
+
+import importlib
+from typing import Any
 
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.client import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
@@ -79,3 +83,16 @@ __all__ = [
     "upsert_schedule",
     "upsert_schedule_async",
 ]
+
+_LAZY = ("testing", "ui")
+
+
+def __getattr__(name: str) -> Any:
+    """``pgbeat.ui`` and ``pgbeat.testing`` after a plain ``import pgbeat`` (PEP 562).
+
+    Imported on first use: the dashboard needs its extra's packages, and neither belongs
+    in the import of every worker and web process.
+    """
+    if name in _LAZY:
+        return importlib.import_module(f"pgbeat.{name}")
+    raise AttributeError(f"module 'pgbeat' has no attribute {name!r}")

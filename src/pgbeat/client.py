@@ -5,9 +5,10 @@ A job commits or rolls back with the business write that caused it. No loops, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, overload
@@ -19,7 +20,9 @@ from psycopg.types.json import Jsonb
 from pgbeat import job_inputs, job_keys, limits
 from pgbeat.db import frameworks, queries, schema_errors
 from pgbeat.db.literals import number_array, text_array
+from pgbeat.errors import NotMigrated
 from pgbeat.job_keys import OnConflict
+from pgbeat.observe import tracing
 
 DEFAULT_MAX_ATTEMPTS = 8  # the column default of migrations/0001_jobs.sql
 MAX_PAYLOAD_ENV = "PGBEAT_MAX_PAYLOAD_BYTES"
@@ -57,6 +60,7 @@ def _insert_params(
         "delay": delay or timedelta(0),
         "unique_key": unique_key,
         "max_attempts": max_attempts or DEFAULT_MAX_ATTEMPTS,
+        "meta": tracing.meta_param(),
     }
 
 
@@ -70,6 +74,7 @@ def _check_job(
 ) -> None:
     if not kind or not isinstance(kind, str):
         raise ValueError("a job's kind must be a non-empty string")
+    _check_types(run_at, delay, max_attempts)
     limits.check_job_text(kind, key, key_name)
     job_inputs.check_times(run_at, delay)
     if run_at is not None and delay is not None:
@@ -80,6 +85,34 @@ def _check_job(
         raise ValueError("max_attempts must be at least 1")
     if max_attempts is not None and max_attempts > limits.MAX_ATTEMPTS:
         raise ValueError(f"max_attempts must be at most {limits.MAX_ATTEMPTS}")
+
+
+def _check_types(run_at: object, delay: object, max_attempts: object) -> None:
+    """A TypeError naming the argument before any SQL (psycopg would fail on the statement,
+    aborting the caller's transaction)."""
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise TypeError(f"run_at must be an aware datetime, not {type(run_at).__name__}")
+    if delay is not None and not isinstance(delay, timedelta):
+        raise TypeError(
+            f"delay must be a timedelta (e.g. timedelta(hours=1)), not {type(delay).__name__}"
+        )
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
+    ):
+        raise TypeError(f"max_attempts must be an int, not {type(max_attempts).__name__}")
+
+
+@contextlib.contextmanager
+def _migrated() -> Iterator[None]:
+    """``NotMigrated`` instead of psycopg's error when the jobs table (or a column of this
+    version's) is missing: the statement failed, and the caller's transaction with it."""
+    try:
+        yield
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
+        raise NotMigrated(
+            f"pgbeat's schema is missing or older than this version ({exc.diag.message_primary}):"
+            " run `pgbeat migrate` or pgbeat.apply_migrations(conn)"
+        ) from exc
 
 
 def max_payload_bytes() -> int:
@@ -99,12 +132,15 @@ def encode_payload(payload: Any, limit: int | None = None) -> str:
     enqueue its address. ``limit`` defaults to ``max_payload_bytes()``.
     """
     value = json_value(payload)
-    try:  # ASCII (\u escapes): one byte a character; NaN and Infinity are not JSON
+    try:  # ASCII (\u escapes): one byte a character; NaN and Infinity are not JSON: jsonb
+        # would refuse them and abort the caller's transaction.
         text = json.dumps(value, allow_nan=False)
     except RecursionError:
         raise ValueError("the payload is nested too deeply to encode as JSON") from None
     except ValueError:
-        raise ValueError("the payload holds NaN or Infinity, which JSON cannot carry") from None
+        raise ValueError("the payload has a value JSON cannot hold: NaN or Infinity") from None
+    except TypeError as exc:
+        raise TypeError(f"the payload must be JSON data or a pydantic model: {exc}") from None
     problem = job_inputs.payload_text_problem(text, value)
     if problem is not None:
         raise ValueError(problem)
@@ -133,7 +169,7 @@ def json_value(payload: Any) -> Any:
 
 @overload
 def enqueue(
-    conn: psycopg.Connection[Any],
+    conn: frameworks.SyncCaller,
     kind: str,
     payload: Any = None,
     *,
@@ -149,7 +185,7 @@ def enqueue(
 
 @overload
 def enqueue(
-    conn: psycopg.AsyncConnection[Any],
+    conn: frameworks.AsyncCaller,
     kind: str,
     payload: Any = None,
     *,
@@ -160,23 +196,7 @@ def enqueue(
     job_key: str | None = None,
     on_conflict: OnConflict = "ignore",
     max_wait: timedelta | None = None,
-) -> Any: ...
-
-
-@overload
-def enqueue(
-    conn: object,
-    kind: str,
-    payload: Any = None,
-    *,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-    unique_key: str | None = None,
-    max_attempts: int | None = None,
-    job_key: str | None = None,
-    on_conflict: OnConflict = "ignore",
-    max_wait: timedelta | None = None,
-) -> Any: ...
+) -> Coroutine[Any, Any, int | None]: ...
 
 
 @schema_errors.translate
@@ -224,9 +244,11 @@ def enqueue(
         keyed = _keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
         )
-        return job_keys.run(sync_conn, job_keys.enqueue_one_plan(keyed))
+        with _migrated():
+            return job_keys.run(sync_conn, job_keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
-    row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
+    with _migrated():
+        row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
     return None if row is None else int(row[0])
 
 
@@ -251,14 +273,16 @@ async def enqueue_async(
         keyed = _keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
         )
-        return await job_keys.run_async(async_conn, job_keys.enqueue_one_plan(keyed))
+        with _migrated():
+            return await job_keys.run_async(async_conn, job_keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
-    cursor = await async_conn.execute(queries.JOBS_INSERT, params)
-    row = await cursor.fetchone()
+    with _migrated():
+        cursor = await async_conn.execute(queries.JOBS_INSERT, params)
+        row = await cursor.fetchone()
     return None if row is None else int(row[0])
 
 
-def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.KeyedJob]]:
+def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[job_keys.KeyedJob]]:
     """The unkeyed jobs as one array literal per column (arrays.py says why); the keyed ones."""
     keyed: list[job_keys.KeyedJob] = []
     limit = max_payload_bytes()  # read once per call, not per job
@@ -287,6 +311,7 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, str], list[job_keys.
         "delay_seconds": number_array(delays),
         "unique_keys": text_array(unique_keys),
         "max_attempts": number_array(max_attempts),
+        "meta": tracing.meta_param(),
     }
     return params, keyed
 
@@ -329,11 +354,13 @@ def _keyed_new_job(job: NewJob) -> job_keys.KeyedJob:
 
 
 @overload
-def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[NewJob]) -> list[int]: ...
+def enqueue_many(conn: frameworks.SyncCaller, jobs: Iterable[NewJob]) -> list[int]: ...
 
 
 @overload
-def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any: ...
+def enqueue_many(
+    conn: frameworks.AsyncCaller, jobs: Iterable[NewJob]
+) -> Coroutine[Any, Any, list[int]]: ...
 
 
 @schema_errors.translate
@@ -353,8 +380,9 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     if not keyed:
         if params["kinds"] == "{}":
             return []
-        return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
-    with job_keys.own_transaction(sync_conn):  # one call, one commit
+        with _migrated():
+            return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
+    with _migrated(), job_keys.own_transaction(sync_conn):  # one call, one commit
         ids = []
         if params["kinds"] != "{}":
             ids = [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
@@ -370,12 +398,15 @@ async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     if not keyed:
         if params["kinds"] == "{}":
             return []
-        cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-        return [int(row[0]) for row in await cursor.fetchall()]
-    async with job_keys.own_transaction_async(async_conn):  # one call, one commit
-        ids = []
-        if params["kinds"] != "{}":
+        with _migrated():
             cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-            ids = [int(row[0]) for row in await cursor.fetchall()]
-        ids.extend((await job_keys.run_async(async_conn, job_keys.enqueue_plan(keyed))).values())
+            return [int(row[0]) for row in await cursor.fetchall()]
+    with _migrated():
+        async with job_keys.own_transaction_async(async_conn):  # one call, one commit
+            ids = []
+            if params["kinds"] != "{}":
+                cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
+                ids = [int(row[0]) for row in await cursor.fetchall()]
+            keyed_ids = await job_keys.run_async(async_conn, job_keys.enqueue_plan(keyed))
+            ids.extend(keyed_ids.values())
     return ids

@@ -10,7 +10,7 @@ as a generator and driven by a sync or an async runner, so the two cannot drift 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,6 +23,7 @@ from pgbeat import job_inputs
 from pgbeat.db import frameworks, key_queries, schema_errors
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.errors import KeyContended
+from pgbeat.observe import tracing
 
 OnConflict = Literal["ignore", "replace", "keep_earliest", "keep_latest"]
 ON_CONFLICT_MODES: tuple[str, ...] = get_args(OnConflict)
@@ -161,6 +162,7 @@ def _columns(
         "max_attempts": number_array(str(job.max_attempts) for job in jobs),
         "on_conflict": on_conflict,
         "max_wait": max_wait,
+        "meta": tracing.meta_param(),
     }
 
 
@@ -277,12 +279,14 @@ async def _resolve_and_run(conn: object, plan: Plan[T]) -> T:
 
 @overload
 def cancel(
-    conn: psycopg.Connection[Any], kind: str, job_key: str, *, reason: str | None = None
+    conn: frameworks.SyncCaller, kind: str, job_key: str, *, reason: str | None = None
 ) -> Cancelled | None: ...
 
 
 @overload
-def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any: ...
+def cancel(
+    conn: frameworks.AsyncCaller, kind: str, job_key: str, *, reason: str | None = None
+) -> Coroutine[Any, Any, Cancelled | None]: ...
 
 
 def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any:
@@ -305,7 +309,7 @@ async def cancel_async(
 
 @overload
 def reschedule(
-    conn: psycopg.Connection[Any],
+    conn: frameworks.SyncCaller,
     kind: str,
     job_key: str,
     *,
@@ -316,13 +320,13 @@ def reschedule(
 
 @overload
 def reschedule(
-    conn: object,
+    conn: frameworks.AsyncCaller,
     kind: str,
     job_key: str,
     *,
     run_at: datetime | None = None,
     delay: timedelta | None = None,
-) -> Any: ...
+) -> Coroutine[Any, Any, int | None]: ...
 
 
 def reschedule(
@@ -351,11 +355,13 @@ async def reschedule_async(
 
 
 @overload
-def find(conn: psycopg.Connection[Any], kind: str, job_key: str) -> LiveJob | None: ...
+def find(conn: frameworks.SyncCaller, kind: str, job_key: str) -> LiveJob | None: ...
 
 
 @overload
-def find(conn: object, kind: str, job_key: str) -> Any: ...
+def find(
+    conn: frameworks.AsyncCaller, kind: str, job_key: str
+) -> Coroutine[Any, Any, LiveJob | None]: ...
 
 
 def find(conn: object, kind: str, job_key: str) -> Any:

@@ -356,7 +356,8 @@ def test_find_returns_the_live_job(conn: psycopg.Connection[Any]) -> None:
         3,
     )
     claim_one(conn)
-    assert pgbeat.find(conn, "remind", "u1").status == "running"
+    found = pgbeat.find(conn, "remind", "u1")
+    assert found is not None and found.status == "running"
 
 
 def test_the_documented_example_runs_as_written(conn: psycopg.Connection[Any]) -> None:
@@ -457,6 +458,7 @@ def test_retry_failed_revives_one_job_per_key_and_none_whose_key_is_live(
     run = claim_one(conn)
     operations.fail_jobs(conn, [(run, "boom")])
     retried = admin.retry_failed(conn, None)
+    assert plain is not None
     assert sorted(retried.ids) == sorted([newer, plain])
     assert retried.kept == 2
     assert {r[0] for r in conn.execute("SELECT id FROM jobs WHERE status = 'failed'")} == {
@@ -491,7 +493,8 @@ def test_a_revived_superseded_job_holds_its_key_again(conn: psycopg.Connection[A
     admin.retry_job(conn, run.id)
     found = row(conn, run.id)
     assert (found["status"], found["superseded_at"]) == ("pending", None)
-    assert pgbeat.find(conn, "remind", "u1").id == run.id
+    live = pgbeat.find(conn, "remind", "u1")
+    assert live is not None and live.id == run.id
 
 
 def test_cancelled_is_no_failure_and_is_purged(conn: psycopg.Connection[Any]) -> None:

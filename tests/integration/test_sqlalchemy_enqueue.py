@@ -126,7 +126,7 @@ def test_enqueue_many_and_scoped_session(engine: Any, conn: psycopg.Connection[A
 
 def test_wrong_objects_are_refused_in_one_line(engine: Any) -> None:
     with pytest.raises(TypeError, match=r"pgbeat needs .*got builtins\.str"):
-        pgbeat.enqueue("postgresql://nowhere", "kind")
+        pgbeat.enqueue("postgresql://nowhere", "kind")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="async engine"):
         async_engine = create_async_engine(str(engine.url.render_as_string(hide_password=False)))
 

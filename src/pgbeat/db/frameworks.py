@@ -9,7 +9,8 @@ in ``sys.modules`` first, and ``import pgbeat`` never loads either.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 import psycopg
 
@@ -128,3 +129,21 @@ def _wrong_driver(found: object) -> TypeError:
 def _type_name(value: object) -> str:
     cls = type(value)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class SyncCaller(Protocol):
+    """For type checkers: a connection whose ``commit()`` returns at once.
+
+    psycopg's ``Connection``, SQLAlchemy's ``Session`` and ``Connection``, Django's
+    connection. The public calls' overloads match on ``commit`` rather than on classes, so
+    a ``psycopg.Connection[Any]`` still selects one overload and a precise return type.
+    """
+
+    def commit(self) -> None: ...
+
+
+class AsyncCaller(Protocol):
+    """For type checkers: a connection whose ``commit()`` is awaited (psycopg's
+    ``AsyncConnection``, SQLAlchemy's ``AsyncSession`` and ``AsyncConnection``)."""
+
+    def commit(self) -> Awaitable[None]: ...

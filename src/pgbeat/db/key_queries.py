@@ -12,12 +12,15 @@ from typing import LiteralString
 # Inserts keyed jobs from parallel arrays (one per key: the caller drops repeats); a key
 # whose live job exists inserts nothing and returns no row (jobs_live_key). A NULL max_wait
 # leaves run_at as asked (least() ignores NULLs); otherwise run_at is at most now + max_wait.
+# meta (the caller's trace context) is the same for every job of the call.
 JOBS_INSERT_KEYED: LiteralString = """
-INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts)
+INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts,
+                  meta)
 SELECT kind, job_key, payload,
        least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
              now() + %(max_wait)s::interval),
-       max_attempts
+       max_attempts,
+       %(meta)s::jsonb
 FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
             %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[])
      AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts)
@@ -37,11 +40,13 @@ RETURNING id, kind, job_key"""
 # and comes back. The statement-level insert trigger wakes idle workers on commit, updates
 # included.
 JOBS_UPSERT_KEYED: LiteralString = """
-INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts)
+INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts,
+                  meta)
 SELECT kind, job_key, payload,
        least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
              now() + %(max_wait)s::interval),
-       max_attempts
+       max_attempts,
+       %(meta)s::jsonb
 FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
             %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[])
      AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts)

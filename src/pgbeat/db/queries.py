@@ -50,19 +50,24 @@ MIGRATIONS_RECORD_SCRIPT = sql.SQL(
 
 # Inserts one job; a duplicate (kind, unique_key) inserts nothing and returns no row (jobs_unique).
 JOBS_INSERT: LiteralString = """
-INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts)
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts,
+                  meta)
 VALUES (%(kind)s, %(payload)s,
         coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
-        %(unique_key)s, %(max_attempts)s)
+        %(unique_key)s, %(max_attempts)s,
+        %(meta)s::jsonb)
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
 
 # Inserts many jobs in one statement from parallel arrays; duplicates are skipped (jobs_unique).
 # A job without run_at runs its delay (seconds, 0 if none) after the database's now().
+# meta (the caller's trace context) is the same for every job of the call.
 JOBS_INSERT_MANY: LiteralString = """
-INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts)
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts,
+                  meta)
 SELECT kind, payload, coalesce(run_at, now() + delay_seconds * interval '1 second'),
-       unique_key, max_attempts
+       unique_key, max_attempts,
+       %(meta)s::jsonb
 FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[],
             %(delay_seconds)s::float8[], %(unique_keys)s::text[], %(max_attempts)s::int[])
      AS new_job(kind, payload, run_at, delay_seconds, unique_key, max_attempts)

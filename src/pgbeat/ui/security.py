@@ -188,7 +188,10 @@ class SecurityMiddleware:
         if not self.settings.host_allowed(headers.get("host", "")):
             await _plain(send, 400, "Invalid Host header")
             return
-        path = _strip_prefix(scope["path"], self.settings.prefix)
+        # Mounted in another app (Starlette's Mount, FastAPI, Django's ASGI router), the
+        # dashboard's paths start with the mount's root_path: links and redirects keep it.
+        root = str(scope.get("root_path", "")).rstrip("/")
+        path = _strip_prefix(_strip_prefix(scope["path"], root), self.settings.prefix)
         try:
             identity = self._identify(headers, scope)
         except _Throttled as throttled:
@@ -199,7 +202,7 @@ class SecurityMiddleware:
         if identity is None and not public:
             if scope["method"] in ("GET", "HEAD"):
                 target = quote(scope["path"] + _query(scope), safe="/?=&")
-                await _redirect(send, f"{self.settings.prefix}/login?next={target}")
+                await _redirect(send, f"{root}{self.settings.prefix}/login?next={target}")
             else:
                 await _plain(send, 401, "Log in first")
             return

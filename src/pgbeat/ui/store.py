@@ -10,6 +10,7 @@ ending in a generic plan that scans everything.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ CONNECT_TIMEOUT = 5.0
 
 
 class Store:
-    """A small pool for the dashboard, opened with the app and closed with it."""
+    """A small pool for the dashboard, opened with the app or on its first page, then closed."""
 
     def __init__(self, settings: UiSettings) -> None:
         url = settings.database_url
@@ -50,16 +51,30 @@ class Store:
             name="pgbeat-ui",
             open=False,
         )
+        self._lock = threading.Lock()
+        self._opened = False
 
     def open(self) -> None:
-        self._pool.open(wait=False)
+        """Start the pool (the app's lifespan does; else the first page does)."""
+        with self._lock:
+            if not self._opened:
+                self._pool.open(wait=False)
+                self._opened = True
 
     def close(self) -> None:
-        self._pool.close()
+        with self._lock:
+            self._pool.close()
+            self._opened = True  # a closed pool stays closed: psycopg_pool cannot reopen it
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """One pooled connection for the few queries of one page."""
+        """One pooled connection for the few queries of one page.
+
+        A mounted app gets no lifespan events of its own (Starlette runs only the outer
+        app's), so the pool opens on the first page if nothing opened it before.
+        """
+        if not self._opened:
+            self.open()
         with self._pool.connection() as conn:
             if not self._pooled:
                 yield conn

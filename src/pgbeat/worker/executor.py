@@ -20,6 +20,7 @@ from typing import Any
 
 from pgbeat.errors import Released, TimedOut
 from pgbeat.job import Job, JobContext
+from pgbeat.observe import tracing
 from pgbeat.registry import Handler
 
 log = logging.getLogger("pgbeat.worker")
@@ -38,6 +39,9 @@ class Run:
     settled: bool = False
     finished_at: float = 0.0
     _task: asyncio.Task[Any] | None = None  # an async handler's, once started
+    # Run in a span with this parent (jobs.meta: the enqueue's context, or {} for none);
+    # None when tracing is not configured.
+    trace: Any = None
 
     @property
     def duration(self) -> float:
@@ -121,7 +125,10 @@ class Executor:
             try:
                 if run.handler is None:
                     raise RuntimeError("no handler")  # unknown kinds are settled before submit
-                run.handler.call(run.job.payload, run.context)
+                if run.trace is None:  # not traced: the common case, no call more
+                    run.handler.call(run.job.payload, run.context)
+                else:
+                    call_handler(run)
             except BaseException as exc:  # the handler's failure is the job's outcome
                 error = exc
             self._finish(run, error)
@@ -251,4 +258,32 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 async def _invoke(run: Run) -> None:
     assert run.handler is not None
-    await run.handler.call(run.job.payload, run.context)
+    if run.trace is None:  # not traced: the common case, no coroutine more
+        await run.handler.call(run.job.payload, run.context)
+    else:
+        await call_handler_async(run)
+
+
+def call_handler(run: Run) -> Any:
+    """Call a sync run's handler (through its middleware, in its span if traced); return its
+    result."""
+    handler = run.handler
+    if handler is None:
+        raise RuntimeError("no handler")  # unknown kinds are settled before submit
+    if run.trace is not None:
+        return tracing.run_in_span(
+            run.job, run.trace, lambda: handler.call(run.job.payload, run.context)
+        )
+    return handler.call(run.job.payload, run.context)
+
+
+async def call_handler_async(run: Run) -> Any:
+    """Await an async run's handler (through its middleware, in its span if traced); return
+    its result."""
+    handler = run.handler
+    assert handler is not None
+    if run.trace is not None:
+        return await tracing.run_in_span_async(
+            run.job, run.trace, lambda: handler.call(run.job.payload, run.context)
+        )
+    return await handler.call(run.job.payload, run.context)

@@ -24,6 +24,7 @@ from pgbeat.db import pooler
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
+from pgbeat.observe import tracing
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
 from pgbeat.registry import Registry
@@ -239,7 +240,7 @@ class Worker:
                     claimed = self._claim(conn, claim, now)
         elif claim:
             claimed = self._claim(conn, claim, now)
-        self._start(claimed)
+        self._start(claimed, tracing.enqueue_contexts(conn, claimed))
 
     def _heartbeat_details(self) -> dict[str, Any]:
         return {
@@ -257,7 +258,7 @@ class Worker:
             self._timers.next_job_in(now, operations.seconds_to_next_job(conn, self.settings.kinds))
         return jobs
 
-    def _start(self, jobs: list[Job]) -> None:
+    def _start(self, jobs: list[Job], traces: dict[int, Any]) -> None:
         if not jobs:
             return
         started = time.monotonic()
@@ -271,10 +272,10 @@ class Worker:
                 continue
             context = (
                 JobContext.for_job(job, self.timeout, self._handler_connection)
-                if handler.wants_context
+                if handler.needs_context
                 else None
             )
-            runs.append(Run(job, handler, context, deadline, started))
+            runs.append(Run(job, handler, context, deadline, started, trace=traces.get(job.id)))
         self._executor.submit_many(runs)
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:

@@ -1,0 +1,114 @@
+"""OpenTelemetry traces: the enqueue's trace context travels in ``jobs.meta``, and each run
+is a CONSUMER span ``process <kind>`` under it (a retry links to it instead).
+
+Optional (``pip install 'pgbeat[otel]'``): without ``opentelemetry-api`` installed, ``ACTIVE``
+is False and the worker and ``enqueue`` skip this module's work with one test of a constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgbeat.db import meta_queries
+from pgbeat.job import Job
+from pgbeat.version import __version__
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate, trace
+except ImportError:  # the extra is not installed: tracing is off, at no cost
+    ACTIVE = False
+else:
+    ACTIVE = True
+
+T = TypeVar("T")
+SYSTEM = "pgbeat"  # messaging.system
+
+
+def configured() -> bool:
+    """Whether an application installed a tracer provider (not the API's no-op default)."""
+    if not ACTIVE:
+        return False
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+def current_meta() -> dict[str, str] | None:
+    """The current trace context as ``jobs.meta`` keeps it (``traceparent``, ``tracestate``);
+    None without a recording span (or without OpenTelemetry)."""
+    if not ACTIVE:
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier or None
+
+
+def meta_param() -> Jsonb | None:
+    """``current_meta()`` as the ``%(meta)s`` parameter of the insert statements."""
+    if not ACTIVE:
+        return None
+    meta = current_meta()
+    return None if meta is None else Jsonb(meta)
+
+
+def enqueue_contexts(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> dict[int, Any]:
+    """Each claimed job's span parent by id: its ``meta``, ``{}`` when it has none (a root
+    span). One query, and only when tracing is configured: else ``{}``, and no job is traced.
+    """
+    if not jobs or not configured():
+        return {}
+    rows = conn.execute(meta_queries.JOBS_META, {"ids": [job.id for job in jobs]}).fetchall()
+    found = {int(job_id): meta for job_id, meta in rows if meta}
+    return {job.id: found.get(job.id, {}) for job in jobs}
+
+
+def run_in_span(job: Job, meta: Any, call: Callable[[], T]) -> T:
+    """Call a sync handler inside the job's span (current on this thread while it runs)."""
+    with _start_span(job, meta):
+        return call()
+
+
+async def run_in_span_async(job: Job, meta: Any, call: Callable[[], Awaitable[T]]) -> T:
+    """Await an async handler inside the job's span (current in its task while it runs)."""
+    with _start_span(job, meta):
+        return await call()
+
+
+def attributes(job: Job) -> dict[str, str | int]:
+    """The span's attributes, after OpenTelemetry's semantic conventions for messaging."""
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.operation": "process",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": job.queue,
+        "messaging.message.id": str(job.id),
+        "pgbeat.job.kind": job.kind,
+        "pgbeat.job.attempt": job.attempt,
+    }
+
+
+def _start_span(job: Job, meta: Any) -> Any:
+    """The run's span: a child of the enqueue's context, or (a retry) a root linking to it.
+
+    A retry hours later would otherwise stretch the enqueueing request's trace over hours.
+    """
+    tracer = trace.get_tracer("pgbeat", __version__)
+    parent = propagate.extract(meta) if isinstance(meta, Mapping) else otel_context.Context()
+    links = []
+    if job.attempt > 1:
+        linked = trace.get_current_span(parent).get_span_context()
+        if linked.is_valid:
+            links.append(trace.Link(linked))
+        parent = otel_context.Context()
+    return tracer.start_as_current_span(
+        f"process {job.kind}",
+        context=parent,
+        kind=trace.SpanKind.CONSUMER,
+        attributes=attributes(job),
+        links=links,
+    )
