@@ -244,7 +244,10 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
         for key in keys:
             axis.plot(minutes, [r[key] for r in rows], marker=".", label=key)
         axis.set_ylabel(label)
-        axis.set_ylim(bottom=0)
+        if keys[0].startswith("lag"):
+            axis.set_yscale("log")  # the start's backlog would flatten the rest
+        else:
+            axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7, loc="lower right")
     axes[-1].set_xlabel("minute")
