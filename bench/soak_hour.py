@@ -7,8 +7,9 @@ too, on a server of its own with autovacuum on, as production runs it.
 Every sample (a minute by default) it records the jobs table's heap and index size, the
 pickup lag of the jobs finished since the previous sample (``finished_at - run_at``: due to
 done, so the claim's wait is in it; p50 and p99), the RSS of every process, throughput and
-backlog, into ``docs/img/<name>.csv``, and plots them to ``docs/img/<name>.png``. Retention
-runs with a short window (``--retention``, 2 minutes) so that an hour reaches the steady
+backlog, into ``docs/img/<name>.csv``, and plots them to ``docs/img/<name>.png``; at the
+end, still under load, it times the dashboard's main pages (``<name>-dashboard.csv``).
+Retention runs with a short window (``--retention``, 2 minutes) so that an hour reaches the steady
 state a 7-day window reaches in a week. The verdict compares the last sample with the one
 at a sixth of the run (minute 10 of 60): size within 15 %, lag p99 within 10 %, RSS flat.
 """
@@ -39,6 +40,7 @@ IMG = ROOT / "docs" / "img"
 SERVER_DIR = ROOT / "bench" / ".pgserver-soak"
 APP = "bench.noop_app:registry"
 SIZE_LIMIT, LAG_LIMIT, RSS_LIMIT = 0.15, 0.10, 0.15  # the verdict's tolerances
+DASHBOARD_LIMIT_MS = 300.0
 
 # The jobs table's heap and indexes, in bytes.
 SIZES = "SELECT pg_table_size('jobs'), pg_indexes_size('jobs'), now()"
@@ -184,6 +186,9 @@ def run(args: argparse.Namespace, admin: str) -> list[dict[str, Any]]:
                     rows.append(row)
                     write_csv(csv_path, rows)
                     print(f"soak: {row}", file=sys.stderr, flush=True)
+            # the dashboard at the soak's end, under its load
+            pages = dashboard_times(url, schedules, args.schedules)
+            write_csv(args.output_dir / f"{args.name}-dashboard.csv", pages)
         finally:
             stop.set()
             producer.join(10)
@@ -194,6 +199,36 @@ def run(args: argparse.Namespace, admin: str) -> list[dict[str, Any]]:
     return rows
 
 
+def dashboard_times(url: str, schedules: Path, count: int) -> list[dict[str, Any]]:
+    """Median and worst server time of the dashboard's main pages, 5 requests each."""
+    import httpx
+
+    from bench.ui_bench import Server
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT max(id) FROM jobs").fetchone()
+    newest = int(row[0]) if row and row[0] else 1
+    paths = [
+        "/", "/jobs", "/jobs?status=done", "/jobs?status=pending", "/jobs?status=running",
+        "/jobs?kind=noop", f"/jobs/{newest}", "/failures?window=1h", "/processes",
+        "/schedules", *(["/schedules/soak_0"] if count else []),
+    ]  # fmt: skip
+    found = []
+    with Server(url, schedules) as base, httpx.Client(base_url=base, timeout=30) as client:
+        client.get("/").raise_for_status()  # opens the pool
+        for path in paths:
+            times = []
+            for _ in range(5):
+                started = time.perf_counter()
+                client.get(path).raise_for_status()
+                times.append((time.perf_counter() - started) * 1000)
+            times.sort()
+            found.append(
+                {"page": path, "median_ms": round(times[2], 1), "max_ms": round(times[-1], 1)}
+            )
+    return found
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as out:
@@ -202,9 +237,9 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def verdict(rows: list[dict[str, Any]], minutes: float) -> list[str]:
-    """The last sample against the one at a sixth of the run (minute 10 of 60)."""
-    reference = next((r for r in rows if r["minute"] >= minutes / 6), rows[0])
+def verdict(rows: list[dict[str, Any]], reference_minute: float) -> list[str]:
+    """The last sample against the first one at or after ``reference_minute``."""
+    reference = next((r for r in rows if r["minute"] >= reference_minute), rows[0])
     last = rows[-1]
     lines = [f"reference minute {reference['minute']}, last minute {last['minute']}"]
 
@@ -251,7 +286,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7, loc="lower right")
     axes[-1].set_xlabel("minute")
-    figure.suptitle(title)
+    figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
@@ -274,11 +309,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", type=Path, default=IMG)
     parser.add_argument("--label", default="", help="said in the plot's title")
     parser.add_argument(
+        "--reference-minute",
+        type=float,
+        help="the sample the last is compared with (default: a sixth of the run, minute 10)",
+    )
+    parser.add_argument(
         "--database-url", help="an administrative URL instead of the soak's own server"
     )
     args = parser.parse_args(argv)
     admin = args.database_url or own_server()
     rows = run(args, admin)
+    pages_path = args.output_dir / f"{args.name}-dashboard.csv"
     if not rows:
         print("soak: no sample taken", file=sys.stderr)
         return 1
@@ -288,7 +329,15 @@ def main(argv: list[str] | None = None) -> int:
         + (f"\n{args.label}" if args.label else "")
     )
     plot(rows, args.output_dir / f"{args.name}.png", title)
-    print("\n".join(verdict(rows, args.minutes)))
+    reference = args.minutes / 6 if args.reference_minute is None else args.reference_minute
+    print("\n".join(verdict(rows, reference)))
+    with pages_path.open() as pages:
+        slowest = max(csv.DictReader(pages), key=lambda r: float(r["median_ms"]))
+    ok = float(slowest["median_ms"]) < DASHBOARD_LIMIT_MS
+    print(
+        f"  {'ok  ' if ok else 'FAIL'} dashboard at the end: slowest page {slowest['page']}"
+        f" {slowest['median_ms']} ms median (limit {DASHBOARD_LIMIT_MS:g} ms)"
+    )
     print(f"written {args.output_dir / args.name}.csv and .png", file=sys.stderr)
     return 0
 

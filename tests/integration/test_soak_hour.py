@@ -1,4 +1,4 @@
-"""The hour-long soak's command, run for a few seconds: it samples, writes its CSV and plot."""
+"""The hour-long soak's command, run for a few seconds: it samples, writes its CSVs and plot."""
 
 from __future__ import annotations
 
@@ -39,4 +39,7 @@ def test_a_few_seconds_of_the_soak_write_samples_and_a_plot(
     )
     assert sum(float(r["jobs_per_s"]) for r in rows) > 0
     assert (tmp_path / "smoke.png").stat().st_size > 10_000
+    with (tmp_path / "smoke-dashboard.csv").open() as pages:
+        assert {"/", "/jobs", "/schedules/soak_0"} <= {r["page"] for r in csv.DictReader(pages)}
     assert "reference minute" in done.stdout
+    assert "dashboard at the end: slowest page" in done.stdout
