@@ -7,8 +7,10 @@ turn, and another takes it when its holder is killed with -9.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,13 @@ import psycopg
 import pytest
 from prometheus_client import generate_latest
 
+import pgbeat
 from pgbeat import admin
 from pgbeat.observe.metrics import PrometheusMetrics, read_depth
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.retention_policy import RetentionPolicy
 from tests.helpers import CliProcess, run_cli, start_cli, wait_for
+from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.jobs_app:registry"
@@ -107,6 +111,8 @@ def test_audit_deletes_exactly_the_old_finished_jobs(
     assert status.returncode == 0, status.stderr
     assert re.search(r"retention: last round .* deleted 0 \(\d+ in all\)", status.stdout)
     assert "oldest finished job: finished" in status.stdout
+    shown = json.loads(run_cli(["status", "--json"], database_url, cwd=ROOT).stdout)
+    assert shown["retention"]["total_deleted"] == gone and shown["retention"]["held"] is False
 
 
 @pytest.mark.slow
@@ -196,3 +202,40 @@ def test_purge_shares_the_statement_and_its_guards(conn: psycopg.Connection[Any]
     left = survivors(conn)
     assert {"pending_old", "running_old", "done_protected", "failed_protected"} <= left
     assert {"cancelled_old", "done_young", "done_unfinished"} <= left
+
+
+@pytest.mark.slow
+def test_retention_through_pgbouncer_in_transaction_mode(
+    server_url: str,
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The turn is a row, not a session lock: behind a transaction pooler two workers
+    still share one turn, and the old jobs go."""
+    reason = unavailable_reason(server_url)
+    if reason:
+        pytest.skip(reason)
+    plant(conn)
+    monkeypatch.setenv("PGBEAT_POOLER", "transaction")
+    bouncer = Pgbouncer(server_url, pool_size=4)
+    policy = RetentionPolicy(every=timedelta(milliseconds=200))
+    settings = pgbeat.WorkerSettings(retention=policy, poll_interval=timedelta(milliseconds=200))
+    workers = [
+        pgbeat.Worker(bouncer.url(database_url), pgbeat.Registry(), settings) for _ in range(2)
+    ]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
+    try:
+        for thread in threads:
+            thread.start()
+        expected = {label for label, (_, _, _, kept) in PLANTED.items() if kept}
+        wait_for(lambda: survivors(conn) == expected, timeout=30, message="retention's deletes")
+        wait_for(lambda: holder_pid(conn), timeout=10, message="a holder")
+        holders = [w for w in workers if w._retention is not None and w._retention.holding]
+        assert len(holders) == 1
+    finally:
+        for worker in workers:
+            worker.stop()
+        for thread in threads:
+            thread.join(30)
+        bouncer.close()
