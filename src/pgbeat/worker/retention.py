@@ -1,11 +1,9 @@
 """Retention: deletes old finished jobs, from one worker at a time, in small batches.
 
-Every worker runs this service on a thread and a connection of its own; a round begins by
-taking (or renewing) the turn in ``pgbeat_retention``, so whichever worker holds it does
-the work and the others only look. The turn is a row with a hold time rather than an
-advisory lock: it works behind a transaction pooler, ``pgbeat status`` can show who holds
-it, and a holder killed with -9 loses it one hold later. Only finished rows are locked,
-with SKIP LOCKED, so a claim never waits on a batch.
+Every worker looks for the turn (a row of ``pgbeat_retention`` with a hold time, which works
+behind a transaction pooler and which a holder killed with -9 loses one hold later) about
+once a minute, on a connection opened for that round; the holder deletes finished rows
+only, locked with SKIP LOCKED, so a claim never waits on a batch.
 """
 
 from __future__ import annotations
@@ -76,6 +74,9 @@ class Retention:
             result = self._connector.run(self.run_round)
         except psycopg.errors.InsufficientPrivilege:
             result = False
+        finally:
+            # idle between rounds, so not held open: a worker keeps its 3 connections
+            self._connector.close()
         if isinstance(result, Outage):
             return result.pause
         if result is False:
