@@ -116,6 +116,25 @@ def test_audit_deletes_exactly_the_old_finished_jobs(
 
 
 @pytest.mark.slow
+def test_a_worker_with_the_defaults_deletes_soon_after_it_starts(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    plant(conn)
+    process = start_cli(["worker", APP], database_url, cwd=ROOT)  # --retention 7d, 30d
+    try:
+        wait_for(
+            lambda: (
+                conn.execute("SELECT count(*) FROM jobs WHERE kind = 'bulk'").fetchone() == (0,)
+            ),
+            timeout=15,
+            message="the first round",
+        )
+    finally:
+        process.stop()
+    assert survivors(conn) == {label for label, (_, _, _, kept) in PLANTED.items() if kept}
+
+
+@pytest.mark.slow
 def test_off_keeps_what_it_names(database_url: str, conn: psycopg.Connection[Any]) -> None:
     plant(conn)
     process = worker(database_url, "--retention", "off", "--failed-retention", "2d")

@@ -36,7 +36,7 @@ def test_a_child_gets_the_parsed_settings_and_its_own_metrics_port() -> None:
         "--log-level", "WARNING", "--log-format", "text", "--lease", "2m",
         "--timeout", "1m30s", "--kinds", "a,b", "--metrics-port", "9102",
         "--metrics-host", "0.0.0.0",
-        "--retention", "off", "--failed-retention", "10d", "--retention-every", "1m",
+        "--retention", "off", "--failed-retention", "10d", "--retention-every", "10s",
     ]  # fmt: skip
 
 

@@ -109,7 +109,8 @@ def add_retention_flags(p: argparse.ArgumentParser) -> None:
         type=types.duration,
         default=DEFAULT_EVERY,
         metavar="DURATION",
-        help="how often the worker holding the retention turn deletes (default 1m)",
+        help="how often a worker looks for the retention turn, and its holder deletes "
+        "(default 10s)",
     )
 
 

@@ -1,8 +1,8 @@
 """Retention: deletes old finished jobs, from one worker at a time, in small batches.
 
 Every worker looks for the turn (a row of ``pgbeat_retention`` with a hold time, which works
-behind a transaction pooler and which a holder killed with -9 loses one hold later) about
-once a minute, on a connection opened for that round; the holder deletes finished rows
+behind a transaction pooler and which a holder killed with -9 loses one hold later) every
+10 seconds, on a connection opened for that round; the holder deletes finished rows
 only, locked with SKIP LOCKED, so a claim never waits on a batch.
 """
 
@@ -27,6 +27,8 @@ from pgbeat.worker.retention_policy import RetentionPolicy
 
 log = logging.getLogger("pgbeat.retention")
 
+FIRST_LOOK_WITHIN = 2.0  # seconds after the start
+
 
 class Retention:
     """The retention service of one worker process; ``start`` it, ``stop`` it at exit."""
@@ -44,8 +46,10 @@ class Retention:
         self._metrics = metrics or Metrics()
         self._connector = Connector(url, "pgbeat-retention", backoff=ReconnectBackoff(url, log))
         self._loop = BackgroundLoop("pgbeat-retention", self._step, on_exit=self._connector.close)
-        # Workers started together spread their first look over one round.
-        self._first_pause = policy.every.total_seconds() * (rng or random.Random()).random()
+        # The first look comes soon after the start (old rows go at once), spread a little
+        # so that workers started together do not all ask at the same instant.
+        first = min(policy.every.total_seconds(), FIRST_LOOK_WITHIN)
+        self._first_pause = first * (rng or random.Random()).random()
         self._started = False
         self._allowed = False
         self.holding = False

@@ -13,7 +13,7 @@ from pgbeat.durations import format_duration, parse_duration
 
 DEFAULT_RETENTION = timedelta(days=7)  # done and cancelled jobs
 DEFAULT_FAILED_RETENTION = timedelta(days=30)  # failed jobs: the dead letter, kept longer
-DEFAULT_EVERY = timedelta(minutes=1)  # between the rounds of the turn's holder
+DEFAULT_EVERY = timedelta(seconds=10)  # between two looks for the turn (and the holder's rounds)
 DEFAULT_BATCH = 1000  # rows per DELETE: short locks, short WAL bursts
 OFF = "off"
 
