@@ -27,6 +27,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "schedules": "1000,10000",
         "repeat": 3,
         "quick_drain": False,
+        "footprint_jobs": 10_000,
     },
     "quick": {
         "jobs": 5_000,
@@ -37,6 +38,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "schedules": "1000",
         "repeat": 1,
         "quick_drain": True,
+        "footprint_jobs": 2_000,
     },
     "smoke": {
         "jobs": 300,
@@ -47,6 +49,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "schedules": "100",
         "repeat": 1,
         "quick_drain": True,
+        "footprint_jobs": 300,
     },
 }
 SYSTEM_TIMEOUT = 600.0
@@ -67,6 +70,14 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--schedules", help="scheduler sizes, comma-separated (1000,10000)")
     parser.add_argument(
         "--repeat", type=int, help="runs of each drain (median kept) and bulk enqueue (best) (3)"
+    )
+    parser.add_argument(
+        "--footprint-jobs", type=int, help="jobs of the WAL/dead tuples/size measurement (10,000)"
+    )
+    parser.add_argument(
+        "--footprint-only",
+        action="store_true",
+        help="only WAL, dead tuples and size per job, of pgbeat and the peers",
     )
     parser.add_argument("--no-peers", action="store_true", help="skip procrastinate, pgqueuer")
     parser.add_argument(
@@ -90,7 +101,10 @@ def child_arguments(args: argparse.Namespace) -> list[str]:
         "--batch", str(args.batch),
         "--latency-samples", str(args.latency_samples),
         "--repeat", str(args.repeat),
+        "--footprint-jobs", str(args.footprint_jobs),
     ]  # fmt: skip
+    if args.footprint_only:
+        flags.append("--footprint-only")
     return [*flags, "--quick-drain"] if args.quick_drain else flags
 
 
@@ -103,8 +117,13 @@ def chosen_systems(args: argparse.Namespace) -> list[System]:
     return [
         s
         for s in SYSTEMS
-        if (only is None or s.key in only) and (peers_wanted or not s.is_peer or only)
+        if (only is None or s.key in only)
+        and (peers_wanted or not s.is_peer or only)
+        and (s.key in FOOTPRINT_SYSTEMS or not args.footprint_only)
     ]
+
+
+FOOTPRINT_SYSTEMS = {"pgbeat", "procrastinate", "pgqueuer_asyncpg"}  # what --footprint-only runs
 
 
 def peer_python(systems: list[System]) -> tuple[Path | None, str, dict[str, str]]:

@@ -22,6 +22,9 @@ ENQUEUE_BULK = "enqueue_bulk"
 DRAIN = "drain"
 PICKUP = "pickup_latency"
 TICK = "scheduler_tick"
+WAL = "wal_per_job"  # bench/footprint.py's three
+DEAD = "dead_tuples_after_drain"
+SIZE = "size_per_million_jobs"
 
 REPEAT_BUDGET = 20.0  # seconds: no further run once the runs so far took this long (short runs)
 URL_ENV = "BENCH_DATABASE_URL"  # how the runner hands a system its database (not argv: passwords)
@@ -201,6 +204,12 @@ def system_arguments(description: str) -> argparse.ArgumentParser:
         help="runs of each drain (median kept) and bulk enqueue (best kept)",
     )
     parser.add_argument("--quick-drain", action="store_true", help="measure one drain config only")
+    parser.add_argument(
+        "--footprint-jobs", type=int, default=10_000, help="jobs of the WAL/bloat measurement"
+    )
+    parser.add_argument(
+        "--footprint-only", action="store_true", help="only the WAL/bloat measurement"
+    )
     return parser
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 import pgbeat
-from bench import database, raw_sql
+from bench import database, footprint, raw_sql
 from bench.measure import (
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
@@ -123,6 +124,11 @@ def drain(url: str, jobs: int, config: DrainConfig) -> Result:
     if config.processes > 1:
         return drain_processes(url, jobs, config)
     _load(url, jobs)
+    return _drain_result(config, jobs, run_worker(url, jobs, config))
+
+
+def run_worker(url: str, jobs: int, config: DrainConfig) -> float:
+    """Run one Worker on the ``jobs`` pending jobs until all are done; the seconds it took."""
     finished = threading.Event()
     counter = itertools.count(1)
     registry = pgbeat.Registry()
@@ -150,7 +156,7 @@ def drain(url: str, jobs: int, config: DrainConfig) -> Result:
         _wait_all_done(conn, jobs)
     worker.stop()
     thread.join(30)
-    return _drain_result(config, jobs, watch.seconds)
+    return watch.seconds
 
 
 def drain_processes(url: str, jobs: int, config: DrainConfig) -> Result:
@@ -268,11 +274,57 @@ def pickup_latency(url: str, samples: int, gap: float) -> Result:
     return latency_result(SYSTEM, "listen_notify", config, latencies)
 
 
+def footprint_results(url: str, jobs: int) -> list[Result]:
+    """WAL, dead tuples and size per job: enqueue_many in calls of 1,000, one Worker drains.
+
+    Twice, in one run: first with the jobs table as it was before migration 0012
+    (fillfactor 100), then as the migrations leave it.
+    """
+    config = FOOTPRINT_DRAIN
+
+    def enqueue() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            _enqueue_many(conn, jobs, 1_000)
+
+    how = f"enqueue_many x1000, {config.description}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(FILLFACTOR).fetchone()
+        fillfactor = int(row[0]) if row and row[0] else 100
+    results = []
+    for variant, value in (
+        ("before: fillfactor 100", 100),
+        (f"fillfactor {fillfactor}", fillfactor),
+    ):
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER TABLE jobs SET (fillfactor = {})").format(value))
+        database.truncate(url, "jobs")
+        results += footprint.measure(
+            SYSTEM, url, jobs, how, enqueue, lambda: _ran(url, jobs, config), variant
+        )
+    return results
+
+
+FOOTPRINT_DRAIN = DrainConfig(100, 100, is_async=False)
+SET_FILLFACTOR = sql.SQL("ALTER TABLE jobs SET (fillfactor = {})")
+# The jobs table's fillfactor as the migrations set it (100 when none is set).
+FILLFACTOR = """
+SELECT split_part(option, '=', 2) FROM pg_class, unnest(reloptions) AS option
+WHERE oid = 'jobs'::regclass AND split_part(option, '=', 1) = 'fillfactor'"""
+
+
+def _ran(url: str, jobs: int, config: DrainConfig) -> None:
+    run_worker(url, jobs, config)
+
+
 def main() -> None:
     args = parse_system_arguments(system_arguments(__doc__ or ""))
     url = args.url
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
+    if args.footprint_only:
+        log(f"pgbeat: WAL and bloat of {args.footprint_jobs} jobs")
+        emit(footprint_results(url, args.footprint_jobs))
+        return
     log("pgbeat: enqueue, one per transaction")
     results = [_emptied(url, enqueue_single(url, args.enqueue_jobs))]
     log("pgbeat: bulk enqueue")
@@ -284,6 +336,8 @@ def main() -> None:
         results.append(median_run(partial(drain, url, args.jobs, config), args.repeat))
     log("pgbeat: pickup latency")
     results.append(pickup_latency(url, args.latency_samples, args.latency_gap))
+    log(f"pgbeat: WAL and bloat of {args.footprint_jobs} jobs")
+    results += footprint_results(url, args.footprint_jobs)
     emit(results)
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.measure import DRAIN, ENQUEUE_BULK, ENQUEUE_SINGLE, PICKUP, TICK
+from bench.measure import DEAD, DRAIN, ENQUEUE_BULK, ENQUEUE_SINGLE, PICKUP, SIZE, TICK, WAL
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -26,6 +26,9 @@ TITLES = {
     DRAIN: "Drain of no-op jobs",
     PICKUP: "Idle pickup latency (enqueue commit -> handler start)",
     TICK: "pgbeat scheduler tick",
+    WAL: "WAL per job, bulk enqueue + claim + complete (value: total; enqueue/drain in config)",
+    DEAD: "Dead tuples left after the drain, per job (autovacuum off)",
+    SIZE: "Tables + indexes after the drain, per million jobs (heap/index in config)",
 }
 
 
@@ -206,11 +209,25 @@ def _section(section: Sequence[Row]) -> list[str]:
             value = f"{row['detail']['p50_ms']:.2f}/{row['detail']['p99_ms']:.2f}"
             unit = "ms p50/99"
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        config = _footprint_config(row) or row["config"]
         lines.append(
-            f"  {row['system']:18} {row['variant']:16} {value:>12} {unit:8} {ratio:>6}  "
-            f"{row['config']}"
+            f"  {row['system']:18} {row['variant']:16} {value:>12} {unit:8} {ratio:>6}  {config}"
         )
     return lines
+
+
+def _footprint_config(row: Row) -> str | None:
+    """The split a footprint figure is made of, before how it was measured."""
+    detail = row["detail"]
+    if row["measurement"] == WAL:
+        split = f"{detail['enqueue_bytes_per_job']:.0f}/{detail['drain_bytes_per_job']:.0f} B"
+    elif row["measurement"] == SIZE:
+        split = f"{detail['heap_mb_per_million']:.0f}/{detail['index_mb_per_million']:.0f} MB"
+    elif row["measurement"] == DEAD:
+        split = f"{detail['dead_tuples']} dead ({detail['counted_by']})"
+    else:
+        return None
+    return f"{split}; {row['config']}"
 
 
 def write_json(document: dict[str, Any], output: Path | None) -> Path:

@@ -22,7 +22,7 @@ from pgqueuer import AsyncpgDriver, PsycopgDriver, Queries, QueueManager
 from pgqueuer.models import Job
 from pgqueuer.types import QueueExecutionMode
 
-from bench import database, process_drain
+from bench import database, footprint, process_drain
 from bench.measure import (
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
@@ -221,11 +221,51 @@ def _check_empty(url: str) -> None:
         raise RuntimeError(f"drain finished with {left} jobs left in the queue")
 
 
+async def footprint_results(system: str, url: str, driver: str, jobs: int) -> list[Result]:
+    """WAL, dead tuples and size per job: enqueue with lists of 1,000, one manager drains."""
+    async with connected(url, driver) as connection:
+        await _clear(Queries(connection))
+
+    async def enqueue() -> None:
+        async with connected(url, driver) as loader:
+            await _enqueue_many(Queries(loader), jobs, 1_000)
+
+    async def drain_all() -> None:
+        async with connected(url, driver) as connection:
+            manager = QueueManager(Queries(connection))
+
+            @manager.entrypoint("noop")
+            async def noop(job: Job) -> None:
+                """The no-op job."""
+
+            await manager.run(batch_size=FOOTPRINT_BATCH, mode=QueueExecutionMode.drain)
+
+    how = f"Queries.enqueue lists x1000, QueueManager.run batch_size={FOOTPRINT_BATCH}"
+    # measure() is synchronous: each phase runs on an event loop of its own thread
+    return await asyncio.to_thread(
+        footprint.measure,
+        system,
+        url,
+        jobs,
+        how,
+        lambda: asyncio.run(enqueue()),
+        lambda: asyncio.run(drain_all()),
+    )
+
+
+FOOTPRINT_BATCH = 100
+
+
 async def run(args: Any) -> list[Result]:
     system, url, driver = f"pgqueuer[{args.driver}]", args.url, args.driver
     async with connected(url, driver) as connection:
         queries = Queries(connection)
         await queries.install()
+    if args.footprint_only:
+        log(f"{system}: WAL and bloat of {args.footprint_jobs} jobs")
+        return await footprint_results(system, url, driver, args.footprint_jobs)
+    async with connected(url, driver) as connection:
+        queries = Queries(connection)
         log(f"{system}: enqueue, one per transaction")
         results = [await enqueue_single(system, queries, args.enqueue_jobs)]
         await _clear(queries)
@@ -248,6 +288,9 @@ async def run(args: Any) -> list[Result]:
     results.append(
         await pickup_latency(system, url, driver, args.latency_samples, args.latency_gap)
     )
+    if driver == "asyncpg":  # the driver does not change what is written
+        log(f"{system}: WAL and bloat of {args.footprint_jobs} jobs")
+        results += await footprint_results(system, url, driver, args.footprint_jobs)
     return results
 
 

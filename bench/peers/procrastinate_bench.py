@@ -18,7 +18,7 @@ from typing import Any
 
 import procrastinate
 
-from bench import database, process_drain
+from bench import database, footprint, process_drain
 from bench.measure import (
     ENQUEUE_BULK,
     ENQUEUE_SINGLE,
@@ -194,12 +194,41 @@ def _check_done(url: str, jobs: int) -> None:
         raise RuntimeError(f"drain finished with {done} of {jobs} jobs succeeded")
 
 
+def footprint_results(url: str, jobs: int) -> list[Result]:
+    """WAL, dead tuples and size per job: batch_defer of 1,000, one worker drains."""
+    _clear(url)
+
+    async def enqueue() -> None:
+        app, _ = make_app(url, 2)
+        async with app.open_async():
+            await _batch_defer(app, jobs, 1_000)
+
+    async def drain_all() -> None:
+        app, _ = make_app(url)
+        async with app.open_async():
+            await app.run_worker_async(
+                wait=False, concurrency=FOOTPRINT_CONCURRENCY, install_signal_handlers=False
+            )
+
+    how = f"batch_defer_async x1000, run_worker_async concurrency={FOOTPRINT_CONCURRENCY}"
+    return footprint.measure(
+        SYSTEM, url, jobs, how, lambda: asyncio.run(enqueue()), lambda: asyncio.run(drain_all())
+    )
+
+
+FOOTPRINT_CONCURRENCY = 50
+
+
 async def run(args: Any) -> list[Result]:
     app, started = make_app(args.url)
     url = args.url
     configs = QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
+    if args.footprint_only:
+        log(f"procrastinate: WAL and bloat of {args.footprint_jobs} jobs")
+        return await asyncio.to_thread(footprint_results, url, args.footprint_jobs)
+    async with app.open_async():
         log("procrastinate: enqueue, one per transaction")
         results = [await enqueue_single(app, args.enqueue_jobs)]
         _clear(url)
@@ -221,6 +250,8 @@ async def run(args: Any) -> list[Result]:
     loader, _ = make_app(url, 2)
     async with loader.open_async():
         results += await drains(loader, [c for c in configs if c.processes > 1], args)
+    log(f"procrastinate: WAL and bloat of {args.footprint_jobs} jobs")
+    results += await asyncio.to_thread(footprint_results, url, args.footprint_jobs)
     return results
 
 

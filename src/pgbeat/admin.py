@@ -13,7 +13,7 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
 
-from pgbeat.db import queries
+from pgbeat.db import queries, retention_queries
 from pgbeat.errors import JobNotFound, Refused
 
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
@@ -143,7 +143,7 @@ def purge_jobs(
     deleted = 0
     while True:
         params = {"statuses": list(statuses), "older_than": older_than, "batch": batch}
-        count = conn.execute(queries.JOBS_PURGE_BATCH, params).rowcount
+        count = conn.execute(retention_queries.JOBS_DELETE_FINISHED, params).rowcount
         deleted += count
         if count < batch:
             return deleted

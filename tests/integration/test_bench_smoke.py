@@ -53,8 +53,8 @@ def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) 
     pgbeat_drain = next(r for r in drains if r["system"] == "pgbeat")
     assert pgbeat_drain["detail"]["processes"] >= 1
     assert {b["system"] for b in document["best_drains"]} >= {"raw_sql", "pgbeat"}
-    for result in document["results"]:
-        assert result["value"] > 0, result
+    for result in document["results"]:  # a drain may leave no dead tuple at all
+        assert result["value"] > 0 or result["measurement"] == "dead_tuples_after_drain", result
         assert {"system", "measurement", "variant", "value", "unit", "config", "ratio"} <= set(
             result
         )

@@ -176,6 +176,7 @@ def test_metrics_scrape_shows_a_completed_job(
     assert samples[("pgbeat_queue_jobs", (("kind", "noop"), ("status", "done")))] == 1.0
     assert ("pgbeat_job_duration_seconds_count", (("kind", "noop"),)) in samples
     assert ("pgbeat_oldest_due_job_age_seconds", ()) in samples
+    assert samples[("pgbeat_oldest_finished_job_age_seconds", ())] >= 0.0  # the job just done
 
 
 @pytest.mark.slow

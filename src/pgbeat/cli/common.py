@@ -26,6 +26,13 @@ from pgbeat.errors import UserError
 from pgbeat.observe.metrics import Metrics, PrometheusMetrics
 from pgbeat.registry import Registry
 from pgbeat.signals import handling_stop_signals
+from pgbeat.worker.retention_policy import (
+    DEFAULT_EVERY,
+    DEFAULT_FAILED_RETENTION,
+    DEFAULT_RETENTION,
+    RetentionPolicy,
+    parse_retention,
+)
 from pgbeat.worker.settings import WorkerSettings
 
 log = logging.getLogger("pgbeat")
@@ -81,6 +88,47 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_retention_flags(p: argparse.ArgumentParser) -> None:
+    """--retention, --failed-retention, --retention-every: how long finished jobs stay."""
+    p.add_argument(
+        "--retention",
+        type=_retention,
+        default=DEFAULT_RETENTION,
+        metavar="DURATION|off",
+        help="delete done and cancelled jobs this long after they finished (default 7d)",
+    )
+    p.add_argument(
+        "--failed-retention",
+        type=_retention,
+        default=DEFAULT_FAILED_RETENTION,
+        metavar="DURATION|off",
+        help="delete failed jobs this long after they failed (default 30d)",
+    )
+    p.add_argument(
+        "--retention-every",
+        type=types.duration,
+        default=DEFAULT_EVERY,
+        metavar="DURATION",
+        help="how often a worker looks for the retention turn, and its holder deletes "
+        "(default 10s)",
+    )
+
+
+def _retention(text: str) -> timedelta | None:
+    try:
+        return parse_retention(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or off") from None
+
+
+def retention_policy(args: argparse.Namespace) -> RetentionPolicy:
+    return RetentionPolicy(
+        retention=args.retention,
+        failed_retention=args.failed_retention,
+        every=args.retention_every,
+    )
+
+
 def add_metrics_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port",
@@ -122,6 +170,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
             kinds=args.kinds,
             grace=args.grace,
             poll_interval=args.poll,
+            retention=retention_policy(args),
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None

@@ -83,6 +83,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     )
     _add_retention_flag(p)
     common.add_worker_flags(p)
+    common.add_retention_flags(p)
     common.add_metrics_flags(p)
     p.set_defaults(func=cmd_run)
 

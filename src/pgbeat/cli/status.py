@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,9 @@ from psycopg.rows import dict_row
 
 from pgbeat.cli import common, types
 from pgbeat.db import connections, migrate, queries
+from pgbeat.db import retention_queries as rq
 from pgbeat.db import schedule_queries as sq
+from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
 from pgbeat.observe.liveness import OVERDUE_GRACE, STALE_AFTER
 from pgbeat.scheduling import state
@@ -101,6 +103,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         schedule_rows = _schedule_status(conn, schedules, now, {s.name: s for s in stored})
         with conn.cursor(row_factory=dict_row) as cursor:
             files = cursor.execute(sq.FILES_AGREEMENT, {"stale_after": STALE_AFTER}).fetchall()
+            retention = cursor.execute(rq.RETENTION_STATUS).fetchone()
     warnings = _warnings(processes, schedule_rows) + _file_warnings(files)
     if problem:
         warnings.insert(0, problem)
@@ -110,11 +113,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "now": now,
                 "processes": processes,
                 "schedules": schedule_rows,
+                "retention": retention,
                 "warnings": warnings,
             }
         )
         return 0
     _print_status(now, processes, schedule_rows, warnings)
+    _print_retention(retention)
     return 0
 
 
@@ -247,3 +252,25 @@ def _print_status(
             )
     for warning in warnings:
         print(f"warning: {warning}")
+
+
+def _print_retention(row: dict[str, Any] | None) -> None:
+    """Retention's last round, who holds the turn, and the oldest finished job kept."""
+    if row is None:
+        return
+    if row["last_run_at"] is None:
+        print("\nretention: no round yet")
+    else:
+        print(
+            f"\nretention: last round {row['last_run_at']:%Y-%m-%d %H:%M:%S} by "
+            f"{row['last_run_by']}, deleted {row['last_deleted']} ({row['total_deleted']} in all)"
+        )
+    print(f"  turn held by {row['holder'] if row['held'] else 'nobody'}")
+    if row["oldest_finished_at"] is None:
+        print("  oldest finished job: none kept")
+    else:
+        age = format_duration(timedelta(seconds=int(row["oldest_finished_age_s"] or 0)))
+        print(
+            f"  oldest finished job: finished {row['oldest_finished_at']:%Y-%m-%d %H:%M:%S}"
+            f" ({age or '0s'} ago)"
+        )

@@ -10,6 +10,7 @@ from pgbeat.db import connections
 from pgbeat.durations import format_duration
 from pgbeat.errors import UserError
 from pgbeat.worker import supervisor
+from pgbeat.worker.retention_policy import format_retention
 from pgbeat.worker.worker import Worker
 
 MAX_PORT = 65535
@@ -28,6 +29,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         "after the installed packages)",
     )
     common.add_worker_flags(p)
+    common.add_retention_flags(p)
     common.add_metrics_flags(p)
     p.add_argument(
         "--processes",
@@ -88,6 +90,11 @@ def child_arguments(args: argparse.Namespace, index: int) -> list[str]:
     if args.metrics_port is not None:
         arguments += ["--metrics-port", str(args.metrics_port + index)]
         arguments += ["--metrics-host", args.metrics_host]
+    arguments += [
+        "--retention", format_retention(args.retention),
+        "--failed-retention", format_retention(args.failed_retention),
+        "--retention-every", format_duration(args.retention_every),
+    ]  # fmt: skip
     return arguments
 
 

@@ -262,18 +262,6 @@ WHERE j.id = %(id)s"""
 # The status of one job, to explain a refused retry or cancel (primary key).
 JOBS_STATUS: LiteralString = "SELECT status FROM jobs WHERE id = %(id)s"
 
-# Deletes one batch of finished jobs older than the cut-off. A scheduled job is never
-# deleted before keep_until (its schedule's catch-up window), or a restarted scheduler
-# would enqueue its period again. Batches keep locks and WAL bursts short.
-JOBS_PURGE_BATCH: LiteralString = """
-DELETE FROM jobs WHERE id IN (
-    SELECT id FROM jobs
-    WHERE status = ANY(%(statuses)s::text[])
-      AND coalesce(finished_at, created_at) < now() - %(older_than)s::interval
-      AND (keep_until IS NULL OR keep_until < now())
-    LIMIT %(batch)s
-)"""
-
 # -- processes (heartbeats) -------------------------------------------------------------------
 
 # Registers or refreshes this process (primary key); a scheduler's file changes on reload.

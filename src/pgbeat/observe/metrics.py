@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pgbeat.db import connections, metrics_queries
+from pgbeat.db import connections, metrics_queries, retention_queries
 from pgbeat.errors import DatabaseUnavailable
 
 log = logging.getLogger("pgbeat.metrics")
@@ -43,6 +43,8 @@ class Metrics:
     def periods(self, schedule: str, inserted: int, existing: int) -> None: ...
 
     def reconnected(self, component: str) -> None: ...
+
+    def retention_deleted(self, status: str, count: int) -> None: ...
 
 
 class PrometheusMetrics(Metrics):
@@ -86,6 +88,12 @@ class PrometheusMetrics(Metrics):
             ["component"],
             registry=self.registry,
         )
+        self._retention_deleted = Counter(
+            "pgbeat_retention_deleted_jobs",
+            "Finished jobs deleted by retention in this process, by status.",
+            ["status"],
+            registry=self.registry,
+        )
         if url is not None:
             self.registry.register(QueueDepthCollector(url, self.kind_label))
 
@@ -109,6 +117,9 @@ class PrometheusMetrics(Metrics):
 
     def reconnected(self, component: str) -> None:
         self._reconnects.labels(component).inc()
+
+    def retention_deleted(self, status: str, count: int) -> None:
+        self._retention_deleted.labels(status).inc(count)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve /metrics on a daemon thread (loopback unless ``host`` says otherwise)."""
@@ -163,9 +174,16 @@ class QueueDepthCollector(Collector):
             "How long the oldest due, unclaimed job has waited.",
         )
         oldest.add_metric([], found.oldest_due_age)
+        finished = GaugeMetricFamily(
+            "pgbeat_oldest_finished_job_age_seconds",
+            "How long ago the oldest finished job still kept finished (0: none kept); "
+            "retention keeps it near --failed-retention.",
+        )
+        finished.add_metric([], found.oldest_finished_age)
         yield depth
         yield estimated
         yield oldest
+        yield finished
 
     def depth(self) -> QueueDepth | None:
         """The last read if it is recent, else a new one; None if the database failed."""
@@ -190,6 +208,7 @@ class QueueDepth:
     counts: dict[tuple[str, str], float]
     estimated: frozenset[str]
     oldest_due_age: float
+    oldest_finished_age: float = 0.0
 
 
 def read_depth(
@@ -208,10 +227,12 @@ def read_depth(
         sample = conn.execute(metrics_queries.JOBS_DEPTH_SAMPLE, {"percent": percent}).fetchall()
         rows, estimated = merge_counts(active, sample, 100.0 / percent, cap)
     oldest = conn.execute(metrics_queries.JOBS_OLDEST_DUE_AGE).fetchone()
+    finished = conn.execute(retention_queries.JOBS_OLDEST_FINISHED_AGE).fetchone()
     return QueueDepth(
         by_kind_label(rows, kind_label),
         estimated,
         float(oldest[0] or 0.0) if oldest is not None else 0.0,
+        float(finished[0] or 0.0) if finished is not None else 0.0,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pgbeat.backoff import BackoffPolicy
+from pgbeat.worker.retention_policy import RetentionPolicy
 
 DEFAULT_LEASE = timedelta(minutes=5)
 DEFAULT_TIMEOUT = timedelta(minutes=1)
@@ -44,6 +45,7 @@ class WorkerSettings:
     claim_batch: int = 100
     listen: bool = True
     heartbeat: bool = True
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -51,3 +53,7 @@ class WorkerSettings:
         if self.claim_batch < 1:
             raise ValueError("claim_batch must be at least 1")
         resolve_timing(self.lease, self.timeout)
+        if not isinstance(self.retention, RetentionPolicy):
+            raise TypeError(
+                f"retention must be a RetentionPolicy, got {type(self.retention).__name__}"
+            )

@@ -33,6 +33,7 @@ from pgbeat.worker.executor import Executor, Run
 from pgbeat.worker.flusher import OutcomeFlusher
 from pgbeat.worker.listener import Listener
 from pgbeat.worker.outcomes import OutcomeBuffer
+from pgbeat.worker.retention import Retention
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
 from pgbeat.worker.timers import ClaimTimers
 
@@ -125,6 +126,11 @@ class Worker:
             if self.settings.heartbeat
             else None
         )
+        self._retention = (
+            Retention(url, self.settings.retention, metrics=self._metrics)
+            if self.settings.retention.enabled
+            else None
+        )
         self.stopped = threading.Event()
 
     # -- control ------------------------------------------------------------------------
@@ -162,6 +168,8 @@ class Worker:
         if self._listener is not None:
             self._listener.start()
         self._writer.start()
+        if self._retention is not None:
+            self._retention.start()
         log.info(
             "worker started: kinds=%s concurrency=%d lease=%gs timeout=%gs",
             ",".join(self.settings.kinds or self._registry.kinds()) or "-",
@@ -177,6 +185,8 @@ class Worker:
                 self._listener.stop()
             if self._heartbeat is not None:
                 self._heartbeat.stop()
+            if self._retention is not None:
+                self._retention.stop()
             self._executor.shutdown()
             self._writer.close()
             self._connector.close()
