@@ -5,6 +5,14 @@ The public API, re-exported from the modules that implement it.
 
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.client import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from pgbeat.control import (
+    CancelResult,
+    JobResult,
+    cancel_job,
+    cancel_job_async,
+    wait,
+    wait_async,
+)
 from pgbeat.db.migrate import apply_migrations
 from pgbeat.errors import (
     DatabaseUnavailable,
@@ -17,6 +25,7 @@ from pgbeat.errors import (
     ScheduleConflict,
     ScheduleError,
     ScheduleNotFound,
+    Snooze,
     UnknownKind,
 )
 from pgbeat.job import Job, JobContext
@@ -43,10 +52,12 @@ from pgbeat.worker.worker import Worker
 
 __all__ = [
     "BackoffPolicy",
+    "CancelResult",
     "Cancelled",
     "DatabaseUnavailable",
     "Job",
     "JobContext",
+    "JobResult",
     "KeyContended",
     "LiveJob",
     "NewJob",
@@ -59,6 +70,7 @@ __all__ = [
     "ScheduleConflict",
     "ScheduleError",
     "ScheduleNotFound",
+    "Snooze",
     "UnknownKind",
     "Worker",
     "WorkerSettings",
@@ -66,6 +78,8 @@ __all__ = [
     "apply_migrations",
     "cancel",
     "cancel_async",
+    "cancel_job",
+    "cancel_job_async",
     "delete_schedule",
     "delete_schedule_async",
     "enqueue",
@@ -78,4 +92,6 @@ __all__ = [
     "reschedule_async",
     "upsert_schedule",
     "upsert_schedule_async",
+    "wait",
+    "wait_async",
 ]

@@ -1,4 +1,5 @@
-"""The queue's statements as a worker runs them: claim, complete, retry, fail, release, reap.
+"""The queue's statements as a worker runs them: claim, complete, retry, snooze, fail, release,
+renew, reap.
 
 One statement each, on the worker's own connections in autocommit. No loops, no sleeping.
 """
@@ -16,7 +17,7 @@ import psycopg
 from psycopg.types.json import set_json_loads
 
 from pgbeat.db import attempt_queries, queries
-from pgbeat.db.literals import number_array
+from pgbeat.db.literals import number_array, text_array
 from pgbeat.job import Job
 
 ERROR_TEXT_LIMIT = 10_000  # last_error keeps the head of a huge message, not 10 MB of it
@@ -62,47 +63,94 @@ def seconds_to_next_job(conn: psycopg.Connection[Any], kinds: Sequence[str] | No
     return None if row is None or row[0] is None else float(row[0])
 
 
-def complete_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
-    """Mark these runs done (runs whose job was claimed again since are left alone)."""
-    conn.execute(queries.JOBS_COMPLETE, _fences(jobs))
+def complete_jobs(
+    conn: psycopg.Connection[Any], jobs: Sequence[Job], results: Sequence[str | None] = ()
+) -> set[int]:
+    """Mark these runs done with their results (JSON text or None, ``results[i]`` is
+    ``jobs[i]``'s), in the one statement; return the ids that ended cancelled instead.
+
+    Runs whose job was claimed again since are left alone.
+    """
+    stored = None if all(r is None for r in results) else text_array(results)
+    if stored is not None and len(results) != len(jobs):
+        raise ValueError("complete_jobs needs one result (or None) per job")
+    return _cancelled(conn.execute(queries.JOBS_COMPLETE, {**_fences(jobs), "results": stored}))
 
 
 def retry_jobs(
     conn: psycopg.Connection[Any],
     retries: Sequence[tuple[Job, str, datetime | timedelta]],
-) -> None:
-    """Put failed runs back to pending at an absolute time or after a delay."""
-    conn.execute(
-        queries.JOBS_RETRY,
-        {
-            **_fences([job for job, _, _ in retries]),
-            "errors": [truncate_error(error) for _, error, _ in retries],
-            "run_ats": [
-                writable_retry_time(when) if isinstance(when, datetime) else None
-                for _, _, when in retries
-            ],
-            "delays": [
-                writable_retry_time(when) if isinstance(when, timedelta) else None
-                for _, _, when in retries
-            ],
-        },
+) -> set[int]:
+    """Put failed runs back to pending at an absolute time or after a delay; return the ids
+    that ended cancelled instead (superseded, or asked to stop)."""
+    return _cancelled(
+        conn.execute(
+            queries.JOBS_RETRY,
+            {
+                **_fences([job for job, _, _ in retries]),
+                "errors": [truncate_error(error) for _, error, _ in retries],
+                **_times([when for _, _, when in retries]),
+            },
+        )
     )
 
 
-def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]) -> None:
-    """Park these runs in the ``failed`` dead letter with their error."""
-    conn.execute(
-        queries.JOBS_FAIL,
-        {
-            **_fences([job for job, _ in failures]),
-            "errors": [truncate_error(error) for _, error in failures],
-        },
+def snooze_jobs(
+    conn: psycopg.Connection[Any], snoozes: Sequence[tuple[Job, datetime | timedelta]]
+) -> set[int]:
+    """Put snoozed runs back to pending at their time, the attempt given back; return the
+    ids that ended cancelled instead."""
+    return _cancelled(
+        conn.execute(
+            queries.JOBS_SNOOZE,
+            {**_fences([job for job, _ in snoozes]), **_times([when for _, when in snoozes])},
+        )
     )
 
 
-def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
-    """Return unfinished runs to pending at shutdown, without charging their attempt."""
-    conn.execute(queries.JOBS_RELEASE, _fences(jobs))
+def _times(whens: Sequence[datetime | timedelta]) -> dict[str, list[Any]]:
+    """Retry times as the two parallel arrays the statements take: absolute, or delays."""
+    return {
+        "run_ats": [writable_retry_time(w) if isinstance(w, datetime) else None for w in whens],
+        "delays": [writable_retry_time(w) if isinstance(w, timedelta) else None for w in whens],
+    }
+
+
+def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]) -> set[int]:
+    """Park these runs in the ``failed`` dead letter with their error; return the ids that
+    ended cancelled instead (asked to stop)."""
+    return _cancelled(
+        conn.execute(
+            queries.JOBS_FAIL,
+            {
+                **_fences([job for job, _ in failures]),
+                "errors": [truncate_error(error) for _, error in failures],
+            },
+        )
+    )
+
+
+def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> set[int]:
+    """Return unfinished runs to pending at shutdown, without charging their attempt; return
+    the ids that ended cancelled instead."""
+    return _cancelled(conn.execute(queries.JOBS_RELEASE, _fences(jobs)))
+
+
+def renew_leases(
+    conn: psycopg.Connection[Any], jobs: Sequence[Job], lease: timedelta
+) -> dict[int, bool]:
+    """Extend the leases of these runs by ``lease`` from the database clock, in one statement.
+
+    Returns, for each run still holding its job, whether someone asked it to stop; a run
+    missing from the answer lost its job (reaped, and maybe claimed again).
+    """
+    rows = conn.execute(queries.JOBS_RENEW, {**_fences(jobs), "lease": lease}).fetchall()
+    return {int(job_id): bool(stop) for job_id, stop in rows}
+
+
+def _cancelled(cursor: psycopg.Cursor[Any]) -> set[int]:
+    row = cursor.fetchone()
+    return set() if row is None else {int(job_id) for job_id in row[0]}
 
 
 def record_attempts(
