@@ -179,7 +179,9 @@ class Executor:
             self._on_settled(run)
         if self._on_slot_freed is not None:
             self._on_slot_freed(free)
-        if not settled_now and not isinstance(error, Released):
+        if not settled_now and not isinstance(error, Released | CancelRequested):
+            if isinstance(run.error, CancelRequested):
+                return  # a cancelled handler that returned: what it returned is not wanted
             log.warning(
                 "job %s (%s) returned after it had timed out or been released; result discarded",
                 run.job.id,
