@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from typing import Any
+from typing import Any, LiteralString
 
 import pgbeat
 
@@ -25,9 +25,9 @@ CREATE TABLE IF NOT EXISTS ends (job_id bigint NOT NULL, how text NOT NULL,
 """
 
 
-def _record(job: pgbeat.JobContext, sql: str, *args: object) -> None:
+def _record(job: pgbeat.JobContext, sql: LiteralString, *args: object) -> None:
     with job.connection() as conn:
-        conn.execute(sql, args)  # type: ignore[arg-type]
+        conn.execute(sql, args)
 
 
 def _started(job: pgbeat.JobContext) -> None:

@@ -171,6 +171,7 @@ def test_wait_on_an_async_connection(worker: pgbeat.Worker, database_url: str) -
     async def main() -> tuple[pgbeat.JobResult, pgbeat.JobResult]:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
             job_id = await pgbeat.enqueue_async(aconn, "result", {"value": {"a": 1}})
+            assert job_id is not None
             first = await pgbeat.wait_async(aconn, job_id, timeout=10)
             second = await pgbeat.wait(aconn, job_id, timeout=10)
             return first, second
