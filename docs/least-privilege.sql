@@ -98,15 +98,25 @@ BEGIN
                AND attname = 'superseded_at' AND NOT attisdropped) THEN  -- migration 0004
         GRANT UPDATE (superseded_at) ON jobs TO pgbeat_keys;
     END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'cancel_requested_at' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT UPDATE (cancel_requested_at) ON jobs TO pgbeat_keys;  -- cancel a running job
+    END IF;
 END
 $$;
 
 -- Worker: claims and outcomes are UPDATEs of a job's state, never of what it runs; no DELETE.
+-- A snooze gives an attempt back (max_attempts); a completion stores the result; `jobs
+-- cancel` (an operator with this role) asks a running job to stop (cancel_requested_at).
 GRANT SELECT ON jobs TO pgbeat_worker;
-GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at)
+GRANT UPDATE (status, attempts, max_attempts, run_at, locked_until, last_error, finished_at)
     ON jobs TO pgbeat_worker;
 DO $$
 BEGIN
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'result' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT UPDATE (result, cancel_requested_at) ON jobs TO pgbeat_worker;
+    END IF;
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
     END IF;

@@ -43,10 +43,6 @@ def one(conn: psycopg.Connection[Any], sql: LiteralString, *args: object) -> Any
     return row[0]
 
 
-def status(conn: psycopg.Connection[Any], job_id: int) -> str:
-    return str(one(conn, "SELECT status FROM jobs WHERE id = %s", job_id))
-
-
 @pytest.fixture
 def cleanup() -> Iterator[list[CliProcess]]:
     started: list[CliProcess] = []
