@@ -341,3 +341,14 @@ def test_a_handler_sees_its_job_fields(database_url: str, conn: psycopg.Connecti
         0,
         None,
     )
+
+
+def test_wait_behind_a_pooler_polls(
+    worker: pgbeat.Worker, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = pgbeat.enqueue(conn, "result", {"value": "polled"})
+    assert job_id is not None
+    monkeypatch.setenv("PGBEAT_POOLER", "transaction")  # no LISTEN on the caller's connection
+    assert pgbeat.wait(conn, job_id, timeout=10).result == "polled"
+    listening = conn.execute("SELECT count(*) FROM pg_listening_channels()").fetchone()
+    assert listening == (0,)

@@ -134,15 +134,15 @@ WHERE status = 'pending'
 # payload is the ids that reached a final state, comma-separated ('' when more than 800
 # would overflow the payload: a waiter then looks at its job), so pgbeat.wait wakes at once.
 
-# Marks finished runs done, with their return values (NULL when %(results)s is NULL)
-# (primary key).
+# Marks finished runs done, with their return values (primary key). %(results)s is one
+# JSON object from job id (as text) to its result, NULL when no run returned anything: a
+# lookup in it is a binary search, where a subscript of a jsonb[] walks the array.
 JOBS_COMPLETE: LiteralString = """
 WITH ended AS (
     UPDATE jobs
     SET status = CASE WHEN cancel_requested_at IS NULL THEN 'done' ELSE 'cancelled' END,
         locked_until = NULL, finished_at = now(),
-        result = CASE WHEN %(results)s::jsonb[] IS NULL THEN NULL
-                      ELSE (%(results)s::jsonb[])[array_position(%(ids)s::bigint[], id)] END
+        result = %(results)s::jsonb -> id::text
     WHERE id = ANY(%(ids)s::bigint[])
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
       AND status IN ('running', 'pending')

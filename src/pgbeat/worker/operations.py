@@ -17,7 +17,7 @@ import psycopg
 from psycopg.types.json import set_json_loads
 
 from pgbeat.db import attempt_queries, queries
-from pgbeat.db.literals import number_array, text_array
+from pgbeat.db.literals import number_array
 from pgbeat.job import Job
 
 ERROR_TEXT_LIMIT = 10_000  # last_error keeps the head of a huge message, not 10 MB of it
@@ -71,10 +71,18 @@ def complete_jobs(
 
     Runs whose job was claimed again since are left alone.
     """
-    stored = None if all(r is None for r in results) else text_array(results)
-    if stored is not None and len(results) != len(jobs):
+    if any(result is not None for result in results) and len(results) != len(jobs):
         raise ValueError("complete_jobs needs one result (or None) per job")
+    stored = results_object(jobs, results)
     return _cancelled(conn.execute(queries.JOBS_COMPLETE, {**_fences(jobs), "results": stored}))
+
+
+def results_object(jobs: Sequence[Job], results: Sequence[str | None]) -> str | None:
+    """The results of a batch as one JSON object text, ``{"<id>": <result>, ...}``; None
+    when no run returned anything (the common case costs nothing)."""
+    given = zip(jobs, results, strict=False)  # no results at all: an empty sequence
+    pairs = [f'"{job.id}":{result}' for job, result in given if result is not None]
+    return "{" + ",".join(pairs) + "}" if pairs else None
 
 
 def retry_jobs(
