@@ -17,7 +17,7 @@ from typing import Any, overload
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from pgbeat.db import frameworks, pooler, queries
+from pgbeat.db import frameworks, outcome_queries, pooler, queries
 from pgbeat.errors import JobNotFound
 from pgbeat.job_keys import Plan, run_async, run_on
 
@@ -182,11 +182,13 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
     deadline = time.monotonic() + seconds
     listening = _can_listen(conn)
     if listening:
-        conn.execute(queries.JOBS_LISTEN_FINISHED)
+        conn.execute(outcome_queries.JOBS_LISTEN_FINISHED)
     try:
         pause = POLL_FIRST
         while True:
-            found = _finished(job_id, conn.execute(queries.JOBS_STATE, {"id": job_id}).fetchone())
+            found = _finished(
+                job_id, conn.execute(outcome_queries.JOBS_STATE, {"id": job_id}).fetchone()
+            )
             if found is not None:
                 return found
             left = deadline - time.monotonic()
@@ -207,7 +209,7 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
                     break
     finally:
         if listening and not conn.closed:
-            conn.execute(queries.JOBS_UNLISTEN_FINISHED)
+            conn.execute(outcome_queries.JOBS_UNLISTEN_FINISHED)
 
 
 async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
@@ -215,11 +217,11 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
     deadline = time.monotonic() + seconds
     listening = _can_listen(aconn)
     if listening:
-        await aconn.execute(queries.JOBS_LISTEN_FINISHED)
+        await aconn.execute(outcome_queries.JOBS_LISTEN_FINISHED)
     try:
         pause = POLL_FIRST
         while True:
-            cursor = await aconn.execute(queries.JOBS_STATE, {"id": job_id})
+            cursor = await aconn.execute(outcome_queries.JOBS_STATE, {"id": job_id})
             found = _finished(job_id, await cursor.fetchone())
             if found is not None:
                 return found
@@ -241,4 +243,4 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
                     break
     finally:
         if listening and not aconn.closed:
-            await aconn.execute(queries.JOBS_UNLISTEN_FINISHED)
+            await aconn.execute(outcome_queries.JOBS_UNLISTEN_FINISHED)

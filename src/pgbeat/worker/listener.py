@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.background import BackgroundLoop
-from pgbeat.db import queries
+from pgbeat.db import outcome_queries, queries
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff
 
 log = logging.getLogger("pgbeat.listener")
@@ -64,7 +64,7 @@ class Listener:
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(queries.JOBS_LISTEN)
         if self._on_cancel is not None:
-            conn.execute(queries.JOBS_LISTEN_CANCEL)
+            conn.execute(outcome_queries.JOBS_LISTEN_CANCEL)
         self._connector.backoff.succeeded()
         self.connected.set()
         self._on_notify()  # anything inserted while we were not listening is due now

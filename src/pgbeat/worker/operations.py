@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import set_json_loads
 
-from pgbeat.db import attempt_queries, queries
+from pgbeat.db import attempt_queries, outcome_queries, queries
 from pgbeat.db.literals import number_array
 from pgbeat.job import Job
 
@@ -74,7 +74,9 @@ def complete_jobs(
     if any(result is not None for result in results) and len(results) != len(jobs):
         raise ValueError("complete_jobs needs one result (or None) per job")
     stored = results_object(jobs, results)
-    return _cancelled(conn.execute(queries.JOBS_COMPLETE, {**_fences(jobs), "results": stored}))
+    return _cancelled(
+        conn.execute(outcome_queries.JOBS_COMPLETE, {**_fences(jobs), "results": stored})
+    )
 
 
 def results_object(jobs: Sequence[Job], results: Sequence[str | None]) -> str | None:
@@ -93,7 +95,7 @@ def retry_jobs(
     that ended cancelled instead (superseded, or asked to stop)."""
     return _cancelled(
         conn.execute(
-            queries.JOBS_RETRY,
+            outcome_queries.JOBS_RETRY,
             {
                 **_fences([job for job, _, _ in retries]),
                 "errors": [truncate_error(error) for _, error, _ in retries],
@@ -110,7 +112,7 @@ def snooze_jobs(
     ids that ended cancelled instead."""
     return _cancelled(
         conn.execute(
-            queries.JOBS_SNOOZE,
+            outcome_queries.JOBS_SNOOZE,
             {**_fences([job for job, _ in snoozes]), **_times([when for _, when in snoozes])},
         )
     )
@@ -129,7 +131,7 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
     ended cancelled instead (asked to stop)."""
     return _cancelled(
         conn.execute(
-            queries.JOBS_FAIL,
+            outcome_queries.JOBS_FAIL,
             {
                 **_fences([job for job, _ in failures]),
                 "errors": [truncate_error(error) for _, error in failures],
@@ -141,7 +143,7 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
 def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> set[int]:
     """Return unfinished runs to pending at shutdown, without charging their attempt; return
     the ids that ended cancelled instead."""
-    return _cancelled(conn.execute(queries.JOBS_RELEASE, _fences(jobs)))
+    return _cancelled(conn.execute(outcome_queries.JOBS_RELEASE, _fences(jobs)))
 
 
 def renew_leases(
@@ -152,7 +154,7 @@ def renew_leases(
     Returns, for each run still holding its job, whether someone asked it to stop; a run
     missing from the answer lost its job (reaped, and maybe claimed again).
     """
-    rows = conn.execute(queries.JOBS_RENEW, {**_fences(jobs), "lease": lease}).fetchall()
+    rows = conn.execute(outcome_queries.JOBS_RENEW, {**_fences(jobs), "lease": lease}).fetchall()
     return {int(job_id): bool(stop) for job_id, stop in rows}
 
 
@@ -191,7 +193,7 @@ def _fences(jobs: Sequence[Job]) -> dict[str, str]:
 
 def reap_expired(conn: psycopg.Connection[Any]) -> list[tuple[int, str, str]]:
     """Return expired leases to pending (or failed when out of attempts); (id, kind, status)."""
-    return [(int(r[0]), r[1], r[2]) for r in conn.execute(queries.JOBS_REAP).fetchall()]
+    return [(int(r[0]), r[1], r[2]) for r in conn.execute(outcome_queries.JOBS_REAP).fetchall()]
 
 
 def truncate_error(error: str) -> str:
