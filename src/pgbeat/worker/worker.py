@@ -44,6 +44,7 @@ __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 log = logging.getLogger("pgbeat.worker")
 
 BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a round trip
+RECENT_CANCELS = 2.0  # seconds a heard cancel is remembered for runs not yet submitted
 
 
 def _session(
@@ -108,6 +109,7 @@ class Worker:
         )
         self._hurry = threading.Event()
         self._lock = threading.Lock()
+        self._recent_cancels: dict[int, float] = {}  # job id -> when a cancel was heard
         self._recorder = OutcomeBuffer(self.settings.backoff, rng or random.Random(), self._metrics)
         self._claim_threshold = max(
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
@@ -150,6 +152,12 @@ class Worker:
         """Cancels heard on the listener: stop those runs now. An empty set: the listener
         (re)connected, and the next renewal round looks for cancels it may have missed."""
         if job_ids:
+            with self._lock:  # before the cancel: _start looks here after it submits
+                now = time.monotonic()
+                self._recent_cancels = {
+                    i: t for i, t in self._recent_cancels.items() if now - t < RECENT_CANCELS
+                }
+                self._recent_cancels.update(dict.fromkeys(job_ids, now))
             self._executor.cancel(job_ids)
         else:
             self._renewer.soon()
@@ -299,6 +307,10 @@ class Worker:
             runs.append(Run(job, handler, context, deadline, started))
         self._renewer.claimed(runs, claim_sent)
         self._executor.submit_many(runs)
+        with self._lock:
+            missed = {run.job.id for run in runs} & self._recent_cancels.keys()
+        if missed:  # cancelled between the claim's commit and the submit: not missed
+            self._executor.cancel(missed)
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """Connections for handlers, from their own pool so they never starve the loop."""
