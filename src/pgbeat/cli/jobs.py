@@ -220,7 +220,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print_json(row)
         return 0
     for key, value in row.items():
-        if key == "payload":
+        if key == "payload" or (key == "result" and value is not None):
             value = json.dumps(value)
         if key == "last_error" and value:
             print("last_error:")
