@@ -78,6 +78,7 @@ def started(conn: psycopg.Connection[Any], job_id: int) -> int:
 # -- results and wait ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_return_values_are_stored_and_wait_returns_them(
     worker: pgbeat.Worker, conn: psycopg.Connection[Any]
 ) -> None:
@@ -90,6 +91,7 @@ def test_return_values_are_stored_and_wait_returns_them(
         assert job_row(conn, job_id)["result"] == value
 
 
+@pytest.mark.slow
 def test_a_pydantic_result_is_stored_as_json(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -105,6 +107,7 @@ def test_a_pydantic_result_is_stored_as_json(
         assert pgbeat.wait(conn, job_id, timeout=10).result == {"rows": 3, "name": "daily"}
 
 
+@pytest.mark.slow
 def test_a_result_over_64_kib_fails_the_job_and_the_worker_lives(
     worker: pgbeat.Worker, conn: psycopg.Connection[Any]
 ) -> None:
@@ -119,6 +122,7 @@ def test_a_result_over_64_kib_fails_the_job_and_the_worker_lives(
     assert pgbeat.wait(conn, fits, timeout=10).status == "done"
 
 
+@pytest.mark.slow
 def test_a_result_that_is_not_json_fails_the_job(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -151,6 +155,7 @@ def test_wait_times_out_and_checks_its_arguments(conn: psycopg.Connection[Any]) 
         pgbeat.wait(conn, job_id, timeout=-1)
 
 
+@pytest.mark.slow
 def test_wait_is_woken_by_notify(worker: pgbeat.Worker, conn: psycopg.Connection[Any]) -> None:
     """The waiter wakes within milliseconds of the completion's commit, not at a poll."""
     lags = []
@@ -167,6 +172,7 @@ def test_wait_is_woken_by_notify(worker: pgbeat.Worker, conn: psycopg.Connection
     assert statistics.median(lags) < 0.1, lags
 
 
+@pytest.mark.slow
 def test_wait_on_an_async_connection(worker: pgbeat.Worker, database_url: str) -> None:
     async def main() -> tuple[pgbeat.JobResult, pgbeat.JobResult]:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
@@ -180,6 +186,7 @@ def test_wait_on_an_async_connection(worker: pgbeat.Worker, database_url: str) -
     assert first == second and first.result == {"a": 1} and first.status == "done"
 
 
+@pytest.mark.slow
 def test_wait_inside_a_transaction_polls(worker: pgbeat.Worker, database_url: str) -> None:
     with psycopg.connect(database_url) as conn:  # not autocommit: no LISTEN possible
         job_id = pgbeat.enqueue(conn, "result", {"value": 7})
@@ -191,6 +198,7 @@ def test_wait_inside_a_transaction_polls(worker: pgbeat.Worker, database_url: st
 # -- snooze ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_snoozes_never_exhaust_the_attempts(
     worker: pgbeat.Worker, conn: psycopg.Connection[Any]
 ) -> None:
@@ -214,6 +222,7 @@ def test_snooze_rejects_what_is_not_a_time() -> None:
 # -- cancel ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sleepy", "async_sleepy"])
 def test_cancel_job_stops_a_running_handler(
     worker: pgbeat.Worker, conn: psycopg.Connection[Any], kind: str
@@ -243,6 +252,7 @@ def test_cancel_job_stops_a_running_handler(
     assert pgbeat.cancel_job(conn, job_id) == pgbeat.CancelResult(job_id, "cancelled")
 
 
+@pytest.mark.slow
 def test_cancel_by_key_stops_a_running_handler(
     worker: pgbeat.Worker, conn: psycopg.Connection[Any]
 ) -> None:
@@ -280,6 +290,7 @@ def test_a_cancelled_run_that_completes_ends_cancelled(conn: psycopg.Connection[
     assert job_row(conn, run.id)["status"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_a_superseded_run_that_retries_is_recorded_as_cancelled(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -321,6 +332,7 @@ def test_a_job_longer_than_its_lease_runs_once(
     assert row == (3, 3)  # never reaped while its worker renewed it
 
 
+@pytest.mark.slow
 def test_a_handler_sees_its_job_fields(database_url: str, conn: psycopg.Connection[Any]) -> None:
     registry = pgbeat.Registry()
     seen: list[pgbeat.JobContext] = []
@@ -343,6 +355,7 @@ def test_a_handler_sees_its_job_fields(database_url: str, conn: psycopg.Connecti
     )
 
 
+@pytest.mark.slow
 def test_wait_behind_a_pooler_polls(
     worker: pgbeat.Worker, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
