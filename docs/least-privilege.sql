@@ -129,22 +129,27 @@ BEGIN
                AND attname = 'superseded_at' AND NOT attisdropped) THEN  -- migration 0004
         GRANT UPDATE (superseded_at) ON jobs TO pgbeat_keys;
     END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'cancel_requested_at' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT UPDATE (cancel_requested_at) ON jobs TO pgbeat_keys;  -- cancel a running job
+    END IF;
 END
 $$;
 
 -- Worker: claims and outcomes are UPDATEs of a job's state (and its result), never of what
--- it runs; no DELETE.
+-- it runs; no DELETE. A snooze gives an attempt back (max_attempts); `jobs cancel` (an
+-- operator with this role) asks a running job to stop (cancel_requested_at).
 GRANT SELECT ON jobs TO pgbeat_worker;
-GRANT UPDATE (status, attempts, run_at, locked_until, last_error, finished_at)
+GRANT UPDATE (status, attempts, max_attempts, run_at, locked_until, last_error, finished_at)
     ON jobs TO pgbeat_worker;
 DO $$
 BEGIN
-    IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
-        GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
-    END IF;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                AND attname = 'result' AND NOT attisdropped) THEN  -- migration 0007
-        GRANT UPDATE (result) ON jobs TO pgbeat_worker;
+        GRANT UPDATE (result, cancel_requested_at) ON jobs TO pgbeat_worker;
+    END IF;
+    IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
+        GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
     END IF;
 END
 $$;
@@ -235,6 +240,11 @@ BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                AND attname = 'superseded_at' AND NOT attisdropped) THEN  -- migration 0004
         GRANT UPDATE (superseded_at) ON jobs TO pgbeat_ui_admin;
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'result' AND NOT attisdropped) THEN  -- migration 0007
+        -- a retry clears the last run's result and cancel request; Cancel asks a running job
+        GRANT UPDATE (result, cancel_requested_at) ON jobs TO pgbeat_ui_admin;
     END IF;
     IF to_regclass('pgbeat_schedules') IS NOT NULL THEN  -- migration 0005
         GRANT UPDATE (paused, paused_at, paused_by, resumed_at, updated_at, updated_by)

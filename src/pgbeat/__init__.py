@@ -9,6 +9,14 @@ from typing import Any
 
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.client import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from pgbeat.control import (
+    CancelResult,
+    JobResult,
+    cancel_job,
+    cancel_job_async,
+    wait,
+    wait_async,
+)
 from pgbeat.db.migrate import apply_migrations
 from pgbeat.errors import (
     DatabaseUnavailable,
@@ -21,6 +29,7 @@ from pgbeat.errors import (
     ScheduleConflict,
     ScheduleError,
     ScheduleNotFound,
+    Snooze,
     UnknownKind,
 )
 from pgbeat.job import Job, JobContext
@@ -47,10 +56,12 @@ from pgbeat.worker.worker import Worker
 
 __all__ = [
     "BackoffPolicy",
+    "CancelResult",
     "Cancelled",
     "DatabaseUnavailable",
     "Job",
     "JobContext",
+    "JobResult",
     "KeyContended",
     "LiveJob",
     "NewJob",
@@ -63,6 +74,7 @@ __all__ = [
     "ScheduleConflict",
     "ScheduleError",
     "ScheduleNotFound",
+    "Snooze",
     "UnknownKind",
     "Worker",
     "WorkerSettings",
@@ -70,6 +82,8 @@ __all__ = [
     "apply_migrations",
     "cancel",
     "cancel_async",
+    "cancel_job",
+    "cancel_job_async",
     "delete_schedule",
     "delete_schedule_async",
     "enqueue",
@@ -82,6 +96,8 @@ __all__ = [
     "reschedule_async",
     "upsert_schedule",
     "upsert_schedule_async",
+    "wait",
+    "wait_async",
 ]
 
 _LAZY = ("testing", "ui")

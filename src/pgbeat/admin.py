@@ -13,6 +13,8 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
 
+from pgbeat import control
+from pgbeat.control import CancelResult
 from pgbeat.db import queries, retention_queries
 from pgbeat.errors import JobNotFound, Refused
 
@@ -117,12 +119,14 @@ def _revived(
         return None
 
 
-def cancel_job(conn: psycopg.Connection[Any], job_id: int, reason: str) -> None:
-    """A pending job goes to cancelled, ``reason`` (who, why) in last_error as
-    'cancelled: <reason>'; others are refused."""
-    params = {"id": job_id, "reason": f"cancelled: {reason}"}
-    if conn.execute(queries.JOBS_CANCEL, params).fetchone() is None:
-        _explain(conn, job_id, "cancel", "only pending jobs can be cancelled")
+def cancel_job(conn: psycopg.Connection[Any], job_id: int, reason: str) -> CancelResult:
+    """A pending job goes to cancelled, a running one is told to stop and ends cancelled
+    (``control.cancel_job``), ``reason`` (who, why) in last_error as 'cancelled: <reason>';
+    a finished one is refused."""
+    result: CancelResult = control.cancel_job(conn, job_id, reason=reason)
+    if not result.accepted:
+        raise Refused(f"cannot cancel job {job_id}: it is {result.previous_status}")
+    return result
 
 
 def purge_jobs(

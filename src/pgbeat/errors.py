@@ -90,6 +90,33 @@ class Retry(Exception):
         self.after: timedelta | datetime = after
 
 
+class Snooze(Exception):
+    """Raised by a handler: run the job again later, without counting this run as an attempt.
+
+    ``after`` is a delay (``timedelta`` or seconds) or an aware ``datetime``. However often a
+    job snoozes, its ``max_attempts`` never runs out: each snooze adds one to it, so the
+    attempts left stay what they were (``attempts`` still counts every run).
+    """
+
+    def __init__(self, after: timedelta | float | datetime, reason: str = "snoozed") -> None:
+        super().__init__(reason)
+        if isinstance(after, bool) or not isinstance(after, timedelta | int | float | datetime):
+            raise TypeError("Snooze(after) takes a timedelta, seconds or an aware datetime")
+        if isinstance(after, int | float):
+            after = timedelta(seconds=after)
+        if isinstance(after, datetime) and after.tzinfo is None:
+            raise ValueError("Snooze(after=datetime) needs a timezone-aware datetime")
+        self.after: timedelta | datetime = after
+
+
+class CancelRequested(Exception):
+    """Someone cancelled a running job (the worker's verdict, never raised to a user)."""
+
+
+class ResultError(Exception):
+    """A handler's return value cannot be stored: not JSON, or larger than the limit."""
+
+
 class TimedOut(Exception):
     """A handler outlived its timeout (the worker's verdict, never raised to a user)."""
 

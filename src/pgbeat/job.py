@@ -38,10 +38,12 @@ class Job(NamedTuple):
 class JobContext:
     """What a handler may learn about the job it runs (its optional second parameter).
 
-    ``cancelled`` is set when the job's timeout passes or the worker gives up on it at
-    shutdown: a synchronous handler cannot be interrupted, but it can check this event
-    between steps and return early. ``connection()`` lends a connection to the worker's
-    database from a pool (autocommit; open a transaction with ``conn.transaction()``).
+    ``cancelled`` is set when someone cancels the running job (``pgbeat.cancel_job``,
+    ``pgbeat.cancel``), its timeout passes, its lease could not be renewed, or the worker
+    gives up on it at shutdown: a synchronous handler cannot be interrupted, but it can
+    check this event between steps and return early. ``connection()`` lends a connection
+    to the worker's database from a pool (autocommit; open a transaction with
+    ``conn.transaction()``).
     """
 
     id: int

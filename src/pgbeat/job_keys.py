@@ -57,8 +57,8 @@ class KeyedJob:
 
 @dataclass(frozen=True)
 class Cancelled:
-    """What ``cancel`` did: a pending job is now cancelled, or a running one was superseded
-    (``was_running``: its run goes on, it will not retry, and its key is free)."""
+    """What ``cancel`` did: a pending job is now cancelled, or a running one was told to stop
+    (``was_running``: its key is free at once, its handler is told, and it ends cancelled)."""
 
     id: int
     was_running: bool
@@ -292,8 +292,9 @@ def cancel(
 def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any:
     """Cancel the live job of ``(kind, job_key)``; ``None`` if there is none.
 
-    A pending job becomes ``cancelled`` (``last_error`` says who or why). A running one
-    cannot be stopped: it finishes its run, gives up its key at once and is never retried.
+    A pending job becomes ``cancelled`` (``last_error`` says who or why). A running one gives
+    up its key at once and is told to stop, as ``cancel_job`` tells it (its async task is
+    cancelled, a sync handler sees ``job.cancelled``); it ends ``cancelled``, never retried.
     Runs in ``conn``'s transaction: a rollback undoes it. An async connection returns a
     coroutine, as ``cancel_async``.
     """

@@ -54,6 +54,7 @@ class Expected:
     max_attempts: int
     superseded: bool
     value: int  # the payload is {"v": value}
+    stop: bool = False  # cancelled while running: whatever the run does, it ends cancelled
 
 
 class JobKeyMachine(RuleBasedStateMachine):
@@ -141,7 +142,7 @@ class JobKeyMachine(RuleBasedStateMachine):
         if job.status == "pending":
             job.status = "cancelled"
         else:
-            job.superseded = True
+            job.superseded = job.stop = True
 
     @rule(key=KEYS)
     def reschedule(self, key: str) -> None:
@@ -190,11 +191,11 @@ class JobKeyMachine(RuleBasedStateMachine):
         if how == "complete":
             operations.complete_jobs(self.conn, [run])
             if fenced_in:
-                job.status = "done"
+                job.status = "cancelled" if job.stop else "done"
         elif how == "fail":
             operations.fail_jobs(self.conn, [(run, "boom")])
             if fenced_in:
-                job.status = "failed"
+                job.status = "cancelled" if job.stop else "failed"
         elif how == "retry":
             operations.retry_jobs(self.conn, [(run, "boom", timedelta(0))])
             if fenced_in:
@@ -258,7 +259,7 @@ class JobKeyMachine(RuleBasedStateMachine):
 
     def revive(self, job_id: int) -> None:
         job = self.jobs[job_id]
-        job.status, job.attempts, job.superseded = "pending", 0, False
+        job.status, job.attempts, job.superseded, job.stop = "pending", 0, False, False
 
     # -- after every step ----------------------------------------------------------------------
 
@@ -266,7 +267,7 @@ class JobKeyMachine(RuleBasedStateMachine):
     def database_matches_the_rules(self) -> None:
         rows = self.conn.execute(
             "SELECT id, job_key, status, attempts, max_attempts, superseded_at IS NOT NULL, "
-            "(payload->>'v')::int FROM jobs"
+            "(payload->>'v')::int, cancel_requested_at IS NOT NULL FROM jobs"
         ).fetchall()
         actual = {row[0]: Expected(*row[1:]) for row in rows}
         assert actual == self.jobs

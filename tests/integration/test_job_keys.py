@@ -545,7 +545,7 @@ def test_cli_cancel_by_key_of_a_running_job(
     claim_one(conn)
     result = run_cli(["jobs", "cancel", "--kind", "remind", "--key", "u1"], database_url)
     assert result.returncode == 0, result.stderr
-    assert f"job {job_id} is running" in result.stdout and "will not be retried" in result.stdout
+    assert f"job {job_id} is running" in result.stdout and "ends cancelled" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,7 @@ def _job(conn: psycopg.Connection[Any], status: str) -> Job:
         (status,),
     ).fetchone()
     assert row is not None, status
-    return Job._make(row)
+    return Job(*row)
 
 
 def _beat(role: str) -> Callable[[psycopg.Connection[Any]], object]:

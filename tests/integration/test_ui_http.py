@@ -372,6 +372,31 @@ def test_cancel_keeps_the_record_as_cancelled_and_only_finished_jobs_are_deleted
         assert conn.execute("SELECT 1 FROM jobs WHERE id = %s", (pending,)).fetchone() is None
 
 
+def test_a_running_job_page_offers_cancel_and_a_done_one_shows_its_result(
+    open_local: Dashboard, ui_database: str
+) -> None:
+    running, done = new_job(ui_database, "running"), new_job(ui_database, "done")
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        conn.execute(
+            """UPDATE jobs SET result = '{"rows": 42, "note": "<b>"}' WHERE id = %s""", (done,)
+        )
+    with httpx.Client(base_url=open_local.origin, follow_redirects=True) as client:
+        page = client.get(f"/jobs/{running}").text
+        assert f'/jobs/{running}/cancel"' in page
+        token = csrf_of(page)
+        answer = client.post(f"/jobs/{running}/cancel", data={"csrf": token})
+        assert "its handler is told to stop" in answer.text
+        shown = client.get(f"/jobs/{done}").text
+    assert "<h2>Result</h2>" in shown and "&#34;rows&#34;: 42" in shown and "&lt;b&gt;" in shown
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT status, cancel_requested_at IS NOT NULL, last_error FROM jobs WHERE id = %s",
+            (running,),
+        ).fetchone()
+    assert row is not None and row[:2] == ("running", True)  # its worker ends it cancelled
+    assert row[2].startswith("cancelled: via the dashboard by ")
+
+
 @pytest.mark.slow
 def test_pgbeat_ui_serves_the_dashboard(ui_database: str, schedules_file: Path) -> None:
     with socket.socket() as probe:

@@ -40,6 +40,8 @@ PURE = (
     "pgbeat.ui.timeline",
     "pgbeat.worker.settings",
     "pgbeat.observe.liveness",
+    "pgbeat.worker.retention_policy",
+    "pgbeat.worker.results",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

@@ -119,3 +119,71 @@ def test_async_runs_start_together_and_cancel_when_abandoned(
     assert executor.release_all() == [hanging]
     assert isinstance(hanging.error, Released)
     wait_for(lambda: executor.busy() == 0, timeout=5, message="the cancelled task freed its slot")
+
+
+def test_results_of_sync_and_async_handlers_are_kept(
+    executor: Executor, recorded: Recorded
+) -> None:
+    registry = pgbeat.Registry()
+
+    async def async_value(payload: Any) -> dict[str, int]:
+        return {"a": 1}
+
+    registry.register("sync", lambda payload: [1, 2])
+    registry.register("async", async_value)
+    runs = [make_run(registry, "sync", 1), make_run(registry, "async", 2)]
+    executor.submit_many(runs)
+    wait_for(lambda: len(recorded.settled) == 2)
+    assert {run.job.id: run.result for run in recorded.settled} == {1: [1, 2], 2: {"a": 1}}
+
+
+def test_cancel_settles_a_running_run_at_once_and_tells_its_handler(
+    executor: Executor, recorded: Recorded
+) -> None:
+    registry = pgbeat.Registry()
+    heard = threading.Event()
+
+    async def forever(payload: Any) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            heard.set()
+            raise
+
+    registry.register("forever", forever)
+    run = make_run(registry, "forever", 7)
+    executor.submit_many([run])
+    wait_for(lambda: run._task is not None)
+    assert executor.cancel({7, 8}) == 1
+    assert recorded.settled == [run]
+    assert type(run.error).__name__ == "CancelRequested"
+    wait_for(heard.is_set, message="the task heard CancelledError")
+    wait_for(lambda: executor.busy() == 0)
+    assert executor.cancel({7}) == 0  # settled once
+
+
+def test_a_run_whose_lease_lapsed_is_given_up(executor: Executor, recorded: Recorded) -> None:
+    registry = pgbeat.Registry()
+    gate = threading.Event()
+    registry.register("wait", lambda payload: gate.wait(10))
+    run = make_run(registry, "wait", 3)
+    run.lease_expires = time.monotonic() + 0.05
+    executor.submit_many([run])
+    wait_for(lambda: executor.expire(time.monotonic()) is None and recorded.settled)
+    assert isinstance(run.error, TimedOut) and "lease" in str(run.error)
+    gate.set()
+
+
+def test_a_renewed_lease_keeps_the_run_going(executor: Executor, recorded: Recorded) -> None:
+    registry = pgbeat.Registry()
+    gate = threading.Event()
+    registry.register("wait", lambda payload: gate.wait(10))
+    run = make_run(registry, "wait", 4)
+    run.lease_expires = time.monotonic() + 0.05
+    executor.submit_many([run])
+    executor.lease_renewed([run], time.monotonic() + 60)
+    assert executor.expire(time.monotonic() + 1) is not None
+    assert recorded.settled == []
+    gate.set()
+    wait_for(lambda: recorded.settled == [run])
+    assert run.error is None

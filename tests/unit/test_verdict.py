@@ -4,7 +4,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.errors import PayloadError, PermanentError, Released, Retry, TimedOut, UnknownKind
+from pgbeat.errors import (
+    CancelRequested,
+    PayloadError,
+    PermanentError,
+    Released,
+    ResultError,
+    Retry,
+    Snooze,
+    TimedOut,
+    UnknownKind,
+)
 from pgbeat.job import Job
 from pgbeat.worker.verdict import decide, describe_error
 
@@ -86,3 +96,19 @@ def test_an_error_whose_str_raises_is_still_described() -> None:
     assert describe_error(Unprintable()) == (
         "Unprintable: <str() of this exception raised RuntimeError>"
     )
+
+
+def test_a_snooze_spends_no_attempt_even_on_the_last_one() -> None:
+    outcome = decide(job(3), raised(Snooze(30)), POLICY, random.Random(0))
+    assert (outcome.verdict, outcome.retry_at) == ("snoozed", timedelta(seconds=30))
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    assert decide(job(1), Snooze(at), POLICY, random.Random(0)).retry_at == at
+
+
+def test_a_cancel_and_an_unstorable_result_have_their_verdicts() -> None:
+    cancelled = decide(job(1), CancelRequested("cancelled while running"), POLICY, random.Random(0))
+    assert (cancelled.verdict, cancelled.error) == (
+        "cancelled",
+        "CancelRequested: cancelled while running",
+    )
+    assert decide(job(1), ResultError("too big"), POLICY, random.Random(0)).verdict == "failed"

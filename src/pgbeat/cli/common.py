@@ -63,13 +63,14 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
         "--lease",
         type=types.duration,
         metavar="DURATION",
-        help="how long a claimed job is reserved (default 5m)",
+        help="how long a claimed job is reserved between renewals: a dead worker's jobs "
+        "run again about this long after it died (default 5m)",
     )
     p.add_argument(
         "--timeout",
         type=types.duration,
         metavar="DURATION",
-        help="a job's time limit, shorter than the lease (default 1m)",
+        help="a job's time limit (default 1m); may exceed the lease, which is renewed",
     )
     p.add_argument("--kinds", type=types.kinds_list, metavar="a,b", help="only run these kinds")
     p.add_argument(

@@ -90,12 +90,14 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_retry)
 
     p = sub.add_parser(
-        "cancel", parents=[common], help="a pending job is cancelled; by id, or by kind and key"
+        "cancel",
+        parents=[common],
+        help="a pending job is cancelled, a running one stopped; by id, or by kind and key",
     )
     p.add_argument("id", type=_job_id, nargs="?", metavar="ID")
     p.add_argument("--kind", help="with --key: the kind of the job")
     p.add_argument(
-        "--key", metavar="KEY", help="the live job with this job key (a running one won't retry)"
+        "--key", metavar="KEY", help="the live job with this job key (pending or running)"
     )
     p.set_defaults(func=cmd_cancel)
 
@@ -218,7 +220,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print_json(row)
         return 0
     for key, value in row.items():
-        if key == "payload":
+        if key == "payload" or (key == "result" and value is not None):
             value = json.dumps(value)
         if key == "last_error" and value:
             print("last_error:")
@@ -253,15 +255,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     reason = f"pgbeat jobs cancel, by {_operator()}"
     with _connection(args) as conn:
         if not by_key:
-            admin.cancel_job(conn, args.id, reason)
-            print(f"job {args.id} cancelled")
+            if admin.cancel_job(conn, args.id, reason).previous_status == "running":
+                print(f"job {args.id} is running: its handler is told to stop; it ends cancelled")
+            else:
+                print(f"job {args.id} cancelled")
             return 0
         cancelled = job_keys.cancel(conn, args.kind, args.key, reason=reason)
     if cancelled is None:
         raise JobNotFound(f"no live {args.kind} job with job key {args.key!r}")
     if cancelled.was_running:
         print(
-            f"job {cancelled.id} is running: it finishes this run, will not be retried, "
+            f"job {cancelled.id} is running: its handler is told to stop, it ends cancelled, "
             "and its key is free"
         )
     else:

@@ -104,75 +104,6 @@ SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
 WHERE status = 'pending'
   AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"""
 
-# Outcome statements take parallel arrays (ids[i] ran as attempts[i]) and look rows up by
-# primary key with `id = ANY(...)`; array_position picks each row's own values. The attempt
-# fences out a run whose lease expired and whose job was claimed again since.
-
-# Marks finished runs done (primary key).
-JOBS_COMPLETE: LiteralString = """
-UPDATE jobs SET status = 'done', locked_until = NULL, finished_at = now()
-WHERE id = ANY(%(ids)s::bigint[])
-  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-  AND status IN ('running', 'pending')"""
-
-# Puts failed runs back to pending at their retry time: an absolute run_at, or a delay
-# from the database clock (primary key). A superseded run (job_keys.py: a newer job took
-# its key) is not retried: its job ends cancelled, its error after the reason.
-JOBS_RETRY: LiteralString = """
-UPDATE jobs
-SET status = CASE WHEN superseded_at IS NULL THEN 'pending' ELSE 'cancelled' END,
-    finished_at = CASE WHEN superseded_at IS NULL THEN finished_at ELSE now() END,
-    locked_until = NULL,
-    last_error = CASE WHEN superseded_at IS NULL THEN '' ELSE coalesce(last_error || '; ', '') END
-                 || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)],
-    run_at = CASE WHEN superseded_at IS NOT NULL THEN run_at ELSE
-             coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
-                      now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
-             END
-WHERE id = ANY(%(ids)s::bigint[])
-  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-  AND status IN ('running', 'pending')"""
-
-# Parks runs in the failed dead letter with their error (primary key).
-JOBS_FAIL: LiteralString = """
-UPDATE jobs
-SET status = 'failed', locked_until = NULL, finished_at = now(),
-    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
-WHERE id = ANY(%(ids)s::bigint[])
-  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-  AND status IN ('running', 'pending')"""
-
-# Returns running jobs to pending at shutdown without charging the attempt (primary key);
-# a superseded one (job_keys.py) is not run again: it ends cancelled.
-JOBS_RELEASE: LiteralString = """
-UPDATE jobs
-SET status = CASE WHEN superseded_at IS NULL THEN 'pending' ELSE 'cancelled' END,
-    finished_at = CASE WHEN superseded_at IS NULL THEN finished_at ELSE now() END,
-    last_error = CASE WHEN superseded_at IS NULL THEN last_error
-                      ELSE concat_ws('; ', last_error, 'released at shutdown') END,
-    locked_until = NULL, attempts = greatest(attempts - 1, 0)
-WHERE id = ANY(%(ids)s::bigint[])
-  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-  AND status = 'running'"""
-
-# Returns jobs whose lease expired (their worker died) to pending, or to failed once their
-# attempts are spent, so a job that keeps killing its worker ends (jobs_running). A
-# superseded job (job_keys.py) is not run again: it ends cancelled.
-JOBS_REAP: LiteralString = """
-UPDATE jobs
-SET status = CASE WHEN superseded_at IS NOT NULL THEN 'cancelled'
-                  WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
-    run_at = CASE WHEN superseded_at IS NULL AND attempts < max_attempts THEN now()
-                  ELSE run_at END,
-    finished_at = CASE WHEN superseded_at IS NOT NULL OR attempts >= max_attempts
-                       THEN now() END,
-    locked_until = NULL,
-    last_error = CASE WHEN superseded_at IS NULL THEN '' ELSE coalesce(last_error || '; ', '') END
-                 || 'lease expired during attempt ' || attempts
-                 || ' (worker died or lost the database)'
-WHERE status = 'running' AND locked_until < now()
-RETURNING id, kind, status"""
-
 # -- administration -------------------------------------------------------------------------
 
 # Job counts by status and kind (a full scan: an operator's command, not a hot path).
@@ -202,7 +133,8 @@ LIMIT %(limit)s"""
 # Everything about one job (primary key).
 JOBS_SHOW: LiteralString = """
 SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
-       unique_key, job_key, superseded_at, last_error, payload, locked_until, keep_until
+       unique_key, job_key, superseded_at, cancel_requested_at, last_error, payload,
+       locked_until, keep_until, result
 FROM jobs WHERE id = %(id)s"""
 
 # Puts one finished or waiting job back to pending, due now, with its attempts reset
@@ -212,7 +144,7 @@ FROM jobs WHERE id = %(id)s"""
 JOBS_RETRY_ONE: LiteralString = """
 UPDATE jobs AS j
 SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL,
-    superseded_at = NULL
+    superseded_at = NULL, cancel_requested_at = NULL, result = NULL
 WHERE j.id = %(id)s AND j.status <> 'running'
   AND NOT EXISTS (
       SELECT FROM jobs AS live
@@ -237,7 +169,7 @@ FROM (
 JOBS_RETRY_FAILED: LiteralString = """
 UPDATE jobs AS j
 SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL,
-    superseded_at = NULL
+    superseded_at = NULL, cancel_requested_at = NULL, result = NULL
 WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'failed'
   AND NOT EXISTS (
       SELECT FROM jobs AS live
@@ -245,12 +177,22 @@ WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'failed'
         AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
 RETURNING id"""
 
-# Cancels one pending job, with who or why in last_error (primary key). Stopping a job on
-# purpose is not a failure: it lands in cancelled, outside the failed dead letter.
+# Cancels one job (primary key): a pending one is cancelled at once; a running one is asked
+# to stop (cancel_requested_at), and NOTIFY pgbeat_cancel, payload the job's id, tells its
+# worker at commit; its outcome then ends it cancelled. Who or why goes to last_error.
+# Returns the status it left (cancelled or running); no row: the job is not live.
 JOBS_CANCEL: LiteralString = """
-UPDATE jobs SET status = 'cancelled', last_error = %(reason)s, finished_at = now()
-WHERE id = %(id)s AND status = 'pending'
-RETURNING id"""
+UPDATE jobs
+SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
+    finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+    cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
+                          ELSE cancel_requested_at END,
+    last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
+                      ELSE last_error END
+WHERE id = %(id)s AND status IN ('pending', 'running')
+RETURNING status,
+          pg_notify(CASE status WHEN 'running' THEN 'pgbeat_cancel' ELSE 'pgbeat_finished' END,
+                    id::text)"""
 
 # Which live job holds a key, to explain a refused retry (jobs_live_key).
 JOBS_KEY_HOLDER: LiteralString = """

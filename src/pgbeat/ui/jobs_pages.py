@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from pgbeat import control
+from pgbeat.errors import JobNotFound
 from pgbeat.ui import jobs_data
 from pgbeat.ui.context import Ui, first, redirect
 from pgbeat.ui.filters import (
@@ -111,8 +113,11 @@ class JobPages:
             payload=payload_text(
                 job["payload"], hidden=self.ui.settings.hide_payloads, pretty=True
             ),
-            actions=ACTIONS_FOR_STATUS.get(job["status"], ()) if self.ui.can_act(request) else (),
+            actions=_job_actions(job["status"]) if self.ui.can_act(request) else (),
             action_words=ACTION_WORDS,
+            result=None
+            if job.get("result") is None
+            else payload_text(job["result"], hidden=self.ui.settings.hide_payloads, pretty=True),
         )
 
     async def act_one(self, request: Request) -> Response:
@@ -122,6 +127,9 @@ class JobPages:
         action = str(request.path_params["action"]).replace("-", "_")
         if action not in ACTIONS:
             raise HTTPException(404, f"no action {action!r}")
+        if action == "cancel":  # pending or running: the one cancel every face uses
+            message = await run_in_threadpool(self._cancel_one, request, job_id)
+            return redirect(request, f"/jobs/{job_id}", message)
         done = await run_in_threadpool(self._act_on_ids, request, action, [job_id])
         if action == "delete" and done:
             return redirect(request, "/jobs", f"Job {job_id} deleted.")
@@ -231,6 +239,20 @@ class JobPages:
         )
         return acted
 
+    def _cancel_one(self, request: Request, job_id: int) -> str:
+        with self.ui.store.connection() as conn:
+            try:
+                who = self.ui.identity(request).who
+                found = control.cancel_job(conn, job_id, reason=f"via the dashboard by {who}")
+            except JobNotFound:
+                raise HTTPException(404, f"no job {job_id}") from None
+        self.ui.log_action(request, "cancel", ids=[job_id], affected=int(found.accepted))
+        if found.previous_status == "running":
+            return f"Job {job_id} is running: its handler is told to stop; it ends cancelled."
+        if found.accepted:
+            return f"Job {job_id} cancelled."
+        return f"Job {job_id} was not cancelled: it is {found.previous_status}."
+
     def _reason(self, request: Request) -> str:
         return f"cancelled via the dashboard by {self.ui.identity(request).who}"
 
@@ -255,7 +277,13 @@ _SHOWN_FIELDS = {
     "payload",
     "locked_until",
     "keep_until",
+    "result",
 }
+
+
+def _job_actions(status: str) -> tuple[str, ...]:
+    """The actions a job's own page offers: the list's, and Cancel for a running job."""
+    return ("cancel",) if status == "running" else ACTIONS_FOR_STATUS.get(status, ())
 
 
 def _result(action: str, acted: int, skipped: int) -> str:

@@ -1,8 +1,8 @@
 """Runs handlers with bounded concurrency: sync ones on daemon threads, async ones on one loop.
 
-Each run settles exactly once, with the handler's result or with a timeout, whichever
-comes first. A synchronous handler cannot be interrupted: after its timeout its thread
-keeps its slot until the function returns, and what it returns then is discarded.
+Each run settles exactly once, with the handler's result or with a timeout, a cancel or a
+lost lease, whichever comes first. A synchronous handler cannot be interrupted: after that
+its thread keeps its slot until the function returns, and what it returns then is discarded.
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pgbeat.errors import Released, TimedOut
+from pgbeat.errors import CancelRequested, Released, TimedOut
 from pgbeat.job import Job, JobContext
 from pgbeat.observe import tracing
 from pgbeat.registry import Handler
 
 log = logging.getLogger("pgbeat.worker")
+_LEASE_LAPSED = (
+    "gave up on the run: its lease could not be renewed in time (lost the database?), so "
+    "the job may be running elsewhere"
+)
 
 
 @dataclass(eq=False)
@@ -36,8 +40,12 @@ class Run:
     deadline: float  # time.monotonic()
     started: float = field(default_factory=time.monotonic)
     error: BaseException | None = None
+    result: Any = None  # what the handler returned, once settled without an error
     settled: bool = False
     finished_at: float = 0.0
+    # Until when (monotonic) the run may go on without a renewal of its lease: past it, the
+    # job may have been reaped and claimed by another worker, so the run is given up.
+    lease_expires: float = float("inf")
     _task: asyncio.Task[Any] | None = None  # an async handler's, once started
     # Run in a span with this parent (jobs.meta: the enqueue's context, or {} for none);
     # None when tracing is not configured.
@@ -97,7 +105,9 @@ class Executor:
         with self._lock:
             self._busy += len(runs)
             self._running.update(runs)
-            self._earliest_deadline = min(self._earliest_deadline, *(r.deadline for r in runs))
+            self._earliest_deadline = min(
+                self._earliest_deadline, *(min(r.deadline, r.lease_expires) for r in runs)
+            )
         async_runs = []
         for run in runs:
             if run.handler is not None and run.handler.is_async:
@@ -122,16 +132,17 @@ class Executor:
     def _thread_main(self) -> None:
         while (run := self._inbox.get()) is not None:
             error: BaseException | None = None
+            result: Any = None
             try:
                 if run.handler is None:
                     raise RuntimeError("no handler")  # unknown kinds are settled before submit
                 if run.trace is None:  # not traced: the common case, no call more
-                    run.handler.call(run.job.payload, run.context)
+                    result = run.handler.call(run.job.payload, run.context)
                 else:
-                    call_handler(run)
+                    result = call_handler(run)
             except BaseException as exc:  # the handler's failure is the job's outcome
                 error = exc
-            self._finish(run, error)
+            self._finish(run, error, result)
 
     def _start_tasks(self, runs: list[Run]) -> None:
         """On the loop's thread: one task per run, settled by its done callback."""
@@ -147,8 +158,12 @@ class Executor:
                 task.cancel()
 
     def _task_done(self, run: Run, task: asyncio.Task[Any]) -> None:
-        error = Released("cancelled") if task.cancelled() else task.exception()
-        self._finish(run, error)
+        if task.cancelled():
+            self._finish(run, Released("cancelled"))
+        elif (error := task.exception()) is not None:
+            self._finish(run, error)
+        else:
+            self._finish(run, None, task.result())
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -161,29 +176,32 @@ class Executor:
 
     # -- ending runs ----------------------------------------------------------------------
 
-    def _finish(self, run: Run, error: BaseException | None) -> None:
+    def _finish(self, run: Run, error: BaseException | None, result: Any = None) -> None:
         """A handler returned: free its slot and settle its run, unless that happened."""
         with self._lock:
             self._busy -= 1
             free = self.concurrency - self._busy
-            settled_now = self._mark_settled(run, error)
+            settled_now = self._mark_settled(run, error, result)
         if settled_now:
             self._on_settled(run)
         if self._on_slot_freed is not None:
             self._on_slot_freed(free)
-        if not settled_now and not isinstance(error, Released):
+        if not settled_now and not isinstance(error, Released | CancelRequested):
+            if isinstance(run.error, CancelRequested):
+                return  # a cancelled handler that returned: what it returned is not wanted
             log.warning(
                 "job %s (%s) returned after it had timed out or been released; result discarded",
                 run.job.id,
                 run.job.kind,
             )
 
-    def _mark_settled(self, run: Run, error: BaseException | None) -> bool:
+    def _mark_settled(self, run: Run, error: BaseException | None, result: Any = None) -> bool:
         """Record the run's end (the lock is held); False if it had already ended."""
         if run.settled:
             return False
         run.settled = True
         run.error = error
+        run.result = result
         run.finished_at = time.monotonic()
         self._running.discard(run)
         return True
@@ -208,13 +226,36 @@ class Executor:
         for run in running:
             if run.deadline <= now:
                 timeout = timedelta(seconds=round(run.deadline - run.started, 3))
-                if self._settle(run, TimedOut(f"timed out after {timeout.total_seconds():g}s")):
-                    self._abandon(run)
-            elif next_deadline is None or run.deadline < next_deadline:
-                next_deadline = run.deadline
+                self.interrupt(run, TimedOut(f"timed out after {timeout.total_seconds():g}s"))
+            elif run.lease_expires <= now:
+                self.interrupt(run, TimedOut(_LEASE_LAPSED))
+            elif next_deadline is None or min(run.deadline, run.lease_expires) < next_deadline:
+                next_deadline = min(run.deadline, run.lease_expires)
         with self._lock:  # only the caller's thread submits: no run started during the scan
             self._earliest_deadline = float("inf") if next_deadline is None else next_deadline
         return next_deadline
+
+    def interrupt(self, run: Run, error: BaseException) -> bool:
+        """Settle ``run`` with ``error`` now and tell its handler to stop; False if it had
+        settled already. Its slot stays held until the handler returns."""
+        if not self._settle(run, error):
+            return False
+        self._abandon(run)
+        return True
+
+    def cancel(self, job_ids: set[int]) -> int:
+        """Stop the running runs of these jobs (someone cancelled them); return how many."""
+        return sum(
+            self.interrupt(run, CancelRequested("cancelled while running"))
+            for run in self.unsettled()
+            if run.job.id in job_ids
+        )
+
+    def lease_renewed(self, runs: Sequence[Run], until: float) -> None:
+        """These runs' leases were renewed: they may go on until ``until`` (monotonic)."""
+        with self._lock:
+            for run in runs:
+                run.lease_expires = until
 
     def release_all(self) -> list[Run]:
         """Settle every unfinished run as released (shutdown) and return them."""
@@ -256,12 +297,11 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()
 
 
-async def _invoke(run: Run) -> None:
+async def _invoke(run: Run) -> Any:
     assert run.handler is not None
     if run.trace is None:  # not traced: the common case, no coroutine more
-        await run.handler.call(run.job.payload, run.context)
-    else:
-        await call_handler_async(run)
+        return await run.handler.call(run.job.payload, run.context)
+    return await call_handler_async(run)
 
 
 def call_handler(run: Run) -> Any:

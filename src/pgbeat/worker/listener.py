@@ -1,8 +1,10 @@
-"""Wakes idle workers when jobs are inserted, through LISTEN on a dedicated connection.
+"""Wakes idle workers when jobs are inserted, and tells them of cancels of running jobs,
+through LISTEN on a dedicated connection.
 
 psycopg's ``notifies()`` holds its connection's lock while it waits, so the listener
 never shares its connection. If notifications stop (a pooler that drops them, an
-outage), workers still poll: the listener only makes pickup faster.
+outage), workers still poll, and learn of cancels from their lease renewals: the listener
+only makes pickup and cancels faster.
 """
 
 from __future__ import annotations
@@ -15,17 +17,29 @@ from typing import Any
 import psycopg
 
 from pgbeat.background import BackgroundLoop
-from pgbeat.db import queries
+from pgbeat.db import outcome_queries, queries
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff
 
 log = logging.getLogger("pgbeat.listener")
 
 
-class Listener:
-    """A daemon thread that calls ``on_notify`` for each notification of new jobs."""
+CANCEL_CHANNEL = "pgbeat_cancel"  # NOTIFY pgbeat_cancel, '<job id>': stop that running job
 
-    def __init__(self, url: str, on_notify: Callable[[], None], check_every: float = 0.5) -> None:
+
+class Listener:
+    """A daemon thread that calls ``on_notify`` for each notification of new jobs, and
+    ``on_cancel`` with the ids of cancelled running jobs (an empty set when it (re)connects:
+    a cancel sent while it was not listening may have been missed)."""
+
+    def __init__(
+        self,
+        url: str,
+        on_notify: Callable[[], None],
+        check_every: float = 0.5,
+        on_cancel: Callable[[set[int]], None] | None = None,
+    ) -> None:
         self._on_notify = on_notify
+        self._on_cancel = on_cancel
         self._check_every = check_every
         self._connector = Connector(url, "pgbeat-listener", backoff=ReconnectBackoff(url, log))
         self._loop = BackgroundLoop("pgbeat-listener", self._step, on_exit=self._connector.close)
@@ -49,9 +63,29 @@ class Listener:
 
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(queries.JOBS_LISTEN)
+        if self._on_cancel is not None:
+            conn.execute(outcome_queries.JOBS_LISTEN_CANCEL)
         self._connector.backoff.succeeded()
         self.connected.set()
         self._on_notify()  # anything inserted while we were not listening is due now
+        if self._on_cancel is not None:
+            self._on_cancel(set())
         while not self._loop.stopping.is_set():
-            for _ in conn.notifies(timeout=self._check_every):
+            cancelled: set[int] = set()
+            woken = False
+            for notify in conn.notifies(timeout=self._check_every, stop_after=1):
+                if notify.channel == CANCEL_CHANNEL:
+                    cancelled.add(_job_id(notify.payload))
+                else:
+                    woken = True
+            cancelled.discard(0)
+            if woken:
                 self._on_notify()
+            if cancelled and self._on_cancel is not None:
+                self._on_cancel(cancelled)
+
+
+def _job_id(payload: str) -> int:
+    """The job id a cancel notification carries; 0 for a payload that is not one."""
+    text = payload.strip()
+    return int(text) if text.isdigit() and len(text) <= 18 else 0

@@ -1,4 +1,5 @@
-"""The queue's statements as a worker runs them: claim, complete, retry, fail, release, reap.
+"""The queue's statements as a worker runs them: claim, complete, retry, snooze, fail, release,
+renew, reap.
 
 One statement each, on the worker's own connections in autocommit. No loops, no sleeping.
 """
@@ -15,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import set_json_loads
 
-from pgbeat.db import attempt_queries, queries
+from pgbeat.db import attempt_queries, outcome_queries, queries
 from pgbeat.db.literals import number_array
 from pgbeat.job import Job
 
@@ -62,47 +63,104 @@ def seconds_to_next_job(conn: psycopg.Connection[Any], kinds: Sequence[str] | No
     return None if row is None or row[0] is None else float(row[0])
 
 
-def complete_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
-    """Mark these runs done (runs whose job was claimed again since are left alone)."""
-    conn.execute(queries.JOBS_COMPLETE, _fences(jobs))
+def complete_jobs(
+    conn: psycopg.Connection[Any], jobs: Sequence[Job], results: Sequence[str | None] = ()
+) -> set[int]:
+    """Mark these runs done with their results (JSON text or None, ``results[i]`` is
+    ``jobs[i]``'s), in the one statement; return the ids that ended cancelled instead.
+
+    Runs whose job was claimed again since are left alone.
+    """
+    if any(result is not None for result in results) and len(results) != len(jobs):
+        raise ValueError("complete_jobs needs one result (or None) per job")
+    stored = results_object(jobs, results)
+    return _cancelled(
+        conn.execute(outcome_queries.JOBS_COMPLETE, {**_fences(jobs), "results": stored})
+    )
+
+
+def results_object(jobs: Sequence[Job], results: Sequence[str | None]) -> str | None:
+    """The results of a batch as one JSON object text, ``{"<id>": <result>, ...}``; None
+    when no run returned anything (the common case costs nothing)."""
+    given = zip(jobs, results, strict=False)  # no results at all: an empty sequence
+    pairs = [f'"{job.id}":{result}' for job, result in given if result is not None]
+    return "{" + ",".join(pairs) + "}" if pairs else None
 
 
 def retry_jobs(
     conn: psycopg.Connection[Any],
     retries: Sequence[tuple[Job, str, datetime | timedelta]],
-) -> None:
-    """Put failed runs back to pending at an absolute time or after a delay."""
-    conn.execute(
-        queries.JOBS_RETRY,
-        {
-            **_fences([job for job, _, _ in retries]),
-            "errors": [truncate_error(error) for _, error, _ in retries],
-            "run_ats": [
-                writable_retry_time(when) if isinstance(when, datetime) else None
-                for _, _, when in retries
-            ],
-            "delays": [
-                writable_retry_time(when) if isinstance(when, timedelta) else None
-                for _, _, when in retries
-            ],
-        },
+) -> set[int]:
+    """Put failed runs back to pending at an absolute time or after a delay; return the ids
+    that ended cancelled instead (superseded, or asked to stop)."""
+    return _cancelled(
+        conn.execute(
+            outcome_queries.JOBS_RETRY,
+            {
+                **_fences([job for job, _, _ in retries]),
+                "errors": [truncate_error(error) for _, error, _ in retries],
+                **_times([when for _, _, when in retries]),
+            },
+        )
     )
 
 
-def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]) -> None:
-    """Park these runs in the ``failed`` dead letter with their error."""
-    conn.execute(
-        queries.JOBS_FAIL,
-        {
-            **_fences([job for job, _ in failures]),
-            "errors": [truncate_error(error) for _, error in failures],
-        },
+def snooze_jobs(
+    conn: psycopg.Connection[Any], snoozes: Sequence[tuple[Job, datetime | timedelta]]
+) -> set[int]:
+    """Put snoozed runs back to pending at their time, the attempt given back; return the
+    ids that ended cancelled instead."""
+    return _cancelled(
+        conn.execute(
+            outcome_queries.JOBS_SNOOZE,
+            {**_fences([job for job, _ in snoozes]), **_times([when for _, when in snoozes])},
+        )
     )
 
 
-def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> None:
-    """Return unfinished runs to pending at shutdown, without charging their attempt."""
-    conn.execute(queries.JOBS_RELEASE, _fences(jobs))
+def _times(whens: Sequence[datetime | timedelta]) -> dict[str, list[Any]]:
+    """Retry times as the two parallel arrays the statements take: absolute, or delays."""
+    return {
+        "run_ats": [writable_retry_time(w) if isinstance(w, datetime) else None for w in whens],
+        "delays": [writable_retry_time(w) if isinstance(w, timedelta) else None for w in whens],
+    }
+
+
+def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]) -> set[int]:
+    """Park these runs in the ``failed`` dead letter with their error; return the ids that
+    ended cancelled instead (asked to stop)."""
+    return _cancelled(
+        conn.execute(
+            outcome_queries.JOBS_FAIL,
+            {
+                **_fences([job for job, _ in failures]),
+                "errors": [truncate_error(error) for _, error in failures],
+            },
+        )
+    )
+
+
+def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> set[int]:
+    """Return unfinished runs to pending at shutdown, without charging their attempt; return
+    the ids that ended cancelled instead."""
+    return _cancelled(conn.execute(outcome_queries.JOBS_RELEASE, _fences(jobs)))
+
+
+def renew_leases(
+    conn: psycopg.Connection[Any], jobs: Sequence[Job], lease: timedelta
+) -> dict[int, bool]:
+    """Extend the leases of these runs by ``lease`` from the database clock, in one statement.
+
+    Returns, for each run still holding its job, whether someone asked it to stop; a run
+    missing from the answer lost its job (reaped, and maybe claimed again).
+    """
+    rows = conn.execute(outcome_queries.JOBS_RENEW, {**_fences(jobs), "lease": lease}).fetchall()
+    return {int(job_id): bool(stop) for job_id, stop in rows}
+
+
+def _cancelled(cursor: psycopg.Cursor[Any]) -> set[int]:
+    row = cursor.fetchone()
+    return set() if row is None else {int(job_id) for job_id in row[0]}
 
 
 def record_attempts(
@@ -135,7 +193,7 @@ def _fences(jobs: Sequence[Job]) -> dict[str, str]:
 
 def reap_expired(conn: psycopg.Connection[Any]) -> list[tuple[int, str, str]]:
     """Return expired leases to pending (or failed when out of attempts); (id, kind, status)."""
-    return [(int(r[0]), r[1], r[2]) for r in conn.execute(queries.JOBS_REAP).fetchall()]
+    return [(int(r[0]), r[1], r[2]) for r in conn.execute(outcome_queries.JOBS_REAP).fetchall()]
 
 
 def truncate_error(error: str) -> str:

@@ -18,10 +18,12 @@ import psycopg
 
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.db.connections import is_connection_failure
+from pgbeat.errors import ResultError
 from pgbeat.job import Job
 from pgbeat.observe.metrics import Metrics
 from pgbeat.worker import operations
 from pgbeat.worker.executor import Run
+from pgbeat.worker.results import encode_result
 from pgbeat.worker.verdict import Outcome, decide, error_text
 
 log = logging.getLogger("pgbeat.worker")
@@ -75,22 +77,29 @@ class OutcomeBuffer:
             if outcome is not _DONE or log_done:
                 _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
-        return any(outcome.verdict in ("retry", "released") for _, outcome in decided)
+        return any(outcome.verdict in ("retry", "released", "snoozed") for _, outcome in decided)
 
     def _decide(self, runs: Sequence[Run]) -> _Batch:
         batch = _Batch()
         for run in _latest_attempts(runs):
-            if run.error is None:  # the common case, without a new Outcome for each
-                batch.decided.append((run, _DONE))
-                batch.done.append(run.job)
-            else:
-                batch.add(run, decide(run.job, run.error, self._backoff, self._rng))
+            error = run.error
+            if error is None:  # the common case, without a new Outcome for each
+                try:
+                    result = encode_result(run.result)
+                except ResultError as exc:
+                    error = exc
+                else:
+                    batch.decided.append((run, _DONE))
+                    batch.done.append(run.job)
+                    batch.results.append(result)
+                    continue
+            batch.add(run, decide(run.job, error, self._backoff, self._rng))
         return batch
 
     def _write(self, conn: psycopg.Connection[Any], batch: _Batch) -> list[tuple[Run, Outcome]]:
         """Write a batch; if the database refuses it (not a lost connection), one by one."""
         try:
-            batch.send(conn)
+            return batch.send(conn)
         except Exception as exc:
             if is_connection_failure(exc, conn):
                 raise
@@ -100,7 +109,6 @@ class OutcomeBuffer:
                 _first_line(exc),
             )
             return [self._write_one(conn, run, outcome) for run, outcome in batch.decided]
-        return batch.decided
 
     def _write_one(
         self, conn: psycopg.Connection[Any], run: Run, outcome: Outcome
@@ -111,8 +119,7 @@ class OutcomeBuffer:
         stops the worker, as any bug does, with every outcome kept.
         """
         try:
-            _Batch.of(run, outcome).send(conn)
-            return run, outcome
+            return _Batch.of(run, outcome).send(conn)[0]
         except Exception as exc:
             if is_connection_failure(exc, conn):
                 raise
@@ -123,10 +130,9 @@ class OutcomeBuffer:
             f"{type(refused).__name__}: {_first_line(refused)}",
         )
         try:
-            _Batch.of(run, failed).send(conn)
+            return _Batch.of(run, failed).send(conn)[0]
         except Exception as exc:
             raise exc from refused
-        return run, failed
 
 
 class _Batch:
@@ -135,13 +141,23 @@ class _Batch:
     def __init__(self) -> None:
         self.decided: list[tuple[Run, Outcome]] = []
         self.done: list[Job] = []
+        self.results: list[str | None] = []  # JSON text of each done run's return value
         self.released: list[Job] = []
         self.retries: list[tuple[Job, str, Any]] = []
+        self.snoozes: list[tuple[Job, Any]] = []
         self.failures: list[tuple[Job, str]] = []
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
         batch = cls()
+        if outcome.verdict == "done":  # written one by one: its result is encoded again
+            try:
+                batch.results.append(encode_result(run.result))
+            except ResultError as exc:
+                outcome = Outcome("failed", f"ResultError: {exc}")
+                batch.decided.append((run, outcome))
+                batch.failures.append((run.job, outcome.error or ""))
+                return batch
         batch.add(run, outcome)
         return batch
 
@@ -153,27 +169,50 @@ class _Batch:
             self.released.append(run.job)
         elif outcome.verdict == "retry":
             self.retries.append((run.job, outcome.error or "", outcome.retry_at))
-        else:
+        elif outcome.verdict == "snoozed":
+            self.snoozes.append((run.job, outcome.retry_at))
+        else:  # failed, and cancelled: the fail statement ends a job asked to stop cancelled
             self.failures.append((run.job, outcome.error or ""))
 
-    def send(self, conn: psycopg.Connection[Any]) -> None:
+    def send(self, conn: psycopg.Connection[Any]) -> list[tuple[Run, Outcome]]:
+        """Write the batch; return each run with the outcome it really had.
+
+        A run whose job ended cancelled (superseded, or asked to stop) is recorded as
+        cancelled in the attempts history, whatever its handler did.
+        """
         # No transaction: each statement is fenced by (id, attempt), so replaying the
         # whole batch after a failure part-way is harmless.
+        cancelled: set[int] = set()
         if self.done:
-            operations.complete_jobs(conn, self.done)
+            if len(self.results) != len(self.done):  # a done outcome added without its result
+                self.results = [None] * len(self.done)
+            cancelled |= operations.complete_jobs(conn, self.done, self.results)
         if self.retries:
-            operations.retry_jobs(conn, self.retries)
+            cancelled |= operations.retry_jobs(conn, self.retries)
+        if self.snoozes:
+            cancelled |= operations.snooze_jobs(conn, self.snoozes)
         if self.failures:
-            operations.fail_jobs(conn, self.failures)
+            cancelled |= operations.fail_jobs(conn, self.failures)
         if self.released:
-            operations.release_jobs(conn, self.released)
+            cancelled |= operations.release_jobs(conn, self.released)
+        decided = self.decided
+        if cancelled:
+            decided = [
+                (run, _ended_cancelled(outcome) if run.job.id in cancelled else outcome)
+                for run, outcome in decided
+            ]
         unsuccessful = [
             (run.job, outcome.verdict, outcome.error, run.duration)
-            for run, outcome in self.decided
+            for run, outcome in decided
             if outcome is not _DONE and outcome.verdict != "done"
         ]
         if unsuccessful:  # the attempts history: nothing to write for a healthy batch
             operations.record_attempts(conn, unsuccessful)
+        return decided
+
+
+def _ended_cancelled(outcome: Outcome) -> Outcome:
+    return Outcome("cancelled", outcome.error or "cancelled while running")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -195,7 +234,7 @@ def _log_outcome(run: Run, outcome: Outcome) -> None:
         logging.ERROR
         if outcome.verdict == "failed"
         else logging.INFO
-        if outcome.verdict == "done"
+        if outcome.verdict in ("done", "snoozed")
         else logging.WARNING
     ):
         return  # a busy worker finishes thousands of jobs a second: skip building the line
@@ -223,5 +262,9 @@ def _log_outcome(run: Run, outcome: Outcome) -> None:
         )
     elif outcome.verdict == "failed":
         log.error("%s failed for good in %.1fms: %s", where, took_ms, first_line, extra=fields)
+    elif outcome.verdict == "snoozed":
+        log.info("%s snoozed after %.1fms", where, took_ms, extra=fields)
+    elif outcome.verdict == "cancelled":
+        log.warning("%s cancelled after %.1fms", where, took_ms, extra=fields)
     else:
         log.warning("%s released at shutdown after %.1fms", where, took_ms, extra=fields)

@@ -1,6 +1,7 @@
-"""A worker's settings, and the rule that ties its timeout to its lease.
+"""A worker's settings, and the defaults of its lease and timeout.
 
-Pure: validated once, when the worker (or the CLI) builds them.
+Pure: validated once, when the worker (or the CLI) builds them. The timeout may be longer
+than the lease: the worker renews the leases of the jobs it runs (worker/renewal.py).
 """
 
 from __future__ import annotations
@@ -15,19 +16,20 @@ DEFAULT_LEASE = timedelta(minutes=5)
 DEFAULT_TIMEOUT = timedelta(minutes=1)
 
 
+MIN_LEASE = timedelta(milliseconds=300)  # renewed every third of it: shorter would spin
+
+
 def resolve_timing(
     lease: timedelta | None, timeout: timedelta | None
 ) -> tuple[timedelta, timedelta]:
-    """Lease and timeout with defaults filled in; the timeout must be shorter than the lease."""
-    if lease is None:
-        lease = max(DEFAULT_LEASE, (timeout or DEFAULT_TIMEOUT) * 5 / 4)
-    if timeout is None:
-        timeout = min(DEFAULT_TIMEOUT, lease * 4 / 5)
-    if timeout >= lease:
-        raise ValueError(
-            f"the timeout ({timeout.total_seconds():g}s) must be shorter than the lease "
-            f"({lease.total_seconds():g}s), or a running job could be reaped and run twice"
-        )
+    """Lease and timeout with defaults filled in (each independent of the other: leases are
+    renewed while a job runs, so a 2-hour timeout needs no 2-hour lease)."""
+    lease = DEFAULT_LEASE if lease is None else lease
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    if lease < MIN_LEASE:
+        raise ValueError(f"the lease must be at least {MIN_LEASE.total_seconds():g}s")
+    if timeout <= timedelta(0):
+        raise ValueError("the timeout must be positive")
     return lease, timeout
 
 

@@ -1,4 +1,5 @@
-"""What a run's result means for its job: done, retry (when), failed, or released.
+"""What a run's result means for its job: done, retry (when), snoozed (when), failed,
+released or cancelled.
 
 Pure: it maps (job, exception, backoff policy, random generator) to a decision, so the
 whole retry policy is tested without a database or a clock.
@@ -13,15 +14,34 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from pgbeat.backoff import BackoffPolicy, retry_delay
-from pgbeat.errors import PayloadError, PermanentError, Released, Retry, TimedOut, UnknownKind
+from pgbeat.errors import (
+    CancelRequested,
+    PayloadError,
+    PermanentError,
+    Released,
+    ResultError,
+    Retry,
+    Snooze,
+    TimedOut,
+    UnknownKind,
+)
 from pgbeat.job import Job
 
-Verdict = Literal["done", "retry", "failed", "released"]
+Verdict = Literal["done", "retry", "snoozed", "failed", "released", "cancelled"]
 
 # Failures that retrying cannot fix: they go to `failed` at once.
-_PERMANENT = (PermanentError, PayloadError, UnknownKind)
+_PERMANENT = (PermanentError, PayloadError, UnknownKind, ResultError)
 # Failures whose message says it all; a traceback would only point into pgbeat.
-_NO_TRACEBACK = (TimedOut, PayloadError, UnknownKind, Released, Retry)
+_NO_TRACEBACK = (
+    TimedOut,
+    PayloadError,
+    UnknownKind,
+    Released,
+    Retry,
+    Snooze,
+    CancelRequested,
+    ResultError,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +60,10 @@ def decide(
     if isinstance(error, Released):
         return Outcome("released")
     text = describe_error(error)
+    if isinstance(error, CancelRequested):
+        return Outcome("cancelled", text)
+    if isinstance(error, Snooze):  # before the attempts test: a snooze spends no attempt
+        return Outcome("snoozed", text, error.after)
     if isinstance(error, _PERMANENT):
         return Outcome("failed", text)
     if job.attempt >= job.max_attempts:

@@ -1,13 +1,16 @@
-"""The worker loop: claim due jobs into free slots, record outcomes, reap expired leases.
+"""The worker loop: claim due jobs into free slots, record outcomes, renew the leases of
+running jobs, reap expired ones.
 
-One thread claims (in batches, sized to free slots) and reaps on its own connection;
+One thread claims (in batches, sized to free slots), renews and reaps on its own connection;
 handlers run in the executor's slots; an OutcomeFlusher thread records their outcomes in
-batches on a second connection; a listener thread wakes the loop when jobs arrive. Nothing
-holds a transaction or a row lock while a handler runs.
+batches on a second connection; a listener thread wakes the loop when jobs arrive and
+stops the runs of cancelled jobs. Nothing holds a transaction or a row lock while a handler
+runs.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -33,6 +36,7 @@ from pgbeat.worker.executor import Executor, Run
 from pgbeat.worker.flusher import OutcomeFlusher
 from pgbeat.worker.listener import Listener
 from pgbeat.worker.outcomes import OutcomeBuffer
+from pgbeat.worker.renewal import LeaseRenewer
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
 from pgbeat.worker.timers import ClaimTimers
@@ -42,6 +46,7 @@ __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 log = logging.getLogger("pgbeat.worker")
 
 BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a round trip
+RECENT_CANCELS = 2.0  # seconds a heard cancel is remembered for runs not yet submitted
 
 
 def _session(
@@ -97,12 +102,16 @@ class Worker:
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._loop = BackgroundLoop("pgbeat-worker", self._step)
         self._executor = Executor(self.settings.concurrency, self._on_settled, self._on_slot_freed)
+        self._renewer = LeaseRenewer(self._executor, self.lease, self.settings.poll_interval)
         listen_url = pooler.listen_url(url)  # None behind a pooler: LISTEN needs a session
         self._listener = (
-            Listener(listen_url, self._on_notify) if self.settings.listen and listen_url else None
+            Listener(listen_url, self._on_notify, on_cancel=self._on_cancel)
+            if self.settings.listen and listen_url
+            else None
         )
         self._hurry = threading.Event()
         self._lock = threading.Lock()
+        self._recent_cancels: dict[int, float] = {}  # job id -> when a cancel was heard
         self._recorder = OutcomeBuffer(self.settings.backoff, rng or random.Random(), self._metrics)
         self._claim_threshold = max(
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
@@ -145,6 +154,21 @@ class Worker:
         with self._lock:
             self._notified = True
         self._loop.wake()
+
+    def _on_cancel(self, job_ids: set[int]) -> None:
+        """Cancels heard on the listener: stop those runs now. An empty set: the listener
+        (re)connected, and the next renewal round looks for cancels it may have missed."""
+        if job_ids:
+            with self._lock:  # before the cancel: _start looks here after it submits
+                now = time.monotonic()
+                self._recent_cancels = {
+                    i: t for i, t in self._recent_cancels.items() if now - t < RECENT_CANCELS
+                }
+                self._recent_cancels.update(dict.fromkeys(job_ids, now))
+            self._executor.cancel(job_ids)
+        else:
+            self._renewer.soon()
+            self._loop.wake()
 
     def _on_settled(self, run: Run) -> None:
         """Buffer the outcome; poke the writer when that makes a write due or starts its timer.
@@ -206,12 +230,16 @@ class Worker:
         self._timers.note(now, notified)
         claim = self._claim_size(now)
         beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
-        if claim or beat or self._timers.reap_due(now):
+        self._renewer.polling = self._listener is None or not self._listener.connected.is_set()
+        renew = self._renewer.due(now)
+        if claim or beat or renew or self._timers.reap_due(now):
             result = self._connector.run(lambda conn: self._database_work(conn, now, claim))
             if isinstance(result, Outage):
                 self._loop.stopping.wait(result.pause)  # only stop() ends a backoff early
                 return 0.0
         wake = self._timers.next_wake(next_deadline, self._executor.free_slots() > 0)
+        if self._executor.busy():
+            wake = min(wake, self._renewer.next_round)
         if self._heartbeat is not None:
             wake = min(wake, self._heartbeat.next_beat)
         return max(0.0, wake - time.monotonic())
@@ -242,6 +270,8 @@ class Worker:
         claimed: list[Job] = []
         if self._heartbeat is not None:  # on this connection: the process needs none for it
             self._heartbeat.beat_if_due(conn, now)
+        if self._renewer.due(now):
+            self._renewer.renew(conn, now)
         if self._timers.reap_due(now):
             with conn.pipeline():
                 self._reap(conn)
@@ -250,7 +280,7 @@ class Worker:
                     claimed = self._claim(conn, claim, now)
         elif claim:
             claimed = self._claim(conn, claim, now)
-        self._start(claimed, tracing.enqueue_contexts(conn, claimed))
+        self._start(claimed, now, tracing.enqueue_contexts(conn, claimed))
 
     def _heartbeat_details(self) -> dict[str, Any]:
         return {
@@ -268,7 +298,7 @@ class Worker:
             self._timers.next_job_in(now, operations.seconds_to_next_job(conn, self.settings.kinds))
         return jobs
 
-    def _start(self, jobs: list[Job], traces: dict[int, Any]) -> None:
+    def _start(self, jobs: list[Job], claim_sent: float, traces: dict[int, Any]) -> None:
         if not jobs:
             return
         started = time.monotonic()
@@ -286,7 +316,12 @@ class Worker:
                 else None
             )
             runs.append(Run(job, handler, context, deadline, started, trace=traces.get(job.id)))
+        self._renewer.claimed(runs, claim_sent)
         self._executor.submit_many(runs)
+        with self._lock:
+            missed = {run.job.id for run in runs} & self._recent_cancels.keys()
+        if missed:  # cancelled between the claim's commit and the submit: not missed
+            self._executor.cancel(missed)
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """Connections for handlers, from their own pool so they never starve the loop."""
@@ -317,7 +352,10 @@ class Worker:
         while self._executor.unsettled() and time.monotonic() < deadline:
             if self._hurry.is_set():
                 break
-            self._executor.expire(time.monotonic())
+            now = time.monotonic()
+            if self._renewer.due(now):  # a grace longer than the lease must not lose the jobs
+                self._connector.run(functools.partial(self._renewer.renew, now=now))
+            self._executor.expire(now)
             self._loop.pause(min(0.1, max(0.0, deadline - time.monotonic())))
         released = self._executor.release_all()
         if released:

@@ -1,0 +1,246 @@
+"""Steering one job from application code: cancel it (pending or running) and wait for its end.
+
+``cancel_job`` runs in the caller's transaction, like ``enqueue``; ``wait`` blocks until the
+job is ``done``, ``failed`` or ``cancelled``, woken by the workers' NOTIFY on a connection
+of its own session, and polls behind a pooler or inside a transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, overload
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from pgbeat.db import frameworks, outcome_queries, pooler, queries
+from pgbeat.errors import JobNotFound
+from pgbeat.job_keys import Plan, run_async, run_on
+
+FINAL_STATUSES = ("done", "failed", "cancelled")
+POLL_FIRST = 0.02  # seconds between looks when polling, doubling up to POLL_MAX
+POLL_MAX = 0.5
+RECHECK = 2.0  # seconds: even when listening, look now and then (a job reaped to failed)
+FINISHED_CHANNEL = "pgbeat_finished"
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What ``cancel_job`` found and did.
+
+    ``previous_status`` is the job's status when the cancel ran: ``pending`` (it is now
+    cancelled), ``running`` (its handler is being told to stop; the job ends cancelled), or
+    a final one (``done``, ``failed``, ``cancelled``): the job ended first, nothing changed.
+    """
+
+    id: int
+    previous_status: str
+
+    @property
+    def accepted(self) -> bool:
+        """True when the cancel took: the job was pending or running."""
+        return self.previous_status in ("pending", "running")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A finished job as ``wait`` returns it: its status, stored result and last error."""
+
+    id: int
+    status: str  # done, failed or cancelled
+    result: Any  # the handler's return value (decoded JSON), None if it returned nothing
+    last_error: str | None
+
+
+def _check_id(job_id: object) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
+    if job_id <= 0:
+        raise ValueError("job_id must be a positive job id")
+    return job_id
+
+
+def _seconds(timeout: object) -> float:
+    if isinstance(timeout, timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, int | float) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError("timeout must be a timedelta or a number of seconds")
+    if not seconds >= 0:  # also NaN
+        raise ValueError("timeout must not be negative")
+    return seconds
+
+
+# -- cancel ---------------------------------------------------------------------------------
+
+
+def cancel_plan(job_id: int, reason: str | None) -> Plan[CancelResult]:
+    """Cancel one job: a pending one at once, a running one by asking its worker."""
+    why = f"cancelled: {reason}" if reason else "cancelled by pgbeat.cancel_job()"
+    rows = yield queries.JOBS_CANCEL, {"id": job_id, "reason": why}
+    if rows:
+        return CancelResult(job_id, "running" if rows[0][0] == "running" else "pending")
+    rows = yield queries.JOBS_STATUS, {"id": job_id}
+    if not rows:
+        raise JobNotFound(f"no job with id {job_id}")
+    return CancelResult(job_id, str(rows[0][0]))
+
+
+@overload
+def cancel_job(
+    conn: psycopg.Connection[Any], job_id: int, *, reason: str | None = None
+) -> CancelResult: ...
+
+
+@overload
+def cancel_job(conn: object, job_id: int, *, reason: str | None = None) -> Any: ...
+
+
+def cancel_job(conn: object, job_id: int, *, reason: str | None = None) -> Any:
+    """Cancel job ``job_id``, pending or running; returns a ``CancelResult``.
+
+    A pending job becomes ``cancelled``. A running one is asked to stop: at commit its
+    worker hears of it (NOTIFY pgbeat_cancel, or its next lease renewal behind a pooler),
+    cancels an async handler's task or sets a sync handler's ``job.cancelled``, and the job
+    ends ``cancelled``, never to run again, whatever the handler does then. A job that ended
+    already is left as it is (``CancelResult.accepted`` is False). ``JobNotFound`` when
+    there is no such job. Runs in ``conn``'s transaction; an async connection returns a
+    coroutine.
+    """
+    return run_on(conn, cancel_plan(_check_id(job_id), reason))
+
+
+async def cancel_job_async(conn: object, job_id: int, *, reason: str | None = None) -> CancelResult:
+    """``cancel_job`` on an async connection, awaited."""
+    plan = cancel_plan(_check_id(job_id), reason)
+    return await run_async(await frameworks.async_connection(conn), plan)
+
+
+# -- wait -----------------------------------------------------------------------------------
+
+
+def _finished(job_id: int, row: tuple[Any, ...] | None) -> JobResult | None:
+    if row is None:
+        raise JobNotFound(f"no job with id {job_id}")
+    status, result, last_error = row
+    return JobResult(job_id, status, result, last_error) if status in FINAL_STATUSES else None
+
+
+def _concerns(payloads: Iterable[str], job_id: int) -> bool:
+    """Whether any of these pgbeat_finished payloads may be about ``job_id``."""
+    wanted = str(job_id)
+    return any(not p or wanted in p.split(",") for p in payloads)
+
+
+def _timed_out(job_id: int, seconds: float) -> TimeoutError:
+    return TimeoutError(f"job {job_id} did not finish within {seconds:g}s")
+
+
+def _can_listen(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """LISTEN needs a session of our own, outside a transaction (notifications arrive
+    between transactions only)."""
+    idle = conn.info.transaction_status == TransactionStatus.IDLE
+    return conn.autocommit and idle and pooler.pooler() is None
+
+
+@overload
+def wait(
+    conn: psycopg.Connection[Any], job_id: int, *, timeout: timedelta | float
+) -> JobResult: ...
+
+
+@overload
+def wait(conn: object, job_id: int, *, timeout: timedelta | float) -> Any: ...
+
+
+def wait(conn: object, job_id: int, *, timeout: timedelta | float) -> Any:
+    """Block until job ``job_id`` is done, failed or cancelled; return its ``JobResult``.
+
+    ``timeout`` (a timedelta or seconds) bounds the wait: ``TimeoutError`` after it.
+    On an autocommit connection (not behind a pooler) it LISTENs and wakes within
+    milliseconds of the commit of the job's end; in a transaction or behind a pooler it
+    polls. An async connection returns a coroutine, as ``wait_async``.
+    """
+    job_id, seconds = _check_id(job_id), _seconds(timeout)
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
+        return _wait_async(conn, job_id, seconds)
+    return _wait_sync(sync_conn, job_id, seconds)
+
+
+async def wait_async(conn: object, job_id: int, *, timeout: timedelta | float) -> JobResult:
+    """``wait`` on an async connection (psycopg or SQLAlchemy), awaited."""
+    return await _wait_async(conn, _check_id(job_id), _seconds(timeout))
+
+
+def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> JobResult:
+    deadline = time.monotonic() + seconds
+    listening = _can_listen(conn)
+    if listening:
+        conn.execute(outcome_queries.JOBS_LISTEN_FINISHED)
+    try:
+        pause = POLL_FIRST
+        while True:
+            found = _finished(
+                job_id, conn.execute(outcome_queries.JOBS_STATE, {"id": job_id}).fetchone()
+            )
+            if found is not None:
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _timed_out(job_id, seconds)
+            if not listening:
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, POLL_MAX)
+                continue
+            until = time.monotonic() + min(left, RECHECK)
+            while (left := until - time.monotonic()) > 0:
+                heard = [
+                    n.payload
+                    for n in conn.notifies(timeout=left, stop_after=1)
+                    if n.channel == FINISHED_CHANNEL
+                ]
+                if _concerns(heard, job_id):
+                    break
+    finally:
+        if listening and not conn.closed:
+            conn.execute(outcome_queries.JOBS_UNLISTEN_FINISHED)
+
+
+async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
+    aconn = await frameworks.async_connection(conn)
+    deadline = time.monotonic() + seconds
+    listening = _can_listen(aconn)
+    if listening:
+        await aconn.execute(outcome_queries.JOBS_LISTEN_FINISHED)
+    try:
+        pause = POLL_FIRST
+        while True:
+            cursor = await aconn.execute(outcome_queries.JOBS_STATE, {"id": job_id})
+            found = _finished(job_id, await cursor.fetchone())
+            if found is not None:
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _timed_out(job_id, seconds)
+            if not listening:
+                await asyncio.sleep(min(pause, left))
+                pause = min(pause * 2, POLL_MAX)
+                continue
+            until = time.monotonic() + min(left, RECHECK)
+            while (left := until - time.monotonic()) > 0:
+                heard = [
+                    n.payload
+                    async for n in aconn.notifies(timeout=left, stop_after=1)
+                    if n.channel == FINISHED_CHANNEL
+                ]
+                if _concerns(heard, job_id):
+                    break
+    finally:
+        if listening and not aconn.closed:
+            await aconn.execute(outcome_queries.JOBS_UNLISTEN_FINISHED)

@@ -1,0 +1,193 @@
+"""The statements that end or extend a worker's runs, named TABLE_VERB: the batched outcomes
+(complete, retry, snooze, fail, release), lease renewal, the reaper, and the notifications
+that tell workers of cancels and waiters of ends.
+
+Every one is fenced by ``(id, attempt)`` or by the lease, so a run that lost its job can
+no longer change it; each comment says which index it relies on.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+# Outcome statements take parallel arrays (ids[i] ran as attempts[i]) and look rows up by
+# primary key with `id = ANY(...)`; array_position picks each row's own values. The attempt
+# fences out a run whose lease expired and whose job was claimed again since. A run whose
+# job was superseded (job_keys.py: a newer job took its key) or asked to stop
+# (cancel_requested_at) is never made pending again: where it would retry, snooze or be
+# released, it ends cancelled; a cancelled run ends cancelled whatever it returned. Each
+# returns the ids that ended cancelled, and sends one NOTIFY on pgbeat_finished whose
+# payload is the ids that reached a final state, comma-separated ('' when more than 800
+# would overflow the payload: a waiter then looks at its job), so pgbeat.wait wakes at once.
+
+# Marks finished runs done, with their return values (primary key). %(results)s is one
+# JSON object from job id (as text) to its result, NULL when no run returned anything: a
+# lookup in it is a binary search, where a subscript of a jsonb[] walks the array.
+JOBS_COMPLETE: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN cancel_requested_at IS NULL THEN 'done' ELSE 'cancelled' END,
+        locked_until = NULL, finished_at = now(),
+        result = %(results)s::jsonb -> id::text
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status IN ('running', 'pending')
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN count(*) > 0 THEN pg_notify('pgbeat_finished',
+           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
+FROM ended"""
+
+# Puts failed runs back to pending at their retry time: an absolute run_at, or a delay
+# from the database clock (primary key); superseded or cancelled ones end cancelled, their
+# error after the reason.
+JOBS_RETRY: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                      THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                           THEN finished_at ELSE now() END,
+        locked_until = NULL,
+        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL THEN ''
+                          ELSE coalesce(last_error || '; ', '') END
+                     || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)],
+        run_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
+                      THEN run_at ELSE
+                 coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
+                          now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
+                 END
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status IN ('running', 'pending')
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+           CASE WHEN count(*) <= 800
+                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
+                ELSE '' END) END
+FROM ended"""
+
+# Puts snoozed runs back to pending at their time without spending an attempt: attempts
+# still counts the run (the fence needs it to only grow), max_attempts grows by one, so
+# the attempts left stay the same (primary key). Superseded or cancelled ones end cancelled.
+JOBS_SNOOZE: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                      THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                           THEN finished_at ELSE now() END,
+        locked_until = NULL,
+        max_attempts = max_attempts + 1,
+        run_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
+                      THEN run_at ELSE
+                 coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
+                          now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
+                 END
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status IN ('running', 'pending')
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+           CASE WHEN count(*) <= 800
+                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
+                ELSE '' END) END
+FROM ended"""
+
+# Parks runs in the failed dead letter with their error (primary key); a run asked to stop
+# ends cancelled instead, its error after the reason.
+JOBS_FAIL: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN cancel_requested_at IS NULL THEN 'failed' ELSE 'cancelled' END,
+        locked_until = NULL, finished_at = now(),
+        last_error = CASE WHEN cancel_requested_at IS NULL THEN ''
+                          ELSE coalesce(last_error || '; ', '') END
+                     || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status IN ('running', 'pending')
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN count(*) > 0 THEN pg_notify('pgbeat_finished',
+           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
+FROM ended"""
+
+# Returns running jobs to pending at shutdown without charging the attempt (primary key);
+# a superseded or cancelled one is not run again: it ends cancelled.
+JOBS_RELEASE: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                      THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                           THEN finished_at ELSE now() END,
+        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN last_error
+                          ELSE concat_ws('; ', last_error, 'released at shutdown') END,
+        locked_until = NULL, attempts = greatest(attempts - 1, 0)
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status = 'running'
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+           CASE WHEN count(*) <= 800
+                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
+                ELSE '' END) END
+FROM ended"""
+
+# Extends the leases of the runs a worker still has, one statement per renewal round
+# (primary key), fenced by attempt like the outcomes: a run whose job was reaped and
+# claimed again gets no row back, and its worker gives it up. Says which jobs someone
+# asked to stop (cancel_requested_at): behind a pooler that is how their worker learns it.
+JOBS_RENEW: LiteralString = """
+UPDATE jobs SET locked_until = now() + %(lease)s::interval
+WHERE id = ANY(%(ids)s::bigint[])
+  AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+  AND status = 'running'
+RETURNING id, cancel_requested_at IS NOT NULL"""
+
+# Subscribes to the cancels of running jobs: JOBS_CANCEL, JOBS_CANCEL_KEYED and a
+# schedule's overlap = "cancel_other" send NOTIFY pgbeat_cancel with the job's id as the
+# payload, after setting its cancel_requested_at.
+JOBS_LISTEN_CANCEL: LiteralString = "LISTEN pgbeat_cancel"
+
+# Subscribes to the ends of jobs (the outcome statements' NOTIFY pgbeat_finished), for
+# pgbeat.wait.
+JOBS_LISTEN_FINISHED: LiteralString = "LISTEN pgbeat_finished"
+
+# Stops listening for the ends of jobs once pgbeat.wait returns, on the caller's connection.
+JOBS_UNLISTEN_FINISHED: LiteralString = "UNLISTEN pgbeat_finished"
+
+# What pgbeat.wait reports about one job (primary key).
+JOBS_STATE: LiteralString = """
+SELECT status, result, last_error FROM jobs WHERE id = %(id)s"""
+
+# Returns jobs whose lease expired (their worker died) to pending, or to failed once their
+# attempts are spent, so a job that keeps killing its worker ends (jobs_running). A
+# superseded or cancelled job is not run again: it ends cancelled.
+JOBS_REAP: LiteralString = """
+UPDATE jobs
+SET status = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
+                  THEN 'cancelled'
+                  WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+    run_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                       AND attempts < max_attempts THEN now()
+                  ELSE run_at END,
+    finished_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
+                            OR attempts >= max_attempts THEN now() END,
+    locked_until = NULL,
+    last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL THEN ''
+                      ELSE coalesce(last_error || '; ', '') END
+                 || 'lease expired during attempt ' || attempts
+                 || ' (worker died or lost the database)'
+WHERE status = 'running' AND locked_until < now()
+RETURNING id, kind, status"""
