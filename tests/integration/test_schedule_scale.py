@@ -16,7 +16,7 @@ import pytest
 from bench.schedule_scale import ZONES, _cron_at, insert_schedules
 
 import pgbeat
-from pgbeat.db import schedule_queries as q
+from pgbeat.db import history_queries as q
 from pgbeat.scheduling import periods
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler

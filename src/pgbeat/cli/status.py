@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 
 from pgbeat.cli import common, types
 from pgbeat.db import connections, migrate, queries
+from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as sq
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import STALE_AFTER
@@ -173,7 +174,7 @@ def _schedule_status(
         )
         decided = set(
             conn.execute(
-                sq.HISTORY_DECIDED,
+                hq.HISTORY_DECIDED,
                 {
                     "schedules": [r["schedule"] for r in checked],
                     "fire_ats": [r["latest_due"] for r in checked],

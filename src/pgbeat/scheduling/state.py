@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from pgbeat import client
 from pgbeat.db import frameworks
+from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.errors import ScheduleNotFound
 from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, last_fires_between
@@ -107,7 +108,7 @@ def schedule_history(
     """
     if limit < 1:
         raise ValueError("limit must be at least 1")
-    rows = _rows(conn, q.HISTORY_OF_SCHEDULE, {"name": name, "limit": limit, "before": before})
+    rows = _rows(conn, hq.HISTORY_OF_SCHEDULE, {"name": name, "limit": limit, "before": before})
     return [_period(row) for row in rows]
 
 
@@ -140,7 +141,7 @@ def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
         start = max(row["paused_at"], row["resumed_at"] - schedule.catch_up_window)
         fires = last_fires_between(schedule, start, row["resumed_at"], MAX_CATCH_UP_PERIODS)
         if fires:
-            _rows(conn, q.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires})
+            _rows(conn, hq.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires})
     return True
 
 
@@ -160,7 +161,7 @@ def run_schedule_now(
         "reason": reason,
         "default_max_attempts": client.DEFAULT_MAX_ATTEMPTS,
     }
-    rows = _rows(conn, q.HISTORY_RUN_NOW, params)
+    rows = _rows(conn, hq.HISTORY_RUN_NOW, params)
     if not rows:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     return int(rows[0]["id"])
