@@ -53,6 +53,7 @@ class PeriodBatch:
         self._templates = templates
         self._schedules: list[str] = []
         self._fire_epochs: list[str] = []
+        self._fire_floats: list[float] = []
         self._run_epochs: list[str] = []
         self.unique_keys: list[str] = []
         self._kinds: list[str] = []
@@ -64,7 +65,7 @@ class PeriodBatch:
         self._overlap: set[str] = set()  # schedules whose claims must take turns
         self._cancelling: set[str] = set()  # schedules with overlap = "cancel_other"
         self._written_params: tuple[str, dict[str, str]] | None = None
-        self._written: dict[datetime, tuple[str, str]] = {}
+        self._written: dict[datetime, tuple[str, str, float]] = {}
 
     def __len__(self) -> int:
         return len(self.unique_keys)
@@ -92,9 +93,10 @@ class PeriodBatch:
         elif fires:
             self._ranks += ["0"] * len(fires)
         for fire in fires:
-            suffix, epoch = self._write(fire)
+            suffix, epoch, seconds = self._write(fire)
             self._schedules.append(member.name)
             self._fire_epochs.append(epoch)
+            self._fire_floats.append(seconds)
             if member.jitter is None:
                 self._run_epochs.append(epoch)
             else:
@@ -111,10 +113,11 @@ class PeriodBatch:
         if member.overlap == "cancel_other":
             self._cancelling.add(member.name)
 
-    def _write(self, fire: datetime) -> tuple[str, str]:
-        """A fire time's key suffix and epoch literal, written once per tick."""
+    def _write(self, fire: datetime) -> tuple[str, str, float]:
+        """A fire time's key suffix, epoch literal and epoch, written once per tick."""
         if fire not in self._written:
-            self._written[fire] = (unique_key_suffix(fire), repr(fire.timestamp()))
+            seconds = fire.timestamp()
+            self._written[fire] = (unique_key_suffix(fire), repr(seconds), seconds)
         return self._written[fire]
 
     def claim(self, conn: psycopg.Connection[Any], replica: str) -> Claims:
@@ -144,23 +147,27 @@ class PeriodBatch:
         """Insert the jobs of the periods this claim enqueued; return their ids."""
         indexes, ids = [], []
         for index, name in enumerate(self._schedules):
-            outcome, job_id, _ = decided.get((name, float(self._fire_epochs[index])), _NONE)
+            outcome, job_id, _ = decided.get((name, self._fire_floats[index]), _NONE)
             if outcome == "enqueued" and job_id is not None:
                 indexes.append(index)
-                ids.append(str(job_id))
+                ids.append(job_id)
         if not ids:
             return set()
-        position = {number: n + 1 for n, number in enumerate(sorted(self._used))}
-        params = {
-            "ids": number_array(ids),
+        rows = conn.execute(hq.PERIOD_JOBS_INSERT, self.jobs_params(indexes, ids), prepare=False)
+        return {job_id for (job_id,) in rows}
+
+    def jobs_params(self, indexes: list[int], ids: list[int]) -> dict[str, str]:
+        """``PERIOD_JOBS_INSERT``'s parameters for the periods at ``indexes``, job ``ids``."""
+        position = {number: str(n + 1) for n, number in enumerate(sorted(self._used))}
+        template_of, run_epochs = self._template_of, self._run_epochs
+        return {
+            "ids": number_array(map(str, ids)),
             "kinds": text_array([self._kinds[i] for i in indexes]),
-            "run_epochs": number_array(self._run_epochs[i] for i in indexes),
+            "run_epochs": number_array(run_epochs[i] for i in indexes),
             "unique_keys": text_array([self.unique_keys[i] for i in indexes]),
-            "templates": number_array(str(position[self._template_of[i]]) for i in indexes),
+            "templates": number_array(position[template_of[i]] for i in indexes),
             **self._template_params(),
         }
-        rows = conn.execute(hq.PERIOD_JOBS_INSERT, params, prepare=False)
-        return {job_id for (job_id,) in rows}
 
     def _sort_out(
         self,
@@ -173,7 +180,7 @@ class PeriodBatch:
         unlinked: list[int] = []
         for index, key in enumerate(self.unique_keys):
             name = self._schedules[index]
-            outcome, job_id, _ = decided.get((name, float(self._fire_epochs[index])), _NONE)
+            outcome, job_id, _ = decided.get((name, self._fire_floats[index]), _NONE)
             new = job_id is not None and job_id in inserted
             if outcome == "enqueued" and not new:
                 unlinked.append(index)
