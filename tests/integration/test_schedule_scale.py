@@ -169,14 +169,14 @@ def test_the_claim_of_many_new_periods_cannot_go_quadratic(
     catalog.settle(groups, previous, {group.policy: fire for group in groups})
     made = planning.plan(catalog, catalog.take_due(fire), fire)
     assert len(made.batch) == count
-    claim = conn.execute(  # type: ignore[misc]
-        "EXPLAIN (FORMAT JSON) " + q.HISTORY_CLAIM_PERIODS, made.batch._params("test")
-    ).fetchone()[0][0]["Plan"]
     ids = list(range(10**9, 10**9 + count))
-    insert = conn.execute(  # type: ignore[misc]
-        "EXPLAIN (FORMAT JSON) " + q.PERIOD_JOBS_INSERT,
-        made.batch.jobs_params(list(range(count)), ids),
-    ).fetchone()[0][0]["Plan"]
-    for plan in (claim, insert):
+    statements = [
+        (q.HISTORY_CLAIM_PERIODS, made.batch._params("test")),
+        (q.PERIOD_JOBS_INSERT, made.batch.jobs_params(list(range(count)), ids)),
+    ]
+    for statement, params in statements:
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
+        assert row is not None
+        plan = row[0][0]["Plan"]
         assert not quadratic_joins(plan), plan
         assert not loops_over_ctes(plan), plan
