@@ -24,8 +24,9 @@ from typing import LiteralString
 # like one of a current pause. Periods already decided are dropped first, one probe each
 # (pgbeat_schedule_history_period): a replica that comes second does little. Outcomes:
 # skipped (paused); missed (catch-up); skipped (failures: the schedule's last
-# pause_after_failures enqueued periods since its last resume all ended failed, probed
-# newest first on pgbeat_schedule_history_recent; the caller then pauses the schedule);
+# pause_after_failures enqueued periods all ended failed and were claimed after its last
+# resume, probed newest first on pgbeat_schedule_history_recent; the caller then pauses
+# the schedule);
 # for a schedule with a pending or running job (jobs_live_schedule) or an earlier due
 # period in this tick, skipped (overlap) under "skip", and under "buffer_one" buffered
 # (the one period that waits, pgbeat_schedule_history_buffered) or skipped (overlap) when
@@ -74,13 +75,13 @@ WITH period AS MATERIALIZED (
         WHEN missed THEN 'catch_up=' || catch_up
         WHEN pause_after_failures IS NOT NULL AND pause_after_failures <= (
             SELECT count(*) FROM (
-                SELECT j.status FROM pgbeat_schedule_history AS h
+                SELECT j.status, h.inserted_at FROM pgbeat_schedule_history AS h
                 LEFT JOIN jobs AS j ON j.id = h.job_id
                 WHERE h.schedule = busy.schedule AND h.outcome = 'enqueued'
                   AND h.fire_at < to_timestamp(busy.fire_epoch)
-                  AND h.fire_at > coalesce(busy.resumed_at, '-infinity')
                 ORDER BY h.fire_at DESC LIMIT busy.pause_after_failures
-            ) AS recent WHERE recent.status = 'failed')
+            ) AS recent WHERE recent.status = 'failed'
+                AND recent.inserted_at > coalesce(busy.resumed_at, '-infinity'))
         THEN 'failures'
         WHEN overlap = 'skip' AND (rank > 0 OR live) THEN 'overlap'
         WHEN overlap = 'buffer_one'

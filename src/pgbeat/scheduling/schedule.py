@@ -274,10 +274,27 @@ def fire_times_after(schedule: Schedule, after: datetime, count: int) -> list[da
     return fires
 
 
-def periods_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
-    """The periods t with start <= t < end within the schedule's window (a backfill's)."""
-    fires = fire_times_between(schedule, start - _MICROSECOND, end - _MICROSECOND)
-    return [fire for fire in fires if schedule.in_window(fire)]
+def periods_between(
+    schedule: Schedule, start: datetime, end: datetime, limit: int
+) -> list[datetime]:
+    """The periods t with start <= t < end within the schedule's window, at most ``limit``.
+
+    Read with the schedule's zone and DST rules, as the scheduler would have fired them
+    (a backfill's periods). Stops after ``limit`` + 1, so a caller can tell "too many".
+    """
+    _require_aware(start=start, end=end)
+    if schedule.start_at is not None:
+        start = max(start, schedule.start_at)
+    if schedule.end_at is not None:
+        end = min(end, schedule.end_at + _MICROSECOND)
+    fires: list[datetime] = []
+    after = start - _MICROSECOND
+    while len(fires) <= limit:
+        after = next_fire_after(schedule, after)
+        if after >= end:
+            break
+        fires.append(after)
+    return fires
 
 
 def has_ended(schedule: Schedule, now: datetime) -> bool:

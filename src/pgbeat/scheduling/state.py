@@ -1,4 +1,5 @@
-"""What operators and the dashboard do with schedules: list, history, pause, resume, run now.
+"""What operators and the dashboard do with schedules: list, history, pause, resume, run now,
+backfill (backfill.py).
 
 Every function takes a psycopg connection (or anything ``pgbeat.enqueue`` takes that is
 synchronous) and runs in its current transaction: on an autocommit connection each call
@@ -23,11 +24,17 @@ from pgbeat.db import frameworks
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.errors import ScheduleNotFound
+from pgbeat.scheduling.backfill import (
+    MAX_BACKFILL_PERIODS,
+    BackfillPlan,
+    backfill,
+    preview_backfill,
+)
 from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, last_fires_between
 from pgbeat.scheduling.definition import schedule_from_row
 from pgbeat.scheduling.schedule import Schedule
 
-Outcome = Literal["enqueued", "skipped", "missed", "manual"]
+Outcome = Literal["enqueued", "skipped", "missed", "manual", "backfill", "buffered"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,8 @@ class ScheduleState:
     definition_hash: str
     file_hash: str | None
     last: PeriodRecord | None  # the latest period, manual runs aside
+    # why it paused itself (pause_after_failures); None for a pause an operator asked for
+    paused_reason: str | None = None
 
 
 def list_schedules(conn: object) -> list[ScheduleState]:
@@ -212,6 +221,7 @@ def _state(row: dict[str, Any]) -> ScheduleState:
         definition_hash=row["definition_hash"],
         file_hash=row["file_hash"],
         last=last,
+        paused_reason=row["paused_reason"],
     )
 
 
@@ -239,12 +249,16 @@ def _period(row: dict[str, Any]) -> PeriodRecord:
 
 
 __all__ = [
+    "MAX_BACKFILL_PERIODS",
+    "BackfillPlan",
     "Outcome",
     "PeriodRecord",
     "ScheduleState",
+    "backfill",
     "get_schedule",
     "list_schedules",
     "pause_schedule",
+    "preview_backfill",
     "resume_schedule",
     "run_schedule_now",
     "schedule_history",
