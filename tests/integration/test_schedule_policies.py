@@ -207,3 +207,37 @@ def test_a_schedule_past_its_end_has_no_next_period(conn: psycopg.Connection[Any
     found = state.get_schedule(conn, "over")
     assert found is not None and found.schedule is not None
     assert pgbeat.scheduling.schedule.fire_times_after(found.schedule, end, 3) == []
+
+
+def run_pgbeat(database_url: str, *args: str, cwd: str | None = None) -> Any:
+    import os
+
+    env = {**os.environ, "DATABASE_URL": database_url}
+    return subprocess.run(
+        [sys.executable, "-m", "pgbeat", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+def test_schedules_next_and_status_know_schedules_from_code(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
+) -> None:
+    pgbeat.upsert_schedule(conn, "pulse", every="1m", start_at="2030-01-01T00:00:00Z")
+    past = datetime.now().astimezone() - timedelta(days=1)
+    pgbeat.upsert_schedule(conn, "over", every="1m", end_at=past)
+    preview = run_pgbeat(database_url, "schedules", "next", "pulse", "--count", "2", "--json")
+    assert preview.returncode == 0, preview.stderr
+    fires = [row["fire_at"] for row in json.loads(preview.stdout)]
+    assert fires == ["2030-01-01T00:00:00+00:00", "2030-01-01T00:01:00+00:00"]
+    ended = run_pgbeat(database_url, "schedules", "next", "over", cwd=str(tmp_path))
+    assert ended.returncode == 1 and "ended" in ended.stderr
+    status = run_pgbeat(database_url, "status", "--json", cwd=str(tmp_path))
+    assert status.returncode == 0, status.stderr
+    rows = {row["schedule"]: row for row in json.loads(status.stdout)["schedules"]}
+    assert rows["over"]["ended"] is True and rows["over"]["next_fire"] is None
+    assert rows["over"]["present"] is None  # ended, not missing
+    assert rows["pulse"]["next_fire"].startswith("2030-01-01T00:00:00")
