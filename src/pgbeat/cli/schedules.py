@@ -164,7 +164,7 @@ def _preview_schedules(args: argparse.Namespace) -> tuple[list[Schedule], str]:
     definition first for a name in both); and where they were looked for."""
     url = args.database_url or os.environ.get("DATABASE_URL")
     from_file: list[Schedule] = []
-    if url is None or Path(args.schedules).exists() or args.schedules != DEFAULT_SCHEDULES:
+    if url is None or args.schedules != DEFAULT_SCHEDULES or Path(args.schedules).exists():
         from_file, _ = _load(args.schedules)
     if url is None:
         return from_file, args.schedules
