@@ -204,7 +204,7 @@ class Schedule(BaseModel):
     @property
     def zone(self) -> ZoneInfo:
         """The schedule's time zone (cron wall-clock times are read in it)."""
-        return ZoneInfo(self.timezone)
+        return _zone(self.timezone)
 
     @property
     def is_fixed_time(self) -> bool:
@@ -322,6 +322,11 @@ def _require_aware(**values: datetime) -> None:
     for label, value in values.items():
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{label} must be a timezone-aware datetime, got {value!r}")
+
+
+@functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
 
 
 @functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file
