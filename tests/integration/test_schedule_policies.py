@@ -241,3 +241,58 @@ def test_schedules_next_and_status_know_schedules_from_code(
     assert rows["over"]["ended"] is True and rows["over"]["next_fire"] is None
     assert rows["over"]["present"] is None  # ended, not missing
     assert rows["pulse"]["next_fire"].startswith("2030-01-01T00:00:00")
+
+
+@pytest.mark.slow
+def test_replicas_agree_on_buffer_one_and_pause_after_failures(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
+) -> None:
+    """Three scheduler processes race the same periods while this test plays the workers:
+    at most one period of the buffer_one schedule ever waits, each waiting period gets its
+    job once, and the failing schedule pauses itself once."""
+    from tests.helpers import start_cli, wait_for
+    from tests.integration.test_scheduler_processes import stop_all
+
+    pgbeat.upsert_schedule(conn, "buf", every="1s", catch_up="none", overlap="buffer_one")
+    pgbeat.upsert_schedule(conn, "flaky", every="1s", catch_up="none", pause_after_failures=3)
+    replicas = [
+        start_cli(["scheduler", "--log-level", "WARNING"], database_url, cwd=str(tmp_path))
+        for _ in range(3)
+    ]
+    try:
+        waiting: list[int] = []
+
+        def played() -> bool:  # one round of the workers, then: has flaky paused?
+            end_jobs(conn, "buf", "done")
+            end_jobs(conn, "flaky", "failed")
+            row = conn.execute(
+                "SELECT count(*) FROM pgbeat_schedule_history"
+                " WHERE schedule = 'buf' AND outcome = 'buffered'"
+            ).fetchone()
+            waiting.append(int(row[0]) if row else 0)
+            found = state.get_schedule(conn, "flaky")
+            released = conn.execute(
+                "SELECT count(*) FROM pgbeat_schedule_history AS h JOIN jobs AS j"
+                " ON j.id = h.job_id WHERE h.schedule = 'buf' AND h.outcome = 'enqueued'"
+            ).fetchone()
+            return bool(found and found.paused) and released is not None and released[0] >= 4
+
+        wait_for(played, timeout=60, interval=0.3, message="flaky paused, buf enqueued")
+    finally:
+        outputs = stop_all(replicas, within=20)
+    assert max(waiting) <= 1, waiting
+    assert not any("Traceback" in out for out in outputs), outputs
+    failures = conn.execute(
+        "SELECT count(*) FROM pgbeat_schedule_history WHERE schedule = 'flaky'"
+        " AND reason = 'failures'"
+    ).fetchone()
+    found = state.get_schedule(conn, "flaky")
+    assert found is not None and found.paused_reason == "3 consecutive periods failed"
+    assert failures is not None and failures[0] >= 1
+    wrong = conn.execute(
+        "SELECT h.fire_at FROM pgbeat_schedule_history AS h LEFT JOIN jobs AS j"
+        " ON j.id = h.job_id WHERE h.schedule = 'buf' AND h.outcome = 'enqueued'"
+        " AND (j.id IS NULL OR j.unique_key <> 'buf@' || to_char(h.fire_at AT TIME ZONE 'UTC',"
+        ' \'YYYY-MM-DD"T"HH24:MI:SS"Z"\'))'
+    ).fetchall()
+    assert wrong == []
