@@ -4,8 +4,8 @@ Any number of replicas run this loop. The schedules live in ``pgbeat_schedules``
 replica writes its schedules file there on start and on reload (sync.py), keeps a copy
 of the table in memory (catalog.py) and follows its changes (a NOTIFY wakes it; each tick
 also asks). Each period is claimed in ``pgbeat_schedule_history`` and its job inserted in
-one statement (periods.py): the first replica to claim a period decides its outcome, the
-others find it decided. No leader, no lock.
+one transaction (periods.py, claiming.py): the first replica to claim a period decides its
+outcome, the others find it decided. No leader, no lock.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ class Scheduler:
     def tick(
         self, conn: psycopg.Connection[Any], now: datetime, *, refresh: bool = True
     ) -> TickResult:
-        """Insert every period due at ``now`` (the database's clock) in one statement.
+        """Insert every period due at ``now`` (the database's clock) in one transaction.
 
         ``refresh``: first apply the changes of the table (the loop skips it when it heard
         of none, so that a tick with nothing due touches no database).
