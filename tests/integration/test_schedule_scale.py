@@ -169,10 +169,10 @@ def test_the_claim_of_many_new_periods_cannot_go_quadratic(
     catalog.settle(groups, previous, {group.policy: fire for group in groups})
     made = planning.plan(catalog, catalog.take_due(fire), fire)
     assert len(made.batch) == count
-    ids = list(range(10**9, 10**9 + count))
+    ids: list[int | None] = list(range(10**9, 10**9 + count))
     statements = [
         (q.HISTORY_CLAIM_PERIODS, made.batch._params("test")),
-        (q.PERIOD_JOBS_INSERT, made.batch.jobs_params(list(range(count)), ids)),
+        (q.PERIOD_JOBS_INSERT, made.batch.jobs_params(ids)),
     ]
     for statement, params in statements:
         row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()

@@ -108,9 +108,11 @@ ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO UPDATE
 RETURNING h.schedule, extract(epoch FROM h.fire_at)::float8 AS fire_epoch, h.outcome,
           h.job_id, h.reason"""
 
-# Inserts the jobs of the periods a claim enqueued, with the ids the claim gave them. What
-# schedules share (payload, max_attempts, how long to keep, queue, priority) travels once
-# per template and is read by position, so no join at all. NOT EXISTS before ON CONFLICT:
+# Inserts the jobs of the periods a claim enqueued, with the ids the claim gave them: the
+# columns of every period of the tick (written ahead of the fire time) and an id for each,
+# NULL for those that get no job now. What schedules share (payload, max_attempts, how
+# long to keep, queue, priority) travels once per template and is read by position, so
+# no join at all. NOT EXISTS before ON CONFLICT:
 # a probe (jobs_unique) is cheaper than a conflict, and OFFSET 0 keeps it a probe per row.
 # A period's job may exist without history (one an older pgbeat inserted): nothing then.
 PERIOD_JOBS_INSERT: LiteralString = """
@@ -124,7 +126,7 @@ SELECT p.id, p.kind, (%(payloads)s::jsonb[])[p.template], to_timestamp(p.run_epo
 FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
             %(unique_keys)s::text[], %(templates)s::int[])
      AS p(id, kind, run_epoch, unique_key, template)
-WHERE NOT EXISTS (
+WHERE p.id IS NOT NULL AND NOT EXISTS (
       SELECT FROM jobs AS x WHERE x.kind = p.kind AND x.unique_key = p.unique_key OFFSET 0
   )
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING

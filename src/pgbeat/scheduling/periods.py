@@ -65,6 +65,7 @@ class PeriodBatch:
         self._overlap: set[str] = set()  # schedules whose claims must take turns
         self._cancelling: set[str] = set()  # schedules with overlap = "cancel_other"
         self._written_params: tuple[str, dict[str, str]] | None = None
+        self._jobs_columns: dict[str, str] | None = None
         self._written: dict[datetime, tuple[str, str, float]] = {}
 
     def __len__(self) -> int:
@@ -145,27 +146,30 @@ class PeriodBatch:
         self, conn: psycopg.Connection[Any], decided: dict[tuple[str, float], _Decision]
     ) -> set[int]:
         """Insert the jobs of the periods this claim enqueued; return their ids."""
-        indexes, ids = [], []
+        ids: list[int | None] = []
         for index, name in enumerate(self._schedules):
             outcome, job_id, _ = decided.get((name, self._fire_floats[index]), _NONE)
-            if outcome == "enqueued" and job_id is not None:
-                indexes.append(index)
-                ids.append(job_id)
-        if not ids:
+            ids.append(job_id if outcome == "enqueued" else None)
+        if not any(ids):
             return set()
-        rows = conn.execute(hq.PERIOD_JOBS_INSERT, self.jobs_params(indexes, ids), prepare=False)
+        rows = conn.execute(hq.PERIOD_JOBS_INSERT, self.jobs_params(ids), prepare=False)
         return {job_id for (job_id,) in rows}
 
-    def jobs_params(self, indexes: list[int], ids: list[int]) -> dict[str, str]:
-        """``PERIOD_JOBS_INSERT``'s parameters for the periods at ``indexes``, job ``ids``."""
+    def jobs_params(self, ids: list[int | None]) -> dict[str, str]:
+        """``PERIOD_JOBS_INSERT``'s parameters: each period's job id (None: no job now)
+        beside the columns of every period, which ``prepare`` writes ahead of time."""
+        if self._jobs_columns is None:
+            self._jobs_columns = self._write_jobs_columns()
+        shown = ["NULL" if job_id is None else str(job_id) for job_id in ids]
+        return {"ids": number_array(shown), **self._jobs_columns}
+
+    def _write_jobs_columns(self) -> dict[str, str]:
         position = {number: str(n + 1) for n, number in enumerate(sorted(self._used))}
-        template_of, run_epochs = self._template_of, self._run_epochs
         return {
-            "ids": number_array(map(str, ids)),
-            "kinds": text_array([self._kinds[i] for i in indexes]),
-            "run_epochs": number_array(run_epochs[i] for i in indexes),
-            "unique_keys": text_array([self.unique_keys[i] for i in indexes]),
-            "templates": number_array(position[template_of[i]] for i in indexes),
+            "kinds": text_array(self._kinds),
+            "run_epochs": number_array(self._run_epochs),
+            "unique_keys": text_array(self.unique_keys),
+            "templates": number_array(position[number] for number in self._template_of),
             **self._template_params(),
         }
 
@@ -266,8 +270,9 @@ class PeriodBatch:
         )
 
     def prepare(self, replica: str) -> None:
-        """Write the statement's parameters now (ahead of the fire time), not at claim time."""
+        """Write the statements' parameters now (ahead of the fire time), not at claim time."""
         self._written_params = (replica, self._params(replica))
+        self._jobs_columns = self._write_jobs_columns()
 
     def _params(self, replica: str) -> dict[str, str]:
         if self._written_params is not None and self._written_params[0] == replica:
