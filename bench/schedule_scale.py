@@ -7,6 +7,11 @@ times back to back, its memory (RSS), how long it takes to load the table, and h
 every replica runs a schedule created or changed by ``pgbeat.upsert_schedule`` after its
 commit.
 
+``python -m bench.schedule_scale startup``: 100,000 schedules created from code (as for
+idle); a replica's start-up, from ``Scheduler()`` to the end of its first tick (the table
+loaded, due periods claimed), three times. ``--baseline DIR`` first runs the same with the
+pgbeat of another checkout (``git worktree add /tmp/base REV``) and prints both.
+
 ``python -m bench.schedule_scale burst``: 10,000 schedules (250 in each of 40 zones) that
 all fire at the same instant, 8 replicas. Measures when each period's history row and job
 were inserted and when the last of them was visible, relative to the fire time, and counts
@@ -22,14 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import queue
 import random
 import statistics
+import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -225,6 +233,32 @@ def idle(url: str, count: int, replicas: int, seconds: float, changes: int) -> d
     return idle_figures(count, replicas, fleet.ready, done, commits, copy_seconds)
 
 
+def startup(url: str, count: int, repeats: int = 3) -> dict[str, Any]:
+    """Milliseconds from a replica's ``Scheduler()`` to the end of its first tick."""
+    copy_seconds = insert_schedules(url, daily_schedules(count, random.Random(13)))
+    millis = []
+    with psycopg.connect(url, autocommit=True, options="-c jit=off") as conn:
+        conn.execute("ANALYZE")
+        for _ in range(repeats):
+            started = time.perf_counter()
+            scheduler = Scheduler(url, None, heartbeat=False)
+            scheduler.tick(conn, connections.database_now(conn))
+            millis.append(round((time.perf_counter() - started) * 1000, 1))
+            del scheduler
+    log(f"start-up at {count} schedules: {millis} ms")
+    return {"schedules": count, "copy_seconds": round(copy_seconds, 2), "startup_ms": millis}
+
+
+def baseline_startup(directory: str, count: int) -> dict[str, Any]:
+    """``startup`` with the pgbeat of another checkout, in a process and database of its own."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": f"{Path(directory) / 'src'}{os.pathsep}{root}"}
+    command = [sys.executable, "-m", "bench.schedule_scale", "startup", "--schedules", str(count)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
 def upsert_some(url: str, changes: int) -> dict[str, tuple[str, float]]:
     """Create ``changes`` schedules and change as many, one commit each, a second apart."""
     commits: dict[str, tuple[str, float]] = {}
@@ -396,7 +430,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("benchmark", choices=["idle", "burst"])
+    parser.add_argument("benchmark", choices=["idle", "burst", "startup"])
+    parser.add_argument("--baseline", metavar="DIR", help="startup: also this checkout's pgbeat")
     parser.add_argument("--schedules", type=int, help="default 100000 (idle), 10000 (burst)")
     parser.add_argument("--replicas", type=int, help="default 4 (idle), 8 (burst)")
     parser.add_argument("--seconds", type=float, default=60.0, help="idle: how long to watch")
@@ -407,7 +442,11 @@ def main() -> None:
     with database.fresh_database(admin, "schedules") as url:
         with psycopg.connect(url, autocommit=True) as conn:
             pgbeat.apply_migrations(conn)
-        if args.benchmark == "idle":
+        if args.benchmark == "startup":
+            figures = startup(url, args.schedules or 100_000)
+            if args.baseline:
+                figures["baseline"] = baseline_startup(args.baseline, args.schedules or 100_000)
+        elif args.benchmark == "idle":
             figures = idle(
                 url, args.schedules or 100_000, args.replicas or 4, args.seconds, args.changes
             )

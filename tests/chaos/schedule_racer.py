@@ -1,6 +1,7 @@
 """Schedules changed while scheduler replicas die: pauses, resumes, upserts, deletes, runs
-now and SIGHUP reloads racing the storm (scenarios.scheduler_storm), and the audit of the
-history against the jobs table afterwards.
+now, backfills and SIGHUP reloads racing the storm (scenarios.scheduler_storm), beside
+schedules whose overlap policies (buffer_one, cancel_other) and pause after failures the
+claim decides, and the audit of the history against the jobs table afterwards.
 
 Every change is made the way users make it (``pgbeat.scheduling.state`` and
 ``pgbeat.upsert_schedule`` on an autocommit connection, a new file and SIGHUP); the racer
@@ -28,7 +29,17 @@ PAUSABLE = ("tick7", "new_york", "api_tick", "api_churn")  # never "tick": the r
 API_SCHEDULES: dict[str, dict[str, Any]] = {
     "api_tick": {"every": "1s", "catch_up": "all", "catch_up_window": "1m"},
     "api_churn": {"every": "2s", "catch_up": "all", "catch_up_window": "10m"},
-}
+    "api_buffer": {"every": "1s", "catch_up": "all", "catch_up_window": "1m",
+                   "overlap": "buffer_one"},
+    "api_cancel": {"every": "1s", "catch_up": "all", "catch_up_window": "1m",
+                   "overlap": "cancel_other"},
+    "api_failing": {"every": "1s", "catch_up": "all", "catch_up_window": "1m",
+                    "pause_after_failures": 2},
+}  # fmt: skip
+# Schedules whose missing periods the claim's own rules explain (overlap, failures): the
+# racer plays their workers, ending or starting their jobs.
+POLICY = ("api_buffer", "api_cancel", "api_failing")
+BACKFILLED = "tick"  # the pulse, backfilled over a past half minute: adds nothing new
 # A tick whose snapshot came just before a pause committed may enqueue a period that fired
 # between the pause's start (its now()) and its commit: a few milliseconds at most.
 COMMIT_SLACK = timedelta(milliseconds=100)
@@ -97,8 +108,37 @@ class ScheduleRacer:
                 if self.rng.random() < 0.15:
                     self._reload(conn)
                     continue
+                if self.rng.random() < 0.3:
+                    self._work(conn)
+                    continue
+                if self.rng.random() < 0.05:
+                    self._backfill(conn)
+                    continue
                 move = self.rng.choice(moves)
                 move(conn, self.rng.choice(PAUSABLE))
+
+    def _work(self, conn: Conn) -> None:
+        """Play the workers of the policy schedules: end a buffered schedule's live job, start
+        a cancel_other job, fail the failing schedule's jobs, resume it once it paused."""
+        name = self.rng.choice(POLICY)
+        if name == "api_buffer":
+            _set_live(conn, name, "done")
+            self._count("buffer_done")
+        elif name == "api_cancel":
+            _set_live(conn, name, "running", only="pending")
+            self._count("cancel_started")
+        else:
+            _set_live(conn, name, "failed")
+            self._count("failures")
+            if self.rng.random() < 0.3 and state.resume_schedule(conn, name, by="chaos"):
+                self._count("resume_after_failures")
+
+    def _backfill(self, conn: Conn) -> None:
+        now = _now(conn)
+        start = now - timedelta(seconds=self.rng.uniform(20, 40))
+        added = state.backfill(conn, BACKFILLED, start, now - timedelta(seconds=10), by="chaos")
+        self._count("backfill")
+        self.counts["backfilled_periods"] = self.counts.get("backfilled_periods", 0) + added
 
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -172,6 +212,24 @@ class ScheduleRacer:
             self._count("sighup")
 
 
+def _set_live(conn: Conn, name: str, status: str, only: str | None = None) -> None:
+    """The live jobs of ``name`` (or those in ``only``) get ``status``, as a worker would."""
+    statuses = [only] if only else ["pending", "running"]
+    conn.execute(
+        "UPDATE jobs SET status = %s,"
+        " finished_at = CASE WHEN %s IN ('done', 'failed') THEN now() END"
+        " WHERE split_part(unique_key, '@', 1) = %s AND status = ANY(%s)",
+        (status, status, name, statuses),
+    )
+
+
+def _now(conn: Conn) -> datetime:
+    row = conn.execute("SELECT now()").fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now
+
+
 def _exists(conn: Conn, name: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM pgbeat_schedules WHERE name = %s AND deleted_at IS NULL", (name,)
@@ -199,12 +257,13 @@ SELECT j.id, j.unique_key FROM jobs AS j
 LEFT JOIN pgbeat_schedule_history AS h
   ON h.schedule = split_part(j.unique_key, '@', 1)
  AND h.fire_at = split_part(j.unique_key, '@', 2)::timestamptz
- AND h.outcome = 'enqueued' AND h.job_id = j.id
+ AND h.outcome IN ('enqueued', 'backfill') AND h.job_id = j.id
 WHERE j.unique_key NOT LIKE '%%@manual:%%' AND h.id IS NULL
 LIMIT 20"""
 
-# History rows that contradict the jobs table: an enqueued period whose job is not its own,
-# a skipped or missed period that has a job, a manual run without its job.
+# History rows that contradict the jobs table: an enqueued (or backfilled) period whose job is
+# not its own, a skipped or missed period that has a job, a buffered (waiting) one whose job
+# exists already, a manual run without its job.
 HISTORY_WITHOUT_JOBS = """
 WITH h AS (
     SELECT schedule, fire_at, outcome, job_id,
@@ -214,9 +273,12 @@ WITH h AS (
 )
 SELECT h.schedule, h.fire_at, h.outcome, h.job_id, j.unique_key FROM h
 LEFT JOIN jobs AS j ON j.id = h.job_id
-WHERE (h.outcome = 'enqueued' AND (j.id IS NULL OR j.unique_key <> h.period_key))
+WHERE (h.outcome IN ('enqueued', 'backfill')
+       AND (j.id IS NULL OR j.unique_key <> h.period_key))
    OR (h.outcome IN ('skipped', 'missed') AND (h.job_id IS NOT NULL
        OR EXISTS (SELECT FROM jobs AS x WHERE x.unique_key = h.period_key)))
+   OR (h.outcome = 'buffered'
+       AND EXISTS (SELECT FROM jobs AS x WHERE x.unique_key = h.period_key))
    OR (h.outcome = 'manual' AND (j.id IS NULL OR j.unique_key <> h.schedule || '@manual:' || j.id))
 LIMIT 20"""
 
@@ -253,7 +315,7 @@ def check_gaps(
         row[0]
         for row in conn.execute(
             "SELECT fire_at FROM pgbeat_schedule_history WHERE schedule = %s"
-            " AND outcome IN ('skipped', 'missed')",
+            " AND outcome IN ('skipped', 'missed', 'buffered')",
             (schedule.name,),
         )
     }

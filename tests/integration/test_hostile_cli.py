@@ -150,6 +150,8 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
         "schedules resume": ["schedules", "resume", "beat"],
         "schedules run": ["schedules", "run", "beat"],
         "schedules history": ["schedules", "history", "beat", "--limit", "5", "--json"],
+        "schedules backfill": ["schedules", "backfill", "beat", "--from", "2026-01-01T00:00:00Z",
+                               "--to", "2026-01-01T00:00:03Z", "--dry-run"],
         "scheduler": ["scheduler", "--schedules", schedules, "--metrics-port", "9998"],
         "run": ["run", APP, "--schedules", schedules, *worker_flags],
         "ui": ["ui", "--port", "9997", "--prefix", "/pgbeat", "--schedules", schedules,

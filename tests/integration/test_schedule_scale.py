@@ -16,8 +16,9 @@ import pytest
 from bench.schedule_scale import ZONES, _cron_at, insert_schedules
 
 import pgbeat
-from pgbeat.db import schedule_queries as q
-from pgbeat.scheduling import periods
+from pgbeat.db import history_queries as q
+from pgbeat.scheduling import periods, planning
+from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
 from tests.helpers import wait_for
@@ -121,3 +122,61 @@ def test_periods_built_ahead_are_the_ones_a_tick_would_build(
         " WHERE j.run_at - h.fire_at < interval '2s'"
     ).fetchone()
     assert history == (sum(row[1] for row in rows),)
+
+
+def loops_over_ctes(node: dict[str, Any]) -> list[str]:
+    """Nested loops with a CTE's rows (or a Materialize of them) on either side."""
+    found = []
+    children = node.get("Plans", [])
+    if node["Node Type"] == "Nested Loop":
+        for child in children:
+            inner = child.get("Plans", [{}])[0] if child["Node Type"] == "Materialize" else child
+            if inner.get("Node Type") == "CTE Scan":
+                found.append(f"Nested Loop over CTE {inner.get('CTE Name')}")
+    for child in children:
+        found += loops_over_ctes(child)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("count", [10_000, 50_000])
+def test_the_claim_of_many_new_periods_cannot_go_quadratic(
+    database_url: str, conn: psycopg.Connection[Any], count: int
+) -> None:
+    """A minute after a tick of ``count`` periods, with statistics that know that history
+    (the planner then expects a handful of new periods): neither statement of the claim
+    has a nested loop whose inner side is not an index probe, nor one over a CTE."""
+    fire = next_minute(conn)
+    previous = fire - timedelta(minutes=1)
+    every = timedelta(minutes=1)
+    insert_schedules(
+        database_url, [Schedule(name=f"beat_{n}", kind="beat", every=every) for n in range(count)]
+    )
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, unique_key, run_at, status)"
+        " SELECT 'beat', '{}', 'beat_' || n || '@' || %(key)s, %(at)s, 'done'"
+        " FROM generate_series(0, %(count)s - 1) AS n",
+        {"key": previous.strftime("%Y-%m-%dT%H:%M:%SZ"), "at": previous, "count": count},
+    )
+    conn.execute(
+        "INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, job_id)"
+        " SELECT split_part(unique_key, '@', 1), run_at, 'enqueued', id FROM jobs"
+    )
+    conn.execute("ANALYZE")
+    catalog = Catalog()
+    catalog.load(conn)
+    groups = catalog.take_due(previous)  # as if this replica had ticked a minute ago
+    catalog.settle(groups, previous, {group.policy: fire for group in groups})
+    made = planning.plan(catalog, catalog.take_due(fire), fire)
+    assert len(made.batch) == count
+    ids: list[int | None] = list(range(10**9, 10**9 + count))
+    statements = [
+        (q.HISTORY_CLAIM_PERIODS, made.batch._params("test")),
+        (q.PERIOD_JOBS_INSERT, made.batch.jobs_params(ids)),
+    ]
+    for statement, params in statements:
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
+        assert row is not None
+        plan = row[0][0]["Plan"]
+        assert not quadratic_joins(plan), plan
+        assert not loops_over_ctes(plan), plan

@@ -1,4 +1,4 @@
-"""``pgbeat schedules list|pause|resume|run|history``: the schedules in the database.
+"""``pgbeat schedules list|pause|resume|run|backfill|history``: the schedules in the database.
 
 Each command is one call of ``pgbeat.scheduling.state`` on an autocommit connection, so a
 pause or a run commits at once and running schedulers see it within a tick.
@@ -15,10 +15,12 @@ from typing import Any
 from pgbeat.cli import common, types
 from pgbeat.db import connections
 from pgbeat.durations import format_duration
-from pgbeat.errors import ScheduleNotFound
+from pgbeat.errors import ScheduleNotFound, UserError
 from pgbeat.scheduling import state
-from pgbeat.scheduling.schedule import Schedule, next_fire_after
+from pgbeat.scheduling.schedule import Schedule, fire_times_after, has_ended
 from pgbeat.scheduling.state import PeriodRecord, ScheduleState
+
+BACKFILL_SHOWN = 10  # periods a dry run lists
 
 
 def add_commands(sub: Any, common_flags: argparse.ArgumentParser) -> None:
@@ -37,6 +39,17 @@ def add_commands(sub: Any, common_flags: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, parents=[common_flags], help=text)
         p.add_argument("name", metavar="NAME")
         p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "backfill",
+        parents=[common_flags],
+        help="enqueue a schedule's past periods in [--from, --to) that have no history yet",
+    )
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--from", dest="start", type=types.aware_datetime, required=True, metavar="ISO")
+    p.add_argument("--to", dest="end", type=types.aware_datetime, required=True, metavar="ISO")
+    p.add_argument("--dry-run", action="store_true", help="print what it would enqueue")
+    p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser(
         "history", parents=[common_flags], help="a schedule's periods and what became of them"
@@ -98,6 +111,28 @@ def cmd_run_now(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backfill(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        try:
+            if args.dry_run:
+                plan = state.preview_backfill(conn, args.name, args.start, args.end)
+            else:
+                count = state.backfill(conn, args.name, args.start, args.end, by=_who())
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    if not args.dry_run:
+        print(f"enqueued {count} periods of {args.name}")
+        return 0
+    done = len(plan.periods) - len(plan.new)
+    print(f"would enqueue {len(plan.new)} periods of {args.name} ({done} already decided)")
+    for fire in plan.new[:BACKFILL_SHOWN]:
+        print(f"  {_utc(fire)}")
+    if len(plan.new) > BACKFILL_SHOWN:
+        print(f"  ... and {len(plan.new) - BACKFILL_SHOWN} more")
+    return 0
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     url = connections.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
@@ -128,7 +163,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _schedule_json(found: ScheduleState, now: datetime) -> dict[str, Any]:
     schedule = found.schedule
-    next_fire = None if schedule is None else next_fire_after(schedule, now)
+    upcoming = [] if schedule is None else fire_times_after(schedule, now, 1)
+    next_fire = upcoming[0] if upcoming else None
     return {
         "name": found.name,
         "source": found.source,
@@ -138,8 +174,15 @@ def _schedule_json(found: ScheduleState, now: datetime) -> dict[str, Any]:
         "kind": None if schedule is None else schedule.kind,
         "paused": found.paused,
         "paused_by": found.paused_by,
+        "paused_reason": found.paused_reason,
+        "ended": schedule is not None and has_ended(schedule, now),
         "overlap": None if schedule is None else schedule.overlap,
         "jitter": None if schedule is None or schedule.jitter is None else _span(schedule.jitter),
+        "start_at": None if schedule is None else schedule.start_at,
+        "end_at": None if schedule is None else schedule.end_at,
+        "pause_after_failures": None if schedule is None else schedule.pause_after_failures,
+        "queue": None if schedule is None else schedule.queue,
+        "priority": None if schedule is None else schedule.priority,
         "next_fire": next_fire,
         "next_fire_local": _local(schedule, next_fire),
         "last_period": None if found.last is None else _period_json(found.last),
@@ -173,7 +216,7 @@ def _schedule_cells(row: dict[str, Any]) -> list[str]:
         row["source"],
         "invalid" if row["problem"] else when,
         row["timezone"] or "-",
-        "paused" if row["paused"] else "active",
+        _state_cell(row),
         row["overlap"] or "-",
         row["jitter"] or "-",
         _utc(row["next_fire"]) if row["next_fire"] else "-",
@@ -183,6 +226,12 @@ def _schedule_cells(row: dict[str, Any]) -> list[str]:
         (last["inserted_by"] or "-") if last else "-",
         f"{last['lag']:.3f}s" if last else "-",
     ]
+
+
+def _state_cell(row: dict[str, Any]) -> str:
+    if row["paused"]:
+        return f"paused ({row['paused_reason']})" if row["paused_reason"] else "paused"
+    return "ended" if row["ended"] else "active"
 
 
 def _print_table(header: list[str], rows: list[list[str]]) -> None:

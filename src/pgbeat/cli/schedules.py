@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from pgbeat.cli import common, schedule_admin, types
 from pgbeat.db import connections, migrate
 from pgbeat.errors import ConfigError, PgbeatError, UserError
+from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules, schedules_hash
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
@@ -50,6 +54,12 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--count", type=types.preview_count, default=5, metavar="N")
     p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="also preview the schedules in this database, those created from code among "
+        "them (default: $DATABASE_URL when set)",
+    )
     p.set_defaults(func=cmd_next)
 
     schedule_admin.add_commands(sub, common_flags)
@@ -119,11 +129,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_next(args: argparse.Namespace) -> int:
-    schedules, _ = _load(args.schedules)
+    schedules, where = _preview_schedules(args)
     if args.name is not None:
         schedules = [s for s in schedules if s.name == args.name]
         if not schedules:
-            raise UserError(f"{args.schedules}: no schedule named {args.name!r}")
+            raise UserError(f"{where}: no schedule named {args.name!r}")
     after = args.after or common.now_utc()
     # Schedules that fire at the same instant are listed by name (a Schedule has no order).
     rows = sorted(
@@ -135,6 +145,8 @@ def cmd_next(args: argparse.Namespace) -> int:
         key=lambda row: (row[0], row[1].name),
     )
     if schedules and not rows:
+        if all(s.end_at is not None and s.end_at <= after for s in schedules):
+            raise UserError(f"no period after {after.isoformat()}: the schedule has ended")
         raise UserError(f"no fire time after {after.isoformat()} before the year 10000")
     if args.json:
         print(json.dumps([_fire_json(schedule, fire) for fire, schedule in rows], indent=2))
@@ -148,13 +160,42 @@ def cmd_next(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preview_schedules(args: argparse.Namespace) -> tuple[list[Schedule], str]:
+    """The file's schedules, and those of the database when one is configured (the file's
+    definition first for a name in both); and where they were looked for."""
+    url = args.database_url or os.environ.get("DATABASE_URL")
+    from_file: list[Schedule] = []
+    if url is None or args.schedules != DEFAULT_SCHEDULES or Path(args.schedules).exists():
+        from_file, _ = _load(args.schedules)
+    if url is None:
+        return from_file, args.schedules
+    try:
+        with connections.connect(url) as conn:
+            stored = [s.schedule for s in state.list_schedules(conn) if s.schedule is not None]
+    except psycopg.errors.UndefinedTable:
+        stored = []  # not migrated: no schedule in the database yet
+    except PgbeatError as exc:
+        if not from_file:
+            raise
+        print(f"warning: only {args.schedules}'s schedules: {exc}", file=sys.stderr)
+        return from_file, args.schedules
+    names = {s.name for s in from_file}
+    merged = from_file + [s for s in stored if s.name not in names]
+    return merged, f"{args.schedules} and the database"
+
+
 def _fire_times_in_calendar(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
-    """Up to ``count`` fire times after ``after``; fewer when Python's calendar ends (9999)."""
+    """Up to ``count`` periods after ``after`` within the schedule's start_at..end_at; fewer
+    when the window closes or Python's calendar ends (9999)."""
     fires: list[datetime] = []
+    if schedule.start_at is not None and after < schedule.start_at:
+        after = schedule.start_at - timedelta(microseconds=1)
     try:
         for _ in range(count):
             after = next_fire_after(schedule, after)
             after.astimezone(schedule.zone)  # shown in local time too
+            if schedule.end_at is not None and after > schedule.end_at:
+                break
             fires.append(after)
     except (OverflowError, ValueError):  # "date value out of range", "year 10000 is out of range"
         pass

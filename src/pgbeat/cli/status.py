@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 
 from pgbeat.cli import common, types
 from pgbeat.db import connections, migrate, queries
+from pgbeat.db import history_queries as hq
 from pgbeat.db import retention_queries as rq
 from pgbeat.db import schedule_queries as sq
 from pgbeat.durations import format_duration
@@ -21,7 +22,7 @@ from pgbeat.observe.liveness import OVERDUE_GRACE, STALE_AFTER
 from pgbeat.scheduling import state
 from pgbeat.scheduling.catchup import latest_fire_between
 from pgbeat.scheduling.file import load_schedules
-from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
+from pgbeat.scheduling.schedule import Schedule, fire_times_after, has_ended, unique_key
 
 
 def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
@@ -149,17 +150,27 @@ def _schedule_status(
         floors = [] if entry is None else [entry.resumed_at]
         if entry is not None and entry.source == "api":  # a file's existed before its row
             floors.append(entry.created_at)
+        if schedule.start_at is not None:  # no period before its start
+            floors.append(schedule.start_at - timedelta(microseconds=1))
         checked_from = max([now - schedule.catch_up_window, *(f for f in floors if f)])
-        latest = latest_fire_between(schedule, checked_from, now - OVERDUE_GRACE)
+        checked_until = now - OVERDUE_GRACE
+        if schedule.end_at is not None:  # nor after its end: past it, "ended", not missing
+            checked_until = min(checked_until, schedule.end_at)
+        latest = None
+        if checked_from < checked_until:
+            latest = latest_fire_between(schedule, checked_from, checked_until)
+        upcoming = fire_times_after(schedule, now, 1)
         rows.append(
             {
                 "schedule": schedule.name,
                 "kind": schedule.kind,
                 "enabled": schedule.enabled and not (entry is not None and entry.paused),
                 "paused": entry is not None and entry.paused,
+                "paused_reason": None if entry is None else entry.paused_reason,
+                "ended": has_ended(schedule, now),
                 "latest_due": latest,
                 "latest_due_key": unique_key(schedule, latest) if latest else None,
-                "next_fire": next_fire_after(schedule, now),
+                "next_fire": upcoming[0] if upcoming else None,
                 "present": None,
             }
         )
@@ -176,7 +187,7 @@ def _schedule_status(
         )
         decided = set(
             conn.execute(
-                sq.HISTORY_DECIDED,
+                hq.HISTORY_DECIDED,
                 {
                     "schedules": [r["schedule"] for r in checked],
                     "fire_ats": [r["latest_due"] for r in checked],
@@ -245,10 +256,13 @@ def _print_status(
         for r in schedules:
             shown = {True: "enqueued", False: "MISSING", None: "-"}[r["present"]]
             if r.get("paused"):
-                shown = "paused"
+                reason = r.get("paused_reason")
+                shown = f"paused ({reason})" if reason else "paused"
+            next_fire = r["next_fire"]
+            upcoming = f"next {next_fire:%Y-%m-%dT%H:%M:%SZ}" if next_fire else "ended"
             print(
                 f"  {r['schedule']:<20} last due {r['latest_due_key'] or '-':<40} {shown:<9}"
-                f" next {r['next_fire']:%Y-%m-%dT%H:%M:%SZ}"
+                f" {upcoming}"
             )
     for warning in warnings:
         print(f"warning: {warning}")

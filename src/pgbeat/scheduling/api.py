@@ -8,7 +8,7 @@ the change up at commit (a NOTIFY wakes them; they also poll), without a restart
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from psycopg.rows import dict_row
@@ -39,6 +39,11 @@ def upsert_schedule(
     catch_up_window: str | timedelta | None = None,
     overlap: Overlap = "allow",
     jitter: str | timedelta | None = None,
+    start_at: str | datetime | None = None,
+    end_at: str | datetime | None = None,
+    pause_after_failures: int | None = None,
+    queue: str = "default",
+    priority: int = 0,
 ) -> Any:
     """Create or change the schedule ``name`` on ``conn``, in its current transaction.
 
@@ -46,7 +51,10 @@ def upsert_schedule(
     coroutine of it (as ``upsert_schedule_async``). Durations are written as in
     schedules.toml (``"30s"``, ``"1h30m"``) or given as ``timedelta``; ``kind`` defaults to
     the name, ``catch_up`` to ``"latest"`` within ``catch_up_window`` (``"1h"``). Pause state
-    survives a change. Raises ``ScheduleError`` (one line) for an invalid value, and
+    survives a change. ``start_at`` / ``end_at`` (aware datetimes or ISO-8601 text with an
+    offset) bound its periods; ``pause_after_failures`` pauses it after that many
+    consecutive periods whose jobs ended failed; ``queue`` and ``priority`` go to its jobs.
+    Raises ``ScheduleError`` (one line) for an invalid value, and
     ``ScheduleConflict`` when a schedules file declares ``name``: change it there.
     """
     schedule = _validated(
@@ -61,6 +69,11 @@ def upsert_schedule(
         catch_up_window=catch_up_window,
         overlap=overlap,
         jitter=jitter,
+        start_at=start_at,
+        end_at=end_at,
+        pause_after_failures=pause_after_failures,
+        queue=queue,
+        priority=priority,
     )
     sync_conn = frameworks.sync_connection(conn)
     if sync_conn is None:
@@ -88,6 +101,11 @@ async def upsert_schedule_async(
     catch_up_window: str | timedelta | None = None,
     overlap: Overlap = "allow",
     jitter: str | timedelta | None = None,
+    start_at: str | datetime | None = None,
+    end_at: str | datetime | None = None,
+    pause_after_failures: int | None = None,
+    queue: str = "default",
+    priority: int = 0,
 ) -> Change:
     """``upsert_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
     schedule = _validated(
@@ -102,6 +120,11 @@ async def upsert_schedule_async(
         catch_up_window=catch_up_window,
         overlap=overlap,
         jitter=jitter,
+        start_at=start_at,
+        end_at=end_at,
+        pause_after_failures=pause_after_failures,
+        queue=queue,
+        priority=priority,
     )
     return await _upsert_async(conn, schedule)
 

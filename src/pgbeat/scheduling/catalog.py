@@ -23,7 +23,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import psycopg
@@ -39,6 +39,8 @@ log = logging.getLogger("pgbeat.scheduler")
 
 Policy = tuple[Any, ...]  # (cron, every, timezone, catch_up, catch_up_window)
 Gaps = tuple[tuple[datetime | None, datetime], ...]  # (after, until] spans, None: always
+_MICROSECOND = timedelta(microseconds=1)
+_END_OF_TIME = datetime.max.replace(tzinfo=UTC)
 
 
 class Template(NamedTuple):
@@ -47,6 +49,8 @@ class Template(NamedTuple):
     payload: str  # JSON
     max_attempts: int
     keep_seconds: float
+    queue: str
+    priority: int
 
     @classmethod
     def of(cls, schedule: Schedule) -> Template:
@@ -54,6 +58,8 @@ class Template(NamedTuple):
             json.dumps(schedule.payload),
             schedule.max_attempts or client.DEFAULT_MAX_ATTEMPTS,
             keep_for(schedule).total_seconds(),
+            schedule.queue,
+            schedule.priority,
         )
 
 
@@ -106,9 +112,13 @@ def gaps_of(row: dict[str, Any]) -> Gaps:
     The last pause (``paused_at`` to ``resumed_at``): resuming does not catch it up. For a
     schedule created from code, everything until its creation. A file's schedules existed
     in the file before the table had them: a replica catches up their missed periods as it
-    always did.
+    always did. Everything before ``start_at`` and after ``end_at``.
     """
     gaps: list[tuple[datetime | None, datetime]] = []
+    if row.get("start_at") is not None:
+        gaps.append((None, row["start_at"] - _MICROSECOND))
+    if row.get("end_at") is not None:
+        gaps.append((row["end_at"], _END_OF_TIME))
     if row["source"] == "api":
         gaps.append((None, row["created_at"]))
     paused_at, resumed_at = row["paused_at"], row["resumed_at"]
@@ -173,6 +183,7 @@ class Catalog:
         self.snapshot: tuple[str, list[str]] | None = None  # (xmax, xip) of the last look
         self.changes = getattr(self, "changes", 0) + 1  # counts every change to the copy
         self.invalid: dict[str, str] = {}  # rows that do not validate, and why
+        self.buffering: set[str] = set()  # schedules with overlap = "buffer_one"
 
     def __len__(self) -> int:
         return len(self._group_of)
@@ -341,8 +352,11 @@ class Catalog:
             created_at=row["created_at"],
         )
         self._group_of[schedule.name] = group
+        if schedule.overlap == "buffer_one":
+            self.buffering.add(schedule.name)
 
     def _remove(self, name: str) -> int:
+        self.buffering.discard(name)
         group = self._group_of.pop(name)
         self.templates.release(group.members.pop(name).template)
         if not group.members:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pgbeat.scheduling.schedule import Schedule
@@ -28,7 +28,21 @@ DEFINITION_COLUMNS = (
     "catch_up_window",
     "overlap",
     "jitter",
+    "start_at",
+    "end_at",
+    "pause_after_failures",
+    "queue",
+    "priority",
 )
+# Keys that join the fingerprint only when set, so that the definitions written before
+# they existed keep their hash (replicas of two versions agree on such a schedule).
+_OPTIONAL_DEFAULTS: dict[str, Any] = {
+    "start_at": None,
+    "end_at": None,
+    "pause_after_failures": None,
+    "queue": "default",
+    "priority": 0,
+}
 
 
 def definition_hash(schedule: Schedule) -> str:
@@ -56,6 +70,11 @@ def schedule_values(schedule: Schedule) -> dict[str, Any]:
         "catch_up_window": schedule.catch_up_window,
         "overlap": schedule.overlap,
         "jitter": schedule.jitter,
+        "start_at": schedule.start_at,
+        "end_at": schedule.end_at,
+        "pause_after_failures": schedule.pause_after_failures,
+        "queue": schedule.queue,
+        "priority": schedule.priority,
         "definition_hash": definition_hash(schedule),
     }
 
@@ -68,7 +87,7 @@ def schedule_from_row(row: Mapping[str, Any]) -> Schedule:
 
 
 def _canonical(schedule: Schedule) -> str:
-    values = {
+    values: dict[str, Any] = {
         "kind": schedule.kind,
         "cron": schedule.cron,
         "every": _seconds(schedule.every),
@@ -80,6 +99,10 @@ def _canonical(schedule: Schedule) -> str:
         "overlap": schedule.overlap,
         "jitter": _seconds(schedule.jitter),
     }
+    for key, default in _OPTIONAL_DEFAULTS.items():
+        value = getattr(schedule, key)
+        if value != default:
+            values[key] = value.isoformat() if isinstance(value, datetime) else value
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 

@@ -1,23 +1,31 @@
-"""One tick's periods as the columns of the claim statement, and what became of each.
+"""One tick's periods as the columns of the claim statements, and what became of each.
 
-The statement (``HISTORY_CLAIM_PERIODS``) decides every period's outcome and inserts the
-jobs; this module writes its arrays cheaply for 10,000 periods (a key is a schedule's
-prefix plus a fire time's suffix, what schedules share travels once per template, each
-column is one array literal) and reads its answer back, period by period.
+One transaction: the claim (``HISTORY_CLAIM_PERIODS``) decides every period's outcome in
+the history, then ``PERIOD_JOBS_INSERT`` inserts the jobs of the periods it enqueued, then
+the schedules it paused for failures are paused and, under ``cancel_other``, the jobs the
+new ones replace are cancelled. Two statements rather than one that joins the claim's rows
+back to the periods: such a join of two CTEs is what the planner turned into a nested loop
+(quadratic) when statistics promised few rows. This module writes the arrays cheaply for
+10,000 periods (a key is a schedule's prefix plus a fire time's suffix, what schedules
+share travels once per template, each column is one array literal) and reads the answers
+back, period by period.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
+from pgbeat import client
+from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.scheduling.catalog import Group, Member, Template, outside
+from pgbeat.scheduling.catchup import ON_TIME
 from pgbeat.scheduling.jitter import jitter_offset
 from pgbeat.scheduling.schedule import unique_key_suffix
 
@@ -28,8 +36,12 @@ class Claims:
 
     inserted: list[str] = field(default_factory=list)  # enqueued, job inserted now
     existing: list[str] = field(default_factory=list)  # enqueued before (or by another writer)
-    skipped: list[str] = field(default_factory=list)  # paused, or overlap
+    skipped: list[str] = field(default_factory=list)  # paused, failures, or overlap
     missed: list[str] = field(default_factory=list)  # dropped by the catch-up policy
+    buffered: list[str] = field(default_factory=list)  # waiting (overlap = "buffer_one")
+    paused: list[str] = field(default_factory=list)  # schedules paused after failures
+    cancelled: list[int] = field(default_factory=list)  # jobs replaced (cancel_other)
+    released: list[str] = field(default_factory=list)  # waited, enqueued now
     # per schedule: (inserted, existing) due periods, for the metrics
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -41,17 +53,20 @@ class PeriodBatch:
         self._templates = templates
         self._schedules: list[str] = []
         self._fire_epochs: list[str] = []
+        self._fire_floats: list[float] = []
         self._run_epochs: list[str] = []
         self.unique_keys: list[str] = []
         self._kinds: list[str] = []
         self._hashes: list[str] = []
         self._missed: list[str] = []
-        self._later: list[str] = []  # "t": an earlier due period of its schedule is in the batch
-        self._template_of: list[str] = []
+        self._ranks: list[str] = []  # how many earlier due periods of its schedule are here
+        self._template_of: list[int] = []
         self._used: set[int] = set()
         self._overlap: set[str] = set()  # schedules whose claims must take turns
+        self._cancelling: set[str] = set()  # schedules with overlap = "cancel_other"
         self._written_params: tuple[str, dict[str, str]] | None = None
-        self._written: dict[datetime, tuple[str, str]] = {}
+        self._jobs_columns: dict[str, str] | None = None
+        self._written: dict[datetime, tuple[str, str, float]] = {}
 
     def __len__(self) -> int:
         return len(self.unique_keys)
@@ -68,16 +83,21 @@ class PeriodBatch:
 
     def _append(self, member: Member, fires: Sequence[datetime], *, missed: bool) -> None:
         flag = "t" if missed else "f"
-        template = str(member.template)
+        template = member.template
         prefix = member.name + "@"
         if not missed and fires:
-            self._later += ["f"] + ["t"] * (len(fires) - 1)  # due fires come oldest first
+            self._ranks += (
+                _RANKS[: len(fires)]
+                if len(fires) <= len(_RANKS)
+                else [str(rank) for rank in range(len(fires))]
+            )  # due fires come oldest first
         elif fires:
-            self._later += ["f"] * len(fires)
+            self._ranks += ["0"] * len(fires)
         for fire in fires:
-            suffix, epoch = self._write(fire)
+            suffix, epoch, seconds = self._write(fire)
             self._schedules.append(member.name)
             self._fire_epochs.append(epoch)
+            self._fire_floats.append(seconds)
             if member.jitter is None:
                 self._run_epochs.append(epoch)
             else:
@@ -89,17 +109,20 @@ class PeriodBatch:
             self._missed.append(flag)
             self._template_of.append(template)
         self._used.add(member.template)
-        if member.overlap == "skip":
+        if member.overlap != "allow":
             self._overlap.add(member.name)
+        if member.overlap == "cancel_other":
+            self._cancelling.add(member.name)
 
-    def _write(self, fire: datetime) -> tuple[str, str]:
-        """A fire time's key suffix and epoch literal, written once per tick."""
+    def _write(self, fire: datetime) -> tuple[str, str, float]:
+        """A fire time's key suffix, epoch literal and epoch, written once per tick."""
         if fire not in self._written:
-            self._written[fire] = (unique_key_suffix(fire), repr(fire.timestamp()))
+            seconds = fire.timestamp()
+            self._written[fire] = (unique_key_suffix(fire), repr(seconds), seconds)
         return self._written[fire]
 
     def claim(self, conn: psycopg.Connection[Any], replica: str) -> Claims:
-        """Run the claim statement; link periods whose job another writer inserted.
+        """Claim the periods, insert the jobs of those enqueued, then pause and cancel.
 
         Never prepared: a generic plan cannot see how many periods there are.
         """
@@ -107,32 +130,111 @@ class PeriodBatch:
         if not self.unique_keys:
             return claims
         with conn.transaction():
+            conn.execute(hq.HISTORY_CLAIM_SETTINGS)
             _take_turn(conn)
             if self._overlap:
-                conn.execute(q.HISTORY_LOCK_OVERLAP, {"names": text_array(sorted(self._overlap))})
-            rows = conn.execute(q.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False)
-            decided = {(name, epoch): (out, new) for name, epoch, out, _, new in rows}
-            self._sort_out(conn, claims, decided)
+                conn.execute(hq.HISTORY_LOCK_OVERLAP, {"names": text_array(sorted(self._overlap))})
+            rows = conn.execute(hq.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False)
+            decided = {(name, epoch): (out, job, why) for name, epoch, out, job, why in rows}
+            inserted = self._insert_jobs(conn, decided)
+            self._sort_out(conn, claims, decided, inserted)
+            self._pause_failing(conn, claims, decided, replica)
+            self._cancel_others(conn, claims, decided)
         return claims
+
+    def _insert_jobs(
+        self, conn: psycopg.Connection[Any], decided: dict[tuple[str, float], _Decision]
+    ) -> set[int]:
+        """Insert the jobs of the periods this claim enqueued; return their ids."""
+        ids: list[int | None] = []
+        for index, name in enumerate(self._schedules):
+            outcome, job_id, _ = decided.get((name, self._fire_floats[index]), _NONE)
+            ids.append(job_id if outcome == "enqueued" else None)
+        if not any(ids):
+            return set()
+        rows = conn.execute(hq.PERIOD_JOBS_INSERT, self.jobs_params(ids), prepare=False)
+        return {job_id for (job_id,) in rows}
+
+    def jobs_params(self, ids: list[int | None]) -> dict[str, str]:
+        """``PERIOD_JOBS_INSERT``'s parameters: each period's job id (None: no job now)
+        beside the columns of every period, which ``prepare`` writes ahead of time."""
+        if self._jobs_columns is None:
+            self._jobs_columns = self._write_jobs_columns()
+        shown = ["NULL" if job_id is None else str(job_id) for job_id in ids]
+        return {"ids": number_array(shown), **self._jobs_columns}
+
+    def _write_jobs_columns(self) -> dict[str, str]:
+        position = {number: str(n + 1) for n, number in enumerate(sorted(self._used))}
+        return {
+            "kinds": text_array(self._kinds),
+            "run_epochs": number_array(self._run_epochs),
+            "unique_keys": text_array(self.unique_keys),
+            "templates": number_array(position[number] for number in self._template_of),
+            **self._template_params(),
+        }
 
     def _sort_out(
         self,
         conn: psycopg.Connection[Any],
         claims: Claims,
-        decided: dict[tuple[str, float], tuple[str, bool]],
+        decided: dict[tuple[str, float], _Decision],
+        inserted: set[int],
     ) -> None:
         """File each period by what the statement decided; link the jobs others inserted."""
         unlinked: list[int] = []
         for index, key in enumerate(self.unique_keys):
             name = self._schedules[index]
-            outcome, inserted = decided.get((name, float(self._fire_epochs[index])), (None, False))
-            if outcome == "enqueued" and not inserted:
+            outcome, job_id, _ = decided.get((name, self._fire_floats[index]), _NONE)
+            new = job_id is not None and job_id in inserted
+            if outcome == "enqueued" and not new:
                 unlinked.append(index)
-            self._count(claims, index, key, outcome, inserted)
+            self._count(claims, index, key, outcome, new)
         if unlinked:
             self._link(conn, unlinked)
         for keys in (claims.inserted, claims.existing, claims.skipped, claims.missed):
             keys.sort()
+        claims.buffered.sort()
+
+    def _pause_failing(
+        self,
+        conn: psycopg.Connection[Any],
+        claims: Claims,
+        decided: dict[tuple[str, float], _Decision],
+        replica: str,
+    ) -> None:
+        """Pause the schedules whose period this claim skipped for failures."""
+        names = sorted({name for (name, _), (_, _, why) in decided.items() if why == "failures"})
+        if names:
+            params = {"names": text_array(names), "by": replica}
+            rows = conn.execute(q.SCHEDULES_PAUSE_AFTER_FAILURES, params).fetchall()
+            claims.paused = sorted(name for name, _ in rows)
+
+    def _cancel_others(
+        self,
+        conn: psycopg.Connection[Any],
+        claims: Claims,
+        decided: dict[tuple[str, float], _Decision],
+    ) -> None:
+        """overlap = "cancel_other": the live jobs that this claim's new periods replace."""
+        if not self._cancelling:
+            return
+        new = {
+            name: job_id
+            for (name, _), (outcome, job_id, _) in decided.items()
+            if outcome == "enqueued" and job_id is not None and name in self._cancelling
+        }
+        if not new:
+            return
+        names = sorted(new)
+        kinds = {self._schedules[i]: self._kinds[i] for i in range(len(self._schedules))}
+        params = {
+            "schedules": text_array(names),
+            "kinds": text_array([kinds[name] for name in names]),
+            "keep": number_array(str(job_id) for job_id in new.values()),
+            "reason": "cancelled: a later period of its schedule replaced it (cancel_other)",
+        }
+        rows = conn.execute(hq.PERIOD_JOBS_CANCEL_OTHERS, params, prepare=False)
+        claims.cancelled = sorted(job_id for job_id, _ in rows)
 
     def _count(
         self, claims: Claims, index: int, key: str, outcome: str | None, inserted: bool
@@ -140,6 +242,8 @@ class PeriodBatch:
         """File one period of the answer; ``outcome`` None: another writer decided it."""
         if outcome == "skipped":
             claims.skipped.append(key)
+        elif outcome == "buffered":
+            claims.buffered.append(key)
         elif outcome == "missed":
             claims.missed.append(key)
         elif outcome is not None or self._missed[index] == "f":
@@ -155,7 +259,7 @@ class PeriodBatch:
     def _link(self, conn: psycopg.Connection[Any], indexes: list[int]) -> None:
         """Point history rows at the jobs another writer inserted for their periods."""
         conn.execute(
-            q.HISTORY_LINK_EXISTING_JOBS,
+            hq.HISTORY_LINK_EXISTING_JOBS,
             {
                 "schedules": text_array([self._schedules[i] for i in indexes]),
                 "fire_epochs": number_array(self._fire_epochs[i] for i in indexes),
@@ -166,36 +270,60 @@ class PeriodBatch:
         )
 
     def prepare(self, replica: str) -> None:
-        """Write the statement's parameters now (ahead of the fire time), not at claim time."""
+        """Write the statements' parameters now (ahead of the fire time), not at claim time."""
         self._written_params = (replica, self._params(replica))
+        self._jobs_columns = self._write_jobs_columns()
 
     def _params(self, replica: str) -> dict[str, str]:
         if self._written_params is not None and self._written_params[0] == replica:
             return self._written_params[1]
-        numbers = sorted(self._used)
-        used = [self._templates[number] for number in numbers]
         return {
             "schedules": text_array(self._schedules),
             "fire_epochs": number_array(self._fire_epochs),
-            "run_epochs": number_array(self._run_epochs),
-            "unique_keys": text_array(self.unique_keys),
             "kinds": text_array(self._kinds),
             "hashes": text_array(self._hashes),
             "missed": number_array(self._missed),
-            "later": number_array(self._later),
-            "templates": number_array(self._template_of),
-            "template_numbers": number_array([str(number) for number in numbers]),
+            "ranks": number_array(self._ranks),
+            "by": replica,
+        }
+
+    def _template_params(self) -> dict[str, str]:
+        """What the templates in use hold, by position (1, 2, ...) in template number order."""
+        used = [self._templates[number] for number in sorted(self._used)]
+        return {
             "payloads": text_array([t.payload for t in used]),
             "max_attempts": number_array([str(t.max_attempts) for t in used]),
             "keep_seconds": number_array([repr(t.keep_seconds) for t in used]),
-            "by": replica,
+            "queues": text_array([t.queue for t in used]),
+            "priorities": number_array([str(t.priority) for t in used]),
         }
+
+
+_Decision = tuple[str | None, int | None, str | None]  # (outcome, job id, reason)
+_NONE: _Decision = (None, None, None)
+_RANKS = [str(rank) for rank in range(64)]
 
 
 def _take_turn(conn: psycopg.Connection[Any]) -> None:
     """Wait (2 s at most) for other replicas' claims to end; past that, claim alongside."""
     try:
         with conn.transaction():  # a savepoint: a wait that times out must not end the claim
-            conn.execute(q.HISTORY_WAIT_TURN)
+            conn.execute(hq.HISTORY_WAIT_TURN)
     except psycopg.errors.LockNotAvailable:
         pass
+
+
+def release_buffered(conn: psycopg.Connection[Any], replica: str) -> list[str]:
+    """Enqueue each waiting period (``buffer_one``) whose schedule's live jobs have ended.
+
+    Returns the unique keys of the jobs inserted. Safe on every replica at once: the history
+    row is taken by one of them.
+    """
+    params = {
+        "by": replica,
+        "default_max_attempts": client.DEFAULT_MAX_ATTEMPTS,
+        "keep_extra": ON_TIME + timedelta(minutes=1),
+    }
+    with conn.transaction():
+        rows = conn.execute(hq.HISTORY_RELEASE_BUFFERED, params).fetchall()
+    return sorted(key for _, key in rows)

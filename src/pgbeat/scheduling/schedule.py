@@ -30,11 +30,14 @@ from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 from pgbeat.scheduling import cron, dst
 
 CatchUp = Literal["none", "latest", "all"]
-Overlap = Literal["allow", "skip"]
+Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
 _MINUTE = timedelta(minutes=1)
+_MICROSECOND = timedelta(microseconds=1)
+_FIRST = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST = datetime(9999, 1, 1, tzinfo=UTC)
 _DAY = timedelta(days=1)
 _NAME = re.compile(r"[A-Za-z0-9_.:-]+")
 # "localtime" (and "posixrules") are whatever the host's zone files point at, and
@@ -58,11 +61,20 @@ class Schedule(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS)
     catch_up: CatchUp = "latest"
     catch_up_window: timedelta = timedelta(hours=1)
-    # "skip": no new period while an earlier job of this schedule is pending or running.
+    # While an earlier job of this schedule is pending or running, a new period is: "skip"
+    # skipped; "buffer_one" kept waiting (one at most) until that job ends; "cancel_other"
+    # enqueued, and the running job asked to stop. "allow": enqueued regardless.
     overlap: Overlap = "allow"
     # Each period's run_at is delayed by a fixed offset in [0, jitter) (scheduling/jitter.py).
     jitter: timedelta | None = None
     enabled: bool = True
+    # No period before start_at or after end_at (aware instants; None: no bound).
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    # After this many consecutive periods whose jobs ended failed, the schedule pauses.
+    pause_after_failures: int | None = Field(default=None, ge=1, le=1_000_000)
+    queue: str = Field(default="default", min_length=1, max_length=limits.MAX_KIND_LENGTH)
+    priority: int = Field(default=0, ge=-32768, le=32767)  # higher runs first (smallint)
 
     @field_validator("name")
     @classmethod
@@ -78,6 +90,32 @@ class Schedule(BaseModel):
     def _check_kind(cls, value: str) -> str:
         if "\x00" in value:
             raise ValueError("contains a NUL character, which the database cannot store")
+        return value
+
+    @field_validator("start_at", "end_at", mode="before")
+    @classmethod
+    def _parse_instant(cls, value: object) -> object:
+        # ISO-8601 with an offset, as TOML's offset date-times or text in code and JSON.
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"expected an ISO-8601 time with offset, got {value!r}") from None
+        if isinstance(value, datetime):
+            if value.tzinfo is None or value.utcoffset() is None:
+                raise ValueError(f"needs a UTC offset (e.g. '+00:00' or 'Z'), got {value}")
+            if not _FIRST <= value.astimezone(UTC) <= _LAST:
+                raise ValueError(f"must be between the years 1970 and 9999, got {value}")
+            return value.astimezone(UTC)
+        if value is None:
+            return value
+        raise ValueError(f"expected an ISO-8601 time with offset, got {value!r}")
+
+    @field_validator("queue")
+    @classmethod
+    def _check_queue(cls, value: str) -> str:
+        if "\x00" in value or not value.strip():
+            raise ValueError("must be a non-empty name without NUL characters")
         return value
 
     @field_validator("cron")
@@ -151,7 +189,15 @@ class Schedule(BaseModel):
             raise ValueError("set either 'cron' or 'every', not both")
         if self.cron is None and self.every is None:
             raise ValueError("missing 'cron' or 'every' (set exactly one)")
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
         return self
+
+    def in_window(self, fire: datetime) -> bool:
+        """Whether a period firing at ``fire`` lies within ``start_at`` .. ``end_at``."""
+        return (self.start_at is None or fire >= self.start_at) and (
+            self.end_at is None or fire <= self.end_at
+        )
 
     @field_serializer("every", "catch_up_window", "jitter", when_used="json")
     def _show_duration(self, value: timedelta | None) -> str | None:
@@ -160,7 +206,7 @@ class Schedule(BaseModel):
     @property
     def zone(self) -> ZoneInfo:
         """The schedule's time zone (cron wall-clock times are read in it)."""
-        return ZoneInfo(self.timezone)
+        return _zone(self.timezone)
 
     @property
     def is_fixed_time(self) -> bool:
@@ -212,14 +258,50 @@ def next_fire_after(schedule: Schedule, after: datetime) -> datetime:
 
 
 def fire_times_after(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
-    """The next ``count`` fire instants strictly after ``after``, ascending, in UTC."""
+    """The next ``count`` periods strictly after ``after``, ascending, in UTC.
+
+    Only periods within the schedule's ``start_at`` .. ``end_at``: fewer than ``count``
+    (none, for a schedule past its end) when the window closes first.
+    """
     if count < 0:
         raise ValueError(f"count must not be negative, got {count}")
+    if schedule.start_at is not None and after < schedule.start_at:
+        after = schedule.start_at - _MICROSECOND  # the start itself may be a period
     fires: list[datetime] = []
     for _ in range(count):
         after = next_fire_after(schedule, after)
+        if schedule.end_at is not None and after > schedule.end_at:
+            break
         fires.append(after)
     return fires
+
+
+def periods_between(
+    schedule: Schedule, start: datetime, end: datetime, limit: int
+) -> list[datetime]:
+    """The periods t with start <= t < end within the schedule's window, at most ``limit``.
+
+    Read with the schedule's zone and DST rules, as the scheduler would have fired them
+    (a backfill's periods). Stops after ``limit`` + 1, so a caller can tell "too many".
+    """
+    _require_aware(start=start, end=end)
+    if schedule.start_at is not None:
+        start = max(start, schedule.start_at)
+    if schedule.end_at is not None:
+        end = min(end, schedule.end_at + _MICROSECOND)
+    fires: list[datetime] = []
+    after = start - _MICROSECOND
+    while len(fires) <= limit:
+        after = next_fire_after(schedule, after)
+        if after >= end:
+            break
+        fires.append(after)
+    return fires
+
+
+def has_ended(schedule: Schedule, now: datetime) -> bool:
+    """True once ``end_at`` has passed: the schedule has no period left."""
+    return schedule.end_at is not None and now > schedule.end_at
 
 
 def unique_key(schedule: Schedule, fire_at: datetime) -> str:
@@ -242,6 +324,11 @@ def _require_aware(**values: datetime) -> None:
     for label, value in values.items():
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{label} must be a timezone-aware datetime, got {value!r}")
+
+
+@functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
 
 
 @functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file

@@ -4,8 +4,8 @@ Any number of replicas run this loop. The schedules live in ``pgbeat_schedules``
 replica writes its schedules file there on start and on reload (sync.py), keeps a copy
 of the table in memory (catalog.py) and follows its changes (a NOTIFY wakes it; each tick
 also asks). Each period is claimed in ``pgbeat_schedule_history`` and its job inserted in
-one statement (periods.py): the first replica to claim a period decides its outcome, the
-others find it decided. No leader, no lock.
+one transaction (periods.py, claiming.py): the first replica to claim a period decides its
+outcome, the others find it decided. No leader, no lock.
 """
 
 from __future__ import annotations
@@ -32,16 +32,15 @@ from pgbeat.db.connections import (
     Outage,
     ReconnectBackoff,
     is_connection_failure,
-    is_data_error,
 )
 from pgbeat.db.pooler import pooler
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
-from pgbeat.scheduling import planning
-from pgbeat.scheduling.catalog import Catalog, Group
+from pgbeat.scheduling import claiming, planning
+from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.definition import file_hash
-from pgbeat.scheduling.periods import Claims, PeriodBatch
+from pgbeat.scheduling.periods import Claims, release_buffered
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.sync import needs_sync, sync_file
 
@@ -51,8 +50,6 @@ MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the sched
 HISTORY_RETENTION = timedelta(days=30)  # history rows older than this are deleted
 FILE_CHECK_EVERY = 5.0  # seconds between checks that this replica's file is in effect
 PURGE_EVERY = 600.0  # seconds between history purges by one replica
-PURGE_BATCH = 10_000
-TOMBSTONES_KEPT = timedelta(days=1)  # deleted schedules stay visible to polling replicas
 _WAIT_SLICE = 0.25  # seconds: how promptly a wait notices stop() and reload()
 
 
@@ -65,6 +62,9 @@ class TickResult:
     next_fire: datetime | None
     skipped: list[str] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
+    buffered: list[str] = field(default_factory=list)  # waiting behind a live job
+    released: list[str] = field(default_factory=list)  # waited, enqueued now
+    paused: list[str] = field(default_factory=list)  # schedules paused after failures
 
 
 class Scheduler:
@@ -250,7 +250,7 @@ class Scheduler:
     def tick(
         self, conn: psycopg.Connection[Any], now: datetime, *, refresh: bool = True
     ) -> TickResult:
-        """Insert every period due at ``now`` (the database's clock) in one statement.
+        """Insert every period due at ``now`` (the database's clock) in one transaction.
 
         ``refresh``: first apply the changes of the table (the loop skips it when it heard
         of none, so that a tick with nothing due touches no database).
@@ -269,57 +269,24 @@ class Scheduler:
                 self.prepared_ticks += 1
             else:
                 made = planning.plan(self.catalog, groups, now)
-            claims = self._claim(conn, made.batch, made.periods)
+            claims = claiming.claim(conn, self.catalog, made, self.replica)
         finally:
             next_fires = {} if made is None else made.next_fires
             self.catalog.settle(groups, None if claims is None else now, next_fires)
-        self._report(claims)
+        if self.catalog.buffering:  # after the claim: a period it buffered may go at once
+            claims.released = release_buffered(conn, self.replica)
+        claiming.report(claims, self._metrics, self.catalog)
         next_fire = self.catalog.next_fire()
         return TickResult(
-            claims.inserted, claims.existing, next_fire, claims.skipped, claims.missed
+            claims.inserted,
+            claims.existing,
+            next_fire,
+            claims.skipped,
+            claims.missed,
+            claims.buffered,
+            claims.released,
+            claims.paused,
         )
-
-    def _claim(
-        self,
-        conn: psycopg.Connection[Any],
-        batch: PeriodBatch,
-        periods: list[planning.GroupPeriods],
-    ) -> Claims:
-        """Claim the tick's periods in one statement, or schedule by schedule if need be.
-
-        When the database refuses the statement for the values of some period (a data
-        error, not a lost connection nor a missing table), each schedule is claimed alone:
-        the one it refuses is logged and skipped this tick, and the others go on.
-        """
-        try:
-            return batch.claim(conn, self.replica)
-        except Exception as exc:
-            if is_connection_failure(exc, conn) or not is_data_error(exc):
-                raise
-            log.warning(
-                "the tick's periods were refused (%s); claiming them schedule by schedule",
-                _first_line(exc),
-            )
-        claims = Claims()
-        for group, due, missed in periods:
-            for name, member in group.members.items():
-                alone = PeriodBatch(self.catalog.templates.by_number)
-                own = Group(policy=group.policy, members={name: member}, last_tick=group.last_tick)
-                alone.add(own, due, missed)
-                try:
-                    _merge(claims, alone.claim(conn, self.replica))
-                except Exception as exc:
-                    if is_connection_failure(exc, conn) or not is_data_error(exc):
-                        raise
-                    log.error(
-                        "schedule %s: the database refused its periods, skipped this tick: %s",
-                        name,
-                        _first_line(exc),
-                        extra={"schedule": name, "kind": member.kind},
-                    )
-        for keys in (claims.inserted, claims.existing, claims.skipped, claims.missed):
-            keys.sort()
-        return claims
 
     def _start(self, conn: psycopg.Connection[Any]) -> None:
         """Write this replica's file into the table (if it is the newest), then copy the table."""
@@ -380,46 +347,7 @@ class Scheduler:
 
     def purge_history(self, conn: psycopg.Connection[Any]) -> int:
         """Delete history older than the retention, and old tombstones; return rows deleted."""
-        deleted, params = 0, {"older_than": self._retention, "batch": PURGE_BATCH}
-        for _ in range(100):  # at most a million rows per turn
-            count = conn.execute(sq.HISTORY_PURGE_BATCH, params).rowcount
-            deleted += count
-            if count < PURGE_BATCH:
-                break
-        conn.execute(sq.SCHEDULES_PURGE_TOMBSTONES, {"older_than": TOMBSTONES_KEPT})
-        return deleted
-
-    def _report(self, claims: Claims) -> None:
-        """Count each schedule's periods (new or present) and log them when asked to."""
-        for name, (new, old) in claims.counts.items():
-            self._metrics.periods(name, new, old)
-        if log.isEnabledFor(logging.INFO):
-            for key in claims.inserted:
-                log.info("enqueued %s", key, extra=self._fields(key))
-            for key in claims.skipped:
-                log.info("skipped %s", key, extra=self._fields(key))
-            for key in claims.missed:
-                log.info("missed %s", key, extra=self._fields(key))
-        if log.isEnabledFor(logging.DEBUG):
-            for key in claims.existing:
-                log.debug("already enqueued %s", key, extra=self._fields(key))
-
-    def _fields(self, key: str) -> dict[str, Any]:
-        name = key.partition("@")[0]
-        return {"schedule": name, "kind": self.catalog.kind(name), "unique_key": key}
-
-
-def _merge(claims: Claims, more: Claims) -> None:
-    """Add one schedule's claims to the tick's."""
-    claims.inserted += more.inserted
-    claims.existing += more.existing
-    claims.skipped += more.skipped
-    claims.missed += more.missed
-    claims.counts.update(more.counts)
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().partition("\n")[0][:500] or type(exc).__name__
+        return claiming.purge_history(conn, self._retention)
 
 
 def _replica_id() -> str:

@@ -1,4 +1,5 @@
-"""What operators and the dashboard do with schedules: list, history, pause, resume, run now.
+"""What operators and the dashboard do with schedules: list, history, pause, resume, run now,
+backfill (backfill.py).
 
 Every function takes a psycopg connection (or anything ``pgbeat.enqueue`` takes that is
 synchronous) and runs in its current transaction: on an autocommit connection each call
@@ -20,13 +21,20 @@ from pydantic import ValidationError
 
 from pgbeat import client
 from pgbeat.db import frameworks
+from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.errors import ScheduleNotFound
+from pgbeat.scheduling.backfill import (
+    MAX_BACKFILL_PERIODS,
+    BackfillPlan,
+    backfill,
+    preview_backfill,
+)
 from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, last_fires_between
 from pgbeat.scheduling.definition import schedule_from_row
 from pgbeat.scheduling.schedule import Schedule
 
-Outcome = Literal["enqueued", "skipped", "missed", "manual"]
+Outcome = Literal["enqueued", "skipped", "missed", "manual", "backfill", "buffered"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,8 @@ class ScheduleState:
     definition_hash: str
     file_hash: str | None
     last: PeriodRecord | None  # the latest period, manual runs aside
+    # why it paused itself (pause_after_failures); None for a pause an operator asked for
+    paused_reason: str | None = None
 
 
 def list_schedules(conn: object) -> list[ScheduleState]:
@@ -107,7 +117,7 @@ def schedule_history(
     """
     if limit < 1:
         raise ValueError("limit must be at least 1")
-    rows = _rows(conn, q.HISTORY_OF_SCHEDULE, {"name": name, "limit": limit, "before": before})
+    rows = _rows(conn, hq.HISTORY_OF_SCHEDULE, {"name": name, "limit": limit, "before": before})
     return [_period(row) for row in rows]
 
 
@@ -140,7 +150,7 @@ def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
         start = max(row["paused_at"], row["resumed_at"] - schedule.catch_up_window)
         fires = last_fires_between(schedule, start, row["resumed_at"], MAX_CATCH_UP_PERIODS)
         if fires:
-            _rows(conn, q.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires})
+            _rows(conn, hq.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires})
     return True
 
 
@@ -160,7 +170,7 @@ def run_schedule_now(
         "reason": reason,
         "default_max_attempts": client.DEFAULT_MAX_ATTEMPTS,
     }
-    rows = _rows(conn, q.HISTORY_RUN_NOW, params)
+    rows = _rows(conn, hq.HISTORY_RUN_NOW, params)
     if not rows:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     return int(rows[0]["id"])
@@ -211,6 +221,7 @@ def _state(row: dict[str, Any]) -> ScheduleState:
         definition_hash=row["definition_hash"],
         file_hash=row["file_hash"],
         last=last,
+        paused_reason=row["paused_reason"],
     )
 
 
@@ -238,12 +249,16 @@ def _period(row: dict[str, Any]) -> PeriodRecord:
 
 
 __all__ = [
+    "MAX_BACKFILL_PERIODS",
+    "BackfillPlan",
     "Outcome",
     "PeriodRecord",
     "ScheduleState",
+    "backfill",
     "get_schedule",
     "list_schedules",
     "pause_schedule",
+    "preview_backfill",
     "resume_schedule",
     "run_schedule_now",
     "schedule_history",

@@ -84,6 +84,36 @@ def _files(cursor: psycopg.Cursor[dict[str, Any]], fingerprint: str, replica: st
     return cursor.execute(q.FILES_NEWEST_LIVE, params).fetchone()
 
 
+def file_columns(schedules: Sequence[Schedule]) -> dict[str, list[Any]]:
+    """The definition columns of ``schedules``, one list per column, for the one upsert."""
+    rows = [schedule_values(schedule) for schedule in schedules]
+    columns: dict[str, list[Any]] = {}
+    for plural, column in _COLUMNS:
+        columns[plural] = [row[column] for row in rows]
+    return columns
+
+
+_COLUMNS = (
+    ("names", "name"),
+    ("kinds", "kind"),
+    ("crons", "cron"),
+    ("everys", "every"),
+    ("timezones", "timezone"),
+    ("payloads", "payload"),
+    ("max_attempts", "max_attempts"),
+    ("catch_ups", "catch_up"),
+    ("catch_up_windows", "catch_up_window"),
+    ("overlaps", "overlap"),
+    ("jitters", "jitter"),
+    ("start_ats", "start_at"),
+    ("end_ats", "end_at"),
+    ("pause_after_failures", "pause_after_failures"),
+    ("queues", "queue"),
+    ("priorities", "priority"),
+    ("definition_hashes", "definition_hash"),
+)
+
+
 def _apply(
     cursor: psycopg.Cursor[dict[str, Any]],
     schedules: Sequence[Schedule],
@@ -97,14 +127,9 @@ def _apply(
         log.warning(
             "schedules file: %r is a schedule created from code; the file's is ignored", name
         )
-    written = []
-    for schedule in sorted(schedules, key=lambda s: s.name):
-        if schedule.name in owned:
-            continue
-        params = {**schedule_values(schedule), "file_hash": fingerprint, "by": replica}
-        cursor.execute(q.SCHEDULES_UPSERT_FILE, params)
-        if cursor.rowcount:
-            written.append(schedule.name)
+    params: dict[str, Any] = {**file_columns(schedules), "skip": sorted(owned)}
+    params |= {"file_hash": fingerprint, "by": replica}
+    written = sorted(row["name"] for row in cursor.execute(q.SCHEDULES_UPSERT_FILE, params))
     deleted = [
         row["name"]
         for row in cursor.execute(q.SCHEDULES_DELETE_FILE_OTHERS, {"names": names, "by": replica})

@@ -15,7 +15,13 @@ import psycopg
 
 from pgbeat.db import ui_queries as q
 from pgbeat.observe.liveness import OVERDUE_GRACE
-from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
+from pgbeat.scheduling.schedule import (
+    Schedule,
+    fire_times_after,
+    has_ended,
+    next_fire_after,
+    unique_key,
+)
 from pgbeat.ui import timeline
 from pgbeat.ui.describe import describe_cron, describe_every
 from pgbeat.ui.schedule_source import ScheduleEntry
@@ -48,6 +54,7 @@ class ScheduleView:
     next_fire: datetime
     dst_change: timeline.DstChange | None
     periods: list[Period] = field(default_factory=list)  # newest first
+    ended: bool = False  # past its end_at: no period any more
 
     @property
     def schedule(self) -> Schedule:
@@ -67,6 +74,8 @@ class ScheduleView:
     def health(self) -> str:
         if self.entry.paused:
             return "paused"
+        if self.ended:
+            return "ended"
         if self.overdue is not None:
             return "overdue"
         if any(p.state == "missed" for p in self.periods[:STRIP]):
@@ -75,6 +84,12 @@ class ScheduleView:
         if last is not None and last.lag is not None and last.lag > timedelta(seconds=30):
             return "late"
         return "ok"
+
+
+def next_period(schedule: Schedule, now: datetime) -> datetime:
+    """The next period within the schedule's window (its raw next fire once it has ended)."""
+    upcoming = fire_times_after(schedule, now, 1)
+    return upcoming[0] if upcoming else next_fire_after(schedule, now)
 
 
 def describe(schedule: Schedule) -> str:
@@ -97,8 +112,9 @@ def views(
         ScheduleView(
             entry=e,
             description=describe(e.schedule),
-            next_fire=next_fire_after(e.schedule, now),
+            next_fire=next_period(e.schedule, now),
             dst_change=timeline.next_dst_change(e.schedule.zone, now),
+            ended=has_ended(e.schedule, now),
         )
         for e in entries
     ]
@@ -162,8 +178,9 @@ def _views_from_history(
         view = ScheduleView(
             entry=entry,
             description=describe(entry.schedule),
-            next_fire=next_fire_after(entry.schedule, now),
+            next_fire=next_period(entry.schedule, now),
             dst_change=timeline.next_dst_change(entry.schedule.zone, now),
+            ended=has_ended(entry.schedule, now),
         )
         view.periods = periods_from_history(entry, history.get(entry.schedule.name, []), now)
         result.append(view)
@@ -188,7 +205,12 @@ def history_rows(
     return found
 
 
-_OUTCOME_STATE = {"skipped": "skipped", "missed": "missed", "manual": "manual"}
+_OUTCOME_STATE = {
+    "skipped": "skipped",
+    "missed": "missed",
+    "manual": "manual",
+    "buffered": "buffered",
+}
 
 
 def periods_from_history(
@@ -202,7 +224,7 @@ def periods_from_history(
     """
     periods = []
     for row in history:
-        if row["outcome"] == "enqueued":
+        if row["outcome"] in ("enqueued", "backfill"):
             state = str(row["job_status"]) if row["job_status"] else "purged"
         else:
             state = _OUTCOME_STATE[row["outcome"]]
@@ -221,6 +243,7 @@ def periods_from_history(
         due = timeline.last_periods(entry.schedule, now - OVERDUE_GRACE, 1)
         since = max(d for d in (entry.state.created_at, entry.state.resumed_at) if d is not None)
         decided = max((p.fire_at for p in periods if p.state != "manual"), default=None)
+        due = [fire for fire in due if entry.schedule.in_window(fire)]
         if due and due[0] > since and (decided is None or decided < due[0]):
             periods.insert(0, Period(due[0], "", "overdue", None))
     return periods

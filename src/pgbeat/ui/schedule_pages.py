@@ -1,5 +1,5 @@
 """The schedules list and a schedule's page: next fires with DST notes, period history,
-and (with schedules in the database) pause, resume and run now.
+and (with schedules in the database) pause, resume, run now and backfill with a preview.
 
 Fire times are computed by the scheduler's own functions at the database's ``now``. The
 history is the one the scheduler replicas write (``pgbeat_schedule_history``); before
@@ -27,8 +27,9 @@ from pgbeat.ui.schedule_source import ScheduleEntry
 
 HISTORY_PAGE = 50
 PERIOD_STATES = ("done", "failed", "running", "pending", "missed", "overdue", "skipped", "none")
-OUTCOMES = ("enqueued", "skipped", "missed", "manual")  # the history's, in the database
-ACTIONS = {"pause": "Paused", "resume": "Resumed", "run": "Run now"}
+# the history's outcomes, in the database
+OUTCOMES = ("enqueued", "skipped", "missed", "manual", "backfill", "buffered")
+ACTIONS = {"pause": "Paused", "resume": "Resumed", "run": "Run now", "backfill": "Backfilled"}
 # A preview starts between these: its fires must stay inside Python's calendar.
 PREVIEW_FROM = (datetime(1, 1, 3, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
 
@@ -83,6 +84,9 @@ class SchedulePages:
             now, _ = jobs_data.clock(conn)
             view = schedule_data.views(conn, [entry], now)[0]
             periods, older = self._history(conn, entry, now, before, state, loaded.in_database)
+            backfill, backfill_error = _backfill_preview(
+                conn, name, params.get("bf_from"), params.get("bf_to"), loaded.in_database
+            )
         start, start_error = _start(params.get("from"), entry.schedule.zone, now)
         return self.ui.render(
             request,
@@ -100,6 +104,10 @@ class SchedulePages:
             states=states,
             older=older,
             in_database=loaded.in_database,
+            backfill=backfill,
+            backfill_error=backfill_error,
+            backfill_from=params.get("bf_from") or "",
+            backfill_to=params.get("bf_to") or "",
         )
 
     def _history(
@@ -135,14 +143,14 @@ class SchedulePages:
         return shown, fires[-1] if len(fires) == HISTORY_PAGE else None
 
     async def act(self, request: Request) -> Response:
-        await self.ui.read_form(request)
+        form = await self.ui.read_form(request)
         name, action = request.path_params["name"], request.path_params["action"]
         if action not in ACTIONS:
             raise HTTPException(404, f"no action {action!r}")
-        message = await run_in_threadpool(self._act, request, name, action)
+        message = await run_in_threadpool(self._act, request, name, action, form)
         return redirect(request, f"/schedules/{quote(name)}", message)
 
-    def _act(self, request: Request, name: str, action: str) -> str:
+    def _act(self, request: Request, name: str, action: str, form: dict[str, list[str]]) -> str:
         by = f"ui:{self.ui.identity(request).who}"
         with self.ui.store.connection() as conn:
             if not self.ui.schedules.load(conn).in_database:
@@ -151,6 +159,13 @@ class SchedulePages:
                 if action == "run":
                     job_id = state_api.run_schedule_now(conn, name, by=by)
                     result = f"Manual run of {name} enqueued as job {job_id}."
+                elif action == "backfill":
+                    start, end = (_form_instant(form, key) for key in ("from", "to"))
+                    try:
+                        count = state_api.backfill(conn, name, start, end, by=by)
+                    except ValueError as exc:
+                        raise HTTPException(400, str(exc)) from None
+                    result = f"Backfill of {name}: {count} periods enqueued."
                 elif action == "pause":
                     changed = state_api.pause_schedule(conn, name, by=by)
                     result = f"{name} paused." if changed else f"{name} was paused already."
@@ -179,6 +194,34 @@ def _start(text: str | None, zone: Any, now: datetime) -> tuple[datetime, str | 
             f"'from' must be between the years {PREVIEW_FROM[0].year} and {PREVIEW_FROM[1].year}",
         )
     return value - timedelta(microseconds=1), None
+
+
+def _backfill_preview(
+    conn: Any, name: str, start: str | None, end: str | None, in_database: bool
+) -> tuple[state_api.BackfillPlan | None, str | None]:
+    """What a backfill of the asked range would enqueue, or why it cannot run."""
+    if not in_database or not (start or end):
+        return None, None
+    try:
+        return state_api.preview_backfill(conn, name, _aware(start), _aware(end)), None
+    except (ValueError, TypeError) as exc:
+        return None, str(exc)
+
+
+def _aware(text: str | None) -> datetime:
+    """An ISO-8601 time from a form; without an offset it is UTC."""
+    try:
+        value = datetime.fromisoformat((text or "").strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 time: {(text or '')[:40]!r}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _form_instant(form: dict[str, list[str]], key: str) -> datetime:
+    try:
+        return _aware((form.get(key) or [""])[0])
+    except ValueError as exc:
+        raise HTTPException(400, f"{key}: {exc}") from None
 
 
 def _instant(text: str | None) -> datetime | None:

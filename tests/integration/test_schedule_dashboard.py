@@ -1,0 +1,66 @@
+"""The dashboard's schedule page for this round's keys: the window, the reason of a pause
+after failures, and a backfill previewed (how many periods) before it is enqueued."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+import pgbeat
+from tests.integration.ui_support import Dashboard, dashboard
+
+CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
+
+
+@pytest.fixture(scope="module")
+def open_local(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
+    with dashboard(ui_database, schedules_path=str(schedules_file)) as running:
+        yield running
+
+
+def test_the_schedule_page_previews_and_runs_a_backfill(
+    open_local: Dashboard, ui_database: str
+) -> None:
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        pgbeat.upsert_schedule(
+            conn, "filler", every="15m", pause_after_failures=2, queue="reports", priority=4
+        )
+        conn.execute(
+            "UPDATE pgbeat_schedules SET paused = true, paused_at = now(),"
+            " paused_reason = '2 consecutive periods failed' WHERE name = 'filler'"
+        )
+        row = conn.execute("SELECT date_trunc('hour', now())").fetchone()
+        assert row is not None
+        end = row[0]
+    start = end - timedelta(hours=1)
+    span = {"bf_from": start.isoformat(), "bf_to": end.isoformat()}
+    with httpx.Client(base_url=open_local.url, timeout=10) as client:
+        page = client.get("/schedules/filler", params=span)
+        assert page.status_code == 200, page.text
+        assert "2 consecutive periods failed" in page.text and "reports, priority 4" in page.text
+        assert "Would enqueue <strong>4</strong> periods" in page.text
+        match = CSRF.search(page.text)
+        assert match
+        form = {"csrf": match.group(1), "from": span["bf_from"], "to": span["bf_to"]}
+        done = client.post("/schedules/filler/backfill", data=form)
+        assert done.status_code == 303, done.text
+        again = client.get("/schedules/filler", params=span)
+        assert "Would enqueue <strong>0</strong> periods (4 of 4 in range already decided)" in (
+            again.text
+        )
+        future = client.get(
+            "/schedules/filler", params={"bf_from": end.isoformat(), "bf_to": "2999-01-01T00:00Z"}
+        )
+        assert "in the future" in future.text
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT count(*), min(inserted_by) FROM pgbeat_schedule_history"
+            " WHERE schedule = 'filler' AND outcome = 'backfill'"
+        ).fetchone()
+    assert rows is not None and rows[0] == 4 and str(rows[1]).startswith("ui:")
