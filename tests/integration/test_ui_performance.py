@@ -26,7 +26,8 @@ APP = "tests.apps.jobs_app:registry"
 # kind "old": done two days ago, so only in the 7 d window.
 SEED = """
 INSERT INTO jobs (kind, payload, status, attempts, run_at, finished_at)
-SELECT 'fast', '{}', 'done', 1, now() - interval '10 min', now() - interval '10 min' + interval '2 s'
+SELECT 'fast', '{}', 'done', 1, now() - interval '10 min',
+       now() - interval '10 min' + interval '2 s'
 FROM generate_series(1, 4);
 INSERT INTO jobs (kind, payload, status, attempts, run_at, finished_at) VALUES
   ('flaky', '{}', 'done', 2, now() - interval '5 min', now() - interval '4 min'),

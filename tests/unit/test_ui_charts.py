@@ -76,7 +76,7 @@ def test_stacked_bars_reach_the_top_tick_and_sit_on_the_axis() -> None:
     svg = parse(charts.render(chart))
     rects = svg.findall(f"{SVG}g/{SVG}rect")
     # 1+1 at t0, 3 at t1, nothing at t2, 2 at t3: four rectangles; the top tick is 3.
-    assert [r.get("class") for r in rects] == ["c-done", "c-failed", "c-done", "c-failed"]
+    assert [r.get("class") for r in rects] == ["c-done", "c-failed hatched"] * 2
     base = charts.HEIGHT - charts.BOTTOM
     plot = base - charts.TOP
     heights = [float(r.get("height") or 0) for r in rects]

@@ -17,7 +17,7 @@ from markupsafe import Markup
 from pgbeat.ui.timefmt import duration_text
 
 WIDTH, HEIGHT = 560.0, 200.0
-LEFT, RIGHT, TOP, BOTTOM = 52.0, 10.0, 12.0, 30.0
+LEFT, RIGHT, TOP, BOTTOM = 52.0, 22.0, 26.0, 30.0
 MARKERS = ("circle", "square", "diamond")
 
 
@@ -179,9 +179,7 @@ def _y_axis(chart: Chart, ticks: list[float], scale: Scale) -> list[str]:
             f'<text class="tick" x="{LEFT - 4:g}" y="{y + 4:g}" text-anchor="end">'
             f"{escape(tick_text(tick, chart.durations))}</text>"
         )
-    parts.append(
-        f'<text class="axis-title" x="{LEFT - 44:g}" y="{TOP - 2:g}">{escape(chart.unit)}</text>'
-    )
+    parts.append(f'<text class="axis-title" x="4" y="12">{escape(chart.unit)}</text>')
     return parts
 
 
@@ -220,8 +218,9 @@ def _bars(chart: Chart, scale: Scale) -> list[str]:
                 continue
             top, bottom = scale.y(stacked + value), scale.y(stacked)
             fill = f' fill="url(#{chart.key}-hatch)"' if series.hatched else ""
+            css = f"{series.css} hatched" if series.hatched else series.css
             parts.append(
-                f'<rect class="{escape(series.css)}" x="{x:g}" y="{round(top, 2):g}" '
+                f'<rect class="{escape(css)}" x="{x:g}" y="{round(top, 2):g}" '
                 f'width="{width:g}" height="{round(bottom - top, 2):g}"{fill}></rect>'
             )
             stacked += value
