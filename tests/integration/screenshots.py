@@ -2,7 +2,7 @@
 
 Builds a throwaway database on ``DATABASE_URL``'s server with the dashboard tests' data (a
 day of jobs of three kinds, retries and failures, a worker and two schedulers), serves the
-dashboard, and saves what Chromium shows of a few pages at 390 px and 1440 px wide as PNG
+dashboard, and saves what Chromium shows of a few pages at 390 px and 1280 px wide as PNG
 files under docs/img/ (the first screen of each page only, to keep them small).
 """
 
@@ -13,6 +13,8 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -26,6 +28,7 @@ from tests.integration.ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     REPO_ROOT,
+    VIEWER_TOKEN,
     dashboard,
     seed_activity,
     seed_jobs,
@@ -35,14 +38,23 @@ from tests.integration.ui_support import (
 
 PAGES = [
     ("overview", "/"),
+    ("schedules", "/schedules"),
     ("performance", "/performance?window=24h"),
     ("processes", "/processes"),
 ]
-WIDTHS = {"phone": (390, 844), "desktop": (1440, 900)}
+WIDTHS = {"phone": (390, 844), "desktop": (1280, 800)}
 
 
 def take(server_url: str, output: Path) -> list[Path]:
     """Every page of PAGES at every width of WIDTHS, as output/dashboard-<page>-<width>.png."""
+    with seeded_site(server_url) as (site, url):
+        return _shoot(site, url, output)
+
+
+@contextmanager
+def seeded_site(server_url: str) -> Iterator[tuple[str, str]]:
+    """(the dashboard's address, its database's URL): a throwaway database with the data of
+    the dashboard tests, served with the admin and viewer tokens until the block ends."""
     name = f"pgbeat_shots_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -57,9 +69,13 @@ def take(server_url: str, output: Path) -> list[Path]:
             with psycopg.connect(url, autocommit=True) as conn:
                 seed_activity(conn)
             with dashboard(
-                url, token=ADMIN_TOKEN, schedules_path=str(schedules), refresh_seconds=0
+                url,
+                token=ADMIN_TOKEN,
+                viewer_token=VIEWER_TOKEN,
+                schedules_path=str(schedules),
+                refresh_seconds=0,
             ) as ui:
-                return _shoot(ui.url, url, output)
+                yield ui.url, url
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))

@@ -88,7 +88,8 @@ def seed_jobs(conn: psycopg.Connection[Any]) -> None:
 
 
 # An hour and a day of work for the charts and the performance view: three kinds finishing
-# every minute or so, a few retries and failures with the attempts the workers record, one
+# every minute or so, a few retries and failures with the attempts the workers record, the
+# heartbeat schedule's last 40 periods (a failure, a skip and a miss among them), one
 # worker and two schedulers registered: one holding the file in effect (seeded after the
 # file's sync), one an older file.
 ACTIVITY = """
@@ -110,6 +111,28 @@ SELECT j.id, a.n, CASE WHEN a.n < j.attempts OR j.status = 'done' THEN 'retry' E
 FROM jobs AS j, generate_series(1, 3) AS a(n)
 WHERE j.kind IN ('send_email', 'build_report', 'sync_crm')
   AND (a.n < j.attempts OR (j.status = 'failed' AND a.n = j.attempts));
+WITH periods AS (
+    SELECT n, date_trunc('minute', now()) - n * interval '1 minute' AS fire_at
+    FROM generate_series(1, 40) AS n
+), beats AS (
+    INSERT INTO jobs (kind, payload, status, attempts, run_at, created_at, finished_at,
+                      unique_key, last_error)
+    SELECT 'beat', '{}', CASE WHEN n % 13 = 5 THEN 'failed' ELSE 'done' END, 1, fire_at,
+           fire_at + interval '120 ms', fire_at + interval '1 s',
+           'heartbeat@' || to_char(fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+           CASE WHEN n % 13 = 5 THEN 'ConnectionError: ping failed' END
+    FROM periods WHERE n % 17 <> 8 AND n % 19 <> 4
+    RETURNING id, run_at
+)
+INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, reason, job_id, inserted_at,
+                                     inserted_by)
+SELECT 'heartbeat', p.fire_at,
+       CASE WHEN b.id IS NOT NULL THEN 'enqueued' WHEN p.n % 17 = 8 THEN 'skipped'
+            ELSE 'missed' END,
+       CASE WHEN p.n % 17 = 8 THEN 'paused' WHEN b.id IS NULL THEN 'catch_up latest' END,
+       b.id, p.fire_at + interval '120 ms', 'web-1:4100'
+FROM periods AS p LEFT JOIN beats AS b ON b.run_at = p.fire_at
+ON CONFLICT DO NOTHING;
 INSERT INTO pgbeat_schedule_files (hash, first_seen_by, applied_at, applied_by, schedules)
 VALUES ('5f2c9e0a7b1d4e3f', 'web-1:4100', now() - interval '2 hours', 'web-1:4100',
         '{nightly_report,heartbeat}'),
