@@ -15,7 +15,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from tests.helpers import start_cli, wait_for
-from tests.integration.ui_support import Dashboard, dashboard, fresh_database
+from tests.integration.ui_support import Dashboard, dashboard, fresh_database, sync_schedules
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.jobs_app:registry"
@@ -224,3 +224,49 @@ def test_a_real_workers_running_jobs_show_on_the_processes_page(
         finally:
             worker.kill()
             worker.wait(10)
+
+
+def test_each_overview_card_links_to_its_filtered_list_with_the_same_count(
+    ui: Dashboard,
+) -> None:
+    overview = httpx.get(f"{ui.url}/", timeout=10).text
+    cards = re.findall(
+        r'<li><a href="([^"]+)"><span class="num"[^>]*>([\d,+]+)</span> ([a-z ]+\d* ?h?)</a>',
+        overview,
+    )
+    assert [label for _, _, label in cards] == [
+        "due",
+        "scheduled for later",
+        "running",
+        "failed",
+        "done in 24 h",
+    ]
+    for link, number, label in cards:
+        listed = httpx.get(ui.origin + link.replace("&amp;", "&"), timeout=10).text
+        match = re.search(r'<span id="match-count">([\d,+]+)</span>', listed)
+        assert match is not None and match.group(1) == number, (label, link)
+
+
+def test_words_agree_with_their_numbers_and_no_action_offers_zero_jobs(
+    ui: Dashboard, database: str
+) -> None:
+    failures = httpx.get(f"{ui.url}/failures?window=1h", timeout=10).text
+    assert "1 failed job in the last 1h" in failures
+    nothing = httpx.get(f"{ui.url}/jobs?status=failed&kind=no_such_kind", timeout=10).text
+    assert "No jobs match" in nothing and "Retry all" not in nothing
+    some = httpx.get(f"{ui.url}/jobs?status=failed", timeout=10).text
+    assert "Retry all 1 matching…" in some
+    kind = httpx.get(f"{ui.url}/performance/old?window=7d", timeout=10).text
+    assert "1 job done or failed in the last 7d" in kind
+
+
+def test_a_schedules_default_max_attempts_is_the_number_and_one_schedule_is_singular(
+    ui: Dashboard, database: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "schedules.toml"
+    path.write_text('[schedules.only]\ncron = "0 3 * * *"\n')
+    sync_schedules(database, path)
+    listing = httpx.get(f"{ui.url}/schedules", timeout=10).text
+    assert '<h2 id="sched-h" class="sr">1 schedule</h2>' in listing
+    page = re.sub(r"<[^>]+>", "", httpx.get(f"{ui.url}/schedules/only", timeout=10).text)
+    assert re.search(r"Max attempts\s*8 \(the default\)", page)
