@@ -1,7 +1,8 @@
 """``python -m tests.integration.screenshots``: the screenshots of docs/dashboard.md.
 
 Builds a throwaway database on ``DATABASE_URL``'s server with the dashboard tests' data (a
-day of jobs of three kinds, retries and failures, a worker and two schedulers), serves the
+day of jobs of three kinds, retries and failures, a schedule's history, a worker and two
+schedulers, a few pending jobs), serves the
 dashboard, and saves what Chromium shows of a few pages at 390 px and 1280 px wide as PNG
 files under docs/img/ (the first screen of each page only, to keep them small).
 """
@@ -31,7 +32,6 @@ from tests.integration.ui_support import (
     VIEWER_TOKEN,
     dashboard,
     seed_activity,
-    seed_jobs,
     sync_schedules,
     write_schedules,
 )
@@ -42,6 +42,13 @@ PAGES = [
     ("performance", "/performance?window=24h"),
     ("processes", "/processes"),
 ]
+# A few jobs waiting, due now and later, beside the finished ones of seed_activity.
+PENDING = """
+INSERT INTO jobs (kind, payload, run_at)
+SELECT (ARRAY['send_email', 'sync_crm'])[1 + i % 2], jsonb_build_object('n', i),
+       now() + (i - 3) * interval '40 s'
+FROM generate_series(1, 7) AS i
+"""
 WIDTHS = {"phone": (390, 844), "desktop": (1280, 800)}
 
 
@@ -62,7 +69,7 @@ def seeded_site(server_url: str) -> Iterator[tuple[str, str]]:
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             apply_migrations(conn)
-            seed_jobs(conn)
+            conn.execute(PENDING)
         with tempfile.TemporaryDirectory() as folder:
             schedules = write_schedules(Path(folder))
             sync_schedules(url, schedules)
