@@ -3,7 +3,7 @@
 Builds a throwaway database on ``DATABASE_URL``'s server with the dashboard tests' data (a
 day of jobs of three kinds, retries and failures, a schedule's history, a worker and two
 schedulers, a few pending jobs), serves the
-dashboard, and saves what Chromium shows of a few pages at 390 px and 1280 px wide as PNG
+dashboard, and saves what Chromium shows of a few pages at 390 px and 1440 px wide as PNG
 files under docs/img/ (the first screen of each page only, to keep them small).
 """
 
@@ -49,7 +49,7 @@ SELECT (ARRAY['send_email', 'sync_crm'])[1 + i % 2], jsonb_build_object('n', i),
        now() + (i - 3) * interval '40 s'
 FROM generate_series(1, 7) AS i
 """
-WIDTHS = {"phone": (390, 844), "desktop": (1280, 800)}
+WIDTHS = {"phone": (390, 844), "desktop": (1440, 800)}
 
 
 def take(server_url: str, output: Path) -> list[Path]:
