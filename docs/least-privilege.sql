@@ -234,7 +234,15 @@ END
 $$;
 GRANT INSERT (id, kind, payload, run_at, unique_key, max_attempts) ON jobs TO pgbeat_ui_admin;
 DO $$
+DECLARE
+    name text;
 BEGIN
+    FOREACH name IN ARRAY ARRAY['queue', 'priority'] LOOP  -- a run now of a schedule's queue
+        IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+                   AND attname = name AND NOT attisdropped) THEN  -- migration 0007
+            EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_ui_admin', name);
+        END IF;
+    END LOOP;
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO pgbeat_ui_admin',
                    pg_get_serial_sequence('jobs', 'id'));
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
@@ -250,6 +258,10 @@ BEGIN
         GRANT UPDATE (paused, paused_at, paused_by, resumed_at, updated_at, updated_by)
             ON pgbeat_schedules TO pgbeat_ui_admin;
         GRANT INSERT ON pgbeat_schedule_history TO pgbeat_ui_admin;
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'pgbeat_schedules'::regclass
+               AND attname = 'paused_reason' AND NOT attisdropped) THEN  -- migration 0010
+        GRANT UPDATE (paused_reason) ON pgbeat_schedules TO pgbeat_ui_admin;  -- cleared by a pause
     END IF;
 END
 $$;

@@ -10,6 +10,7 @@ before each test by ``django_db``.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from psycopg import sql
 
 from tests.conftest import with_database
 from tests.integration.ui_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
     fresh_database,
     seed_jobs,
     sync_schedules,
@@ -59,6 +62,21 @@ def django_db(django_database: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(django_database, autocommit=True) as conn:
         conn.execute("TRUNCATE jobs, shop_order")
         yield conn
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium under Playwright, for the dashboard's browser tests."""
+    if shutil.which(CHROMIUM) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium)")
+        pytest.skip(f"{CHROMIUM} is missing")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
 
 
 @pytest.fixture(scope="module")

@@ -205,7 +205,7 @@ def test_no_role_but_a_worker_can_pass_for_a_live_worker(
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             _beat("worker")(scheduler)
     health = run_cli(["health"], logins["admin"])  # positive control: a worker's beat counts
-    assert health.returncode == 0 and "1 live workers" in health.stdout, health
+    assert health.returncode == 0 and "1 live worker" in health.stdout, health
 
 
 def _done_by_source(conn: psycopg.Connection[Any]) -> tuple[int, bool]:

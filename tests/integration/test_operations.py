@@ -82,7 +82,7 @@ def test_health_exit_codes(
         beat.beat(own)
     healthy = run_cli(["health"], database_url)
     assert healthy.returncode == 0, healthy.stdout
-    assert "1 live workers" in healthy.stdout
+    assert "1 live worker" in healthy.stdout
 
     not_migrated = run_cli(["health"], empty_database_url)
     assert not_migrated.returncode == 1

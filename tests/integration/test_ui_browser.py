@@ -8,9 +8,7 @@ When a test fails, a screenshot of its page is kept under ``test-artifacts/``.
 from __future__ import annotations
 
 import http.server
-import os
 import re
-import shutil
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -19,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 import pgbeat
 from pgbeat.scheduling.catchup import last_fires_between
@@ -37,32 +35,10 @@ from tests.integration.ui_support import (
     write_schedules,
 )
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PREFIXES = ["", "/pgbeat"]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium: seconds per test
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if shutil.which(CHROMIUM) is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium)")
-        pytest.skip(f"{CHROMIUM} is missing")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module", params=PREFIXES, ids=["root", "prefix"])

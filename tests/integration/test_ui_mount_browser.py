@@ -17,9 +17,8 @@ import pytest
 import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
-from tests.integration.test_ui_browser import ARGS, CHROMIUM
 from tests.integration.test_ui_mount import MOUNT, starlette_host
-from tests.integration.ui_support import ADMIN_TOKEN
+from tests.integration.ui_support import ADMIN_TOKEN, CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium: seconds per test
 
@@ -65,7 +64,7 @@ def test_log_in_open_a_page_and_retry_a_job_under_a_mount(
     assert row is not None
     job_id = int(row[0])
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.set_default_timeout(8000)
         page.goto(f"{origin}{MOUNT}/jobs/{job_id}")

@@ -28,6 +28,19 @@ from tests.conftest import with_database
 # pytest plugin). Left to the first static file the dashboard serves, that compile ran in the
 # server's thread beside the test's and failed at times on Python 3.11 ("SystemError: AST
 # constructor recursion depth mismatch"): importing it here does it once, at collection.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"  # Debian's build: browser downloads are not possible here
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# axe-core, installed by `npm ci --prefix tests/browser` (.ci/run does it).
+AXE = REPO_ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 VIEWER_TOKEN = "viewer-token-0123456789abcdef"
 
@@ -72,6 +85,74 @@ def seed_jobs(conn: psycopg.Connection[Any]) -> None:
         FROM generate_series(1, 20) AS i
         """
     )
+
+
+# An hour and a day of work for the charts and the performance view: three kinds finishing
+# every minute or so, a few retries and failures with the attempts the workers record, the
+# heartbeat schedule's last 40 periods (a failure, a skip and a miss among them), one
+# worker and two schedulers registered: one holding the file in effect (seeded after the
+# file's sync), one an older file.
+ACTIVITY = """
+INSERT INTO jobs (kind, payload, status, attempts, run_at, created_at, finished_at, last_error)
+SELECT k.kind, jsonb_build_object('n', i),
+       CASE WHEN i % k.fail_every = 0 THEN 'failed' ELSE 'done' END,
+       CASE WHEN i % k.fail_every = 0 THEN 3 WHEN i % 7 = 0 THEN 2 ELSE 1 END,
+       t.at - k.wait, t.at - k.wait, t.at + (i % 5) * interval '1 s',
+       CASE WHEN i % k.fail_every = 0 THEN 'TimeoutError: upstream took ' || (i % 40) || 's' END
+FROM (VALUES ('send_email', 9, interval '2 s'), ('build_report', 13, interval '40 s'),
+             ('sync_crm', 23, interval '5 s')) AS k(kind, fail_every, wait),
+     generate_series(1, 600) AS i,
+     LATERAL (SELECT now() - (i * interval '144 s') * (1 + length(k.kind) % 3) / 3 AS at) AS t;
+INSERT INTO pgbeat_job_attempts (job_id, attempt, outcome, finished_at, duration_s, worker)
+SELECT j.id, a.n, CASE WHEN a.n < j.attempts OR j.status = 'done' THEN 'retry' ELSE 'failed' END,
+       j.finished_at - (j.attempts - a.n) * interval '2 s',
+       0.2 + (j.id % 17) * 0.15 * a.n + CASE WHEN j.kind = 'build_report' THEN 4 ELSE 0 END,
+       'web-1:4242'
+FROM jobs AS j, generate_series(1, 3) AS a(n)
+WHERE j.kind IN ('send_email', 'build_report', 'sync_crm')
+  AND (a.n < j.attempts OR (j.status = 'failed' AND a.n = j.attempts));
+WITH periods AS (
+    SELECT n, date_trunc('minute', now()) - n * interval '1 minute' AS fire_at
+    FROM generate_series(1, 40) AS n
+), beats AS (
+    INSERT INTO jobs (kind, payload, status, attempts, run_at, created_at, finished_at,
+                      unique_key, last_error)
+    SELECT 'beat', '{}', CASE WHEN n % 13 = 5 THEN 'failed' ELSE 'done' END, 1, fire_at,
+           fire_at + interval '120 ms', fire_at + interval '1 s',
+           'heartbeat@' || to_char(fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+           CASE WHEN n % 13 = 5 THEN 'ConnectionError: ping failed' END
+    FROM periods WHERE n % 17 <> 8 AND n % 19 <> 4
+    RETURNING id, run_at
+)
+INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, reason, job_id, inserted_at,
+                                     inserted_by)
+SELECT 'heartbeat', p.fire_at,
+       CASE WHEN b.id IS NOT NULL THEN 'enqueued' WHEN p.n % 17 = 8 THEN 'skipped'
+            ELSE 'missed' END,
+       CASE WHEN p.n % 17 = 8 THEN 'paused' WHEN b.id IS NULL THEN 'catch_up latest' END,
+       b.id, p.fire_at + interval '120 ms', 'web-1:4100'
+FROM periods AS p LEFT JOIN beats AS b ON b.run_at = p.fire_at
+ON CONFLICT DO NOTHING;
+INSERT INTO pgbeat_schedule_files (hash, first_seen_by, applied_at, applied_by, schedules)
+VALUES ('5f2c9e0a7b1d4e3f', 'web-1:4100', now() - interval '2 hours', 'web-1:4100',
+        '{nightly_report,heartbeat}'),
+       ('0b7a3c2d1e9f8a6b', 'web-2:4101', NULL, NULL, '{nightly_report}')
+ON CONFLICT DO NOTHING;
+INSERT INTO pgbeat_processes (id, role, host, pid, version, schedules_hash, details) VALUES
+  ('web-1:4242', 'worker', 'web-1', 4242, '0.9.0', NULL,
+   '{"concurrency": 10, "kinds": ["send_email", "build_report", "sync_crm"],
+     "queues": ["default", "mail"], "running": 3, "lease_s": 30, "timeout_s": 25}'),
+  ('web-1:4100', 'scheduler', 'web-1', 4100, '0.9.0',
+   coalesce((SELECT hash FROM pgbeat_schedule_files WHERE applied_at IS NOT NULL
+             ORDER BY applied_at DESC LIMIT 1), '5f2c9e0a7b1d4e3f'), '{}'),
+  ('web-2:4101', 'scheduler', 'web-2', 4101, '0.9.0', '0b7a3c2d1e9f8a6b', '{}')
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now();
+"""
+
+
+def seed_activity(conn: psycopg.Connection[Any]) -> None:
+    """ACTIVITY: finished jobs with attempts, and registered processes (beating now)."""
+    conn.execute(ACTIVITY)
 
 
 class Dashboard:

@@ -85,7 +85,8 @@ def cmd_health(args: argparse.Namespace) -> int:
     if workers == 0:
         print(f"unhealthy: no worker heartbeat in the last {args.max_age.total_seconds():g}s")
         return 1
-    print(f"healthy: database reachable, schema current, {workers} live workers")
+    noun = "worker" if workers == 1 else "workers"
+    print(f"healthy: database reachable, schema current, {workers} live {noun}")
     return 0
 
 

@@ -207,3 +207,100 @@ SELECT id, role, host, pid, version, started_at, heartbeat_at,
 FROM pgbeat_processes
 ORDER BY role, host, pid
 LIMIT 500"""
+
+# -- throughput and performance ----------------------------------------------------------------
+
+# Jobs finished per hour over the last 24 hours: each hour's finished jobs counted by an
+# index-only range scan of jobs_finished, its failed ones by jobs_failed_finished (no heap
+# visit for either; about 700,000 index entries for 700,000 jobs a day).
+JOBS_FINISHED_PER_HOUR: LiteralString = """
+SELECT h.hours_ago,
+       (SELECT count(*) FROM jobs
+         WHERE finished_at > now() - (h.hours_ago + 1) * interval '1 hour'
+           AND finished_at <= now() - h.hours_ago * interval '1 hour') AS finished,
+       (SELECT count(*) FROM jobs
+         WHERE status = 'failed' AND finished_at > now() - (h.hours_ago + 1) * interval '1 hour'
+           AND finished_at <= now() - h.hours_ago * interval '1 hour') AS failed
+FROM generate_series(0, 23) AS h(hours_ago)"""
+
+# Per kind, over the newest %(cap)s jobs finished in the window (jobs_finished, newest first):
+# counts by outcome, retries (attempts beyond the first), the time from due to finished of
+# the done ones, and the durations of the attempts the workers recorded (retries and
+# failures, not releases: pgbeat_job_attempts_job, probed for the jobs that had more than one
+# attempt or failed, the only ones with rows). Also the scan's oldest finish time and size.
+JOBS_PERFORMANCE_BY_KIND: LiteralString = """
+WITH recent AS MATERIALIZED (
+    SELECT id, kind, status, attempts, run_at, finished_at
+    FROM jobs
+    WHERE finished_at > now() - %(window)s::interval
+    ORDER BY finished_at DESC
+    LIMIT %(cap)s
+), timed AS (
+    SELECT r.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p95,
+           max(a.duration_s) AS duration_max, count(a.duration_s) AS timed_attempts
+    FROM pgbeat_job_attempts AS a JOIN recent AS r ON r.id = a.job_id
+    WHERE a.job_id = ANY(ARRAY(SELECT id FROM recent WHERE attempts > 1 OR status = 'failed'))
+      AND a.duration_s IS NOT NULL AND a.outcome <> 'released'
+    GROUP BY r.kind
+)
+SELECT r.kind, count(*) AS finished,
+       count(*) FILTER (WHERE r.status = 'done') AS done,
+       count(*) FILTER (WHERE r.status = 'failed') AS failed,
+       count(*) FILTER (WHERE r.status = 'cancelled') AS cancelled,
+       coalesce(sum(greatest(r.attempts - 1, 0)), 0) AS retries,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.run_at))
+           FILTER (WHERE r.status = 'done') AS latency_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.run_at))
+           FILTER (WHERE r.status = 'done') AS latency_p95,
+       min(t.duration_p50) AS duration_p50, min(t.duration_p95) AS duration_p95,
+       min(t.duration_max) AS duration_max, coalesce(min(t.timed_attempts), 0) AS timed_attempts,
+       min(min(r.finished_at)) OVER () AS scanned_from, sum(count(*)) OVER () AS scanned
+FROM recent AS r LEFT JOIN timed AS t USING (kind)
+GROUP BY r.kind
+ORDER BY finished DESC, r.kind
+LIMIT 2000"""
+
+# One kind over time: the same figures per bucket of %(bucket_s)s seconds (0 = newest), over
+# the newest %(cap)s jobs finished in the window (jobs_finished), then those of the kind.
+JOBS_PERFORMANCE_OF_KIND: LiteralString = """
+WITH recent AS MATERIALIZED (
+    SELECT id, kind, status, attempts, run_at, finished_at
+    FROM jobs
+    WHERE finished_at > now() - %(window)s::interval
+    ORDER BY finished_at DESC
+    LIMIT %(cap)s
+), mine AS (
+    SELECT *, floor(extract(epoch FROM now() - finished_at) / %(bucket_s)s)::int AS bucket
+    FROM recent WHERE kind = %(kind)s
+), timed AS (
+    SELECT m.bucket, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p95
+    FROM pgbeat_job_attempts AS a JOIN mine AS m ON m.id = a.job_id
+    WHERE a.job_id = ANY(ARRAY(SELECT id FROM mine WHERE attempts > 1 OR status = 'failed'))
+      AND a.duration_s IS NOT NULL AND a.outcome <> 'released'
+    GROUP BY m.bucket
+)
+SELECT m.bucket, count(*) FILTER (WHERE m.status = 'done') AS done,
+       count(*) FILTER (WHERE m.status = 'failed') AS failed,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM m.finished_at - m.run_at))
+           FILTER (WHERE m.status = 'done') AS latency_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM m.finished_at - m.run_at))
+           FILTER (WHERE m.status = 'done') AS latency_p95,
+       min(t.duration_p50) AS duration_p50, min(t.duration_p95) AS duration_p95
+FROM mine AS m LEFT JOIN timed AS t USING (bucket)
+GROUP BY m.bucket"""
+
+# -- processes: schedules files ---------------------------------------------------------------
+
+# The schedules file in effect (applied last) and what is known of each file the registered
+# schedulers hold (primary key probes; a handful of rows).
+SCHEDULE_FILES_OF_PROCESSES: LiteralString = """
+SELECT f.hash, f.first_seen_at, f.first_seen_by, f.applied_at, f.applied_by,
+       cardinality(f.schedules) AS schedule_count,
+       f.hash = (SELECT hash FROM pgbeat_schedule_files WHERE applied_at IS NOT NULL
+                 ORDER BY applied_at DESC, hash DESC LIMIT 1) AS in_effect
+FROM pgbeat_schedule_files AS f
+WHERE f.hash IN (SELECT schedules_hash FROM pgbeat_processes WHERE schedules_hash IS NOT NULL)
+   OR f.hash = (SELECT hash FROM pgbeat_schedule_files WHERE applied_at IS NOT NULL
+                ORDER BY applied_at DESC, hash DESC LIMIT 1)"""

@@ -43,6 +43,7 @@ class Heartbeat:
 
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._url = url
+        self._details = dict(details or {})
         self._row = {
             "id": self.id,
             "role": role,
@@ -50,7 +51,7 @@ class Heartbeat:
             "pid": os.getpid(),
             "version": __version__,
             "schedules_hash": schedules_hash,
-            "details": Jsonb(details or {}),
+            "details": Jsonb(self._details),
         }
         self._every = every.total_seconds()
         self.next_beat = 0.0  # monotonic time of the next beat_if_due beat
@@ -74,6 +75,11 @@ class Heartbeat:
                 raise  # the loop's outage: still due, it beats once reconnected
             log.exception("heartbeat failed")  # a heartbeat never stops its process's work
         self.next_beat = now + self._every
+
+    def update_details(self, **fields: Any) -> None:
+        """Change some of the details sent with the next beat (a worker's running count)."""
+        self._details = {**self._details, **fields}
+        self._row["details"] = Jsonb(self._details)
 
     def set_schedules_hash(self, value: str | None) -> None:
         """The fingerprint of the schedules file after a reload, sent with the next beat."""

@@ -24,8 +24,9 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from pgbeat.client import DEFAULT_MAX_ATTEMPTS
 from pgbeat.db import ui_queries
-from pgbeat.ui import jobs_pages, pages, schedule_pages
+from pgbeat.ui import charts, jobs_pages, pages, performance_pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog
 from pgbeat.ui.security import (
@@ -64,6 +65,8 @@ def create_app(
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    environment.globals["draw"] = charts  # templates draw charts with it
+    environment.globals["default_max_attempts"] = DEFAULT_MAX_ATTEMPTS
     ui = Ui(
         settings=settings,
         keys=Keys(),
@@ -76,6 +79,7 @@ def create_app(
     inner: list[BaseRoute] = [
         *pages.routes(ui),
         *jobs_pages.routes(ui),
+        *performance_pages.routes(ui),
         *schedule_pages.routes(ui),
         *_auth_routes(ui),
         Route("/healthz", _health(ui), name="healthz"),

@@ -7,7 +7,6 @@ the periods of every schedule's last fires, and the processes table.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,20 +18,13 @@ from starlette.routing import BaseRoute, Route
 from pgbeat.db import ui_queries as q
 from pgbeat.observe.liveness import STALE_AFTER, is_live
 from pgbeat.scheduling.schedule import fire_times_after
-from pgbeat.ui import jobs_data, schedule_data
+from pgbeat.ui import jobs_data, performance, schedule_data
 from pgbeat.ui.context import Ui
 from pgbeat.ui.store import one, rows
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
 FAILURES_SCANNED = 10_000
 UP_NEXT = 10
-
-
-@dataclass(frozen=True)
-class Bar:
-    minutes_ago: int
-    done: int
-    failed: int
 
 
 def routes(ui: Ui) -> list[BaseRoute]:
@@ -59,7 +51,6 @@ class Pages:
         health: dict[str, int] = {}
         for view in views:
             health[view.health] = health.get(view.health, 0) + 1
-        bars = _bars(minutes)
         return self.ui.render(
             request,
             "overview.html",
@@ -67,8 +58,7 @@ class Pages:
             now=now,
             counts=counts,
             cap=jobs_data.COUNT_CAP,
-            bars=bars,
-            chart=_chart_summary(bars),
+            charts=[performance.minute_chart(minutes, now)],
             health=health,
             up_next=_up_next(views, now),
             processes=processes,
@@ -103,41 +93,34 @@ class Pages:
         with self.ui.store.connection() as conn:
             now, _ = jobs_data.clock(conn)
             processes = _processes(rows(conn, q.PROCESSES_ALL))
+            files: dict[str, dict[str, Any]] = {}
+            if _has_files(conn):
+                files = {f["hash"]: f for f in rows(conn, q.SCHEDULE_FILES_OF_PROCESSES)}
         hashes = {p["schedules_hash"] for p in processes if p["role"] == "scheduler" and p["live"]}
         return self.ui.render(
             request,
             "processes.html",
             nav="processes",
             now=now,
-            processes=processes,
+            workers=[p for p in processes if p["role"] == "worker"],
+            schedulers=[p for p in processes if p["role"] == "scheduler"],
+            files=files,
+            in_effect=next((f for f in files.values() if f["in_effect"]), None),
             drift=len(hashes) > 1,
             stale_after=STALE_AFTER.total_seconds(),
         )
+
+
+def _has_files(conn: Any) -> bool:
+    """Whether migration 0005 (schedules in the database, their files) is applied."""
+    row = one(conn, q.SCHEDULES_TABLE_EXISTS)
+    return bool(row and next(iter(row.values())))
 
 
 def _processes(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for process in found:
         process["live"] = is_live(timedelta(seconds=process["heartbeat_age_s"]))
     return found
-
-
-def _bars(minutes: list[dict[str, Any]]) -> list[Bar]:
-    by_minute = {int(r["minutes_ago"]): r for r in minutes}
-    return [
-        Bar(m, int(by_minute.get(m, {}).get("done", 0)), int(by_minute.get(m, {}).get("failed", 0)))
-        for m in range(59, -1, -1)
-    ]
-
-
-def _chart_summary(bars: list[Bar]) -> dict[str, Any]:
-    done = sum(b.done for b in bars)
-    failed = sum(b.failed for b in bars)
-    peak = max(bars, key=lambda b: b.done + b.failed)
-    top = max(1, peak.done + peak.failed)
-    label = f"Last 60 minutes: {done:,} done, {failed:,} failed"
-    if peak.done + peak.failed:
-        label += f", peak {top:,} per minute {peak.minutes_ago} minutes ago"
-    return {"done": done, "failed": failed, "top": top, "label": label}
 
 
 def _up_next(views: list[schedule_data.ScheduleView], now: datetime) -> list[tuple[datetime, Any]]:

@@ -20,9 +20,15 @@ def utc_text(instant: datetime) -> str:
     return f"{instant.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"
 
 
+def _clock(instant: datetime) -> str:
+    """``07:30``, or ``07:30:15`` when the instant is not on a whole minute."""
+    return f"{instant:%H:%M:%S}" if instant.second or instant.microsecond else f"{instant:%H:%M}"
+
+
 def utc_short(instant: datetime) -> str:
-    """``12-01 07:30Z``: for dense tables, where the year is noise."""
-    return f"{instant.astimezone(UTC):%m-%d %H:%M}Z"
+    """``12-01 07:30Z`` (``12-01 07:30:15Z`` off the minute): for dense tables."""
+    utc = instant.astimezone(UTC)
+    return f"{utc:%m-%d} {_clock(utc)}Z"
 
 
 def iso(instant: datetime) -> str:
@@ -39,9 +45,13 @@ def offset_text(offset: timedelta | None) -> str:
 
 
 def local_text(instant: datetime, zone: ZoneInfo) -> str:
-    """``Tue 2026-12-01 02:30 EST (UTC-05:00)``: the wall clock in ``zone``."""
+    """``Tue 2026-12-01 02:30 EST (UTC-05:00)``: the wall clock in ``zone``.
+
+    Seconds are shown when the instant is not on a whole minute (``every = "30s"``).
+    """
     local = instant.astimezone(zone)
-    return f"{local:%a %Y-%m-%d %H:%M} {local.tzname()} ({offset_text(local.utcoffset())})"
+    zone_text = f"{local.tzname()} ({offset_text(local.utcoffset())})"
+    return f"{local:%a %Y-%m-%d} {_clock(local)} {zone_text}"
 
 
 def zone_now_text(zone: ZoneInfo, now: datetime) -> str:

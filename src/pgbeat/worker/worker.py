@@ -269,6 +269,8 @@ class Worker:
         """
         claimed: list[Job] = []
         if self._heartbeat is not None:  # on this connection: the process needs none for it
+            if now >= self._heartbeat.next_beat:  # the dashboard shows what each runs now
+                self._heartbeat.update_details(running=self._executor.busy())
             self._heartbeat.beat_if_due(conn, now)
         if self._renewer.due(now):
             self._renewer.renew(conn, now)
