@@ -30,6 +30,7 @@ from pgbeat.job_keys import (
     reschedule,
     reschedule_async,
 )
+from pgbeat.queues import QueueSettings, configure_queue, pause_queue, resume_queue
 from pgbeat.registry import Registry
 from pgbeat.scheduling.api import (
     delete_schedule,
@@ -54,6 +55,7 @@ __all__ = [
     "PayloadError",
     "PermanentError",
     "PgbeatError",
+    "QueueSettings",
     "Registry",
     "Retry",
     "ScheduleConflict",
@@ -66,6 +68,7 @@ __all__ = [
     "apply_migrations",
     "cancel",
     "cancel_async",
+    "configure_queue",
     "delete_schedule",
     "delete_schedule_async",
     "enqueue",
@@ -74,8 +77,10 @@ __all__ = [
     "enqueue_many_async",
     "find",
     "find_async",
+    "pause_queue",
     "reschedule",
     "reschedule_async",
+    "resume_queue",
     "upsert_schedule",
     "upsert_schedule_async",
 ]

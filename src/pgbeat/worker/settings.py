@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from pgbeat import flow
 from pgbeat.backoff import BackoffPolicy
 
 DEFAULT_LEASE = timedelta(minutes=5)
@@ -37,7 +38,8 @@ class WorkerSettings:
     concurrency: int = 10
     lease: timedelta | None = None
     timeout: timedelta | None = None
-    kinds: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None  # None: the registry's kinds
+    queues: tuple[str, ...] | None = None  # None: every queue
     poll_interval: timedelta = timedelta(seconds=1)
     grace: timedelta = timedelta(seconds=15)
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
@@ -51,3 +53,5 @@ class WorkerSettings:
         if self.claim_batch < 1:
             raise ValueError("claim_batch must be at least 1")
         resolve_timing(self.lease, self.timeout)
+        for queue in self.queues or ():
+            flow.check_queue(queue)

@@ -1,0 +1,238 @@
+"""The statements of flow control (migration 0008): queue settings and the limited claim.
+
+A limited queue is claimed in a transaction of its own: first its ``pgbeat_queues`` row is
+locked (QUEUES_LOCK), then a claim statement counts its running jobs and recent starts. The
+claim is a new statement, so under READ COMMITTED its snapshot is taken after the lock was
+granted and sees every claim committed by the transaction that held it before.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+# -- settings -------------------------------------------------------------------------------
+
+# Creates a queue's row or sets the limits named in %(set)s, leaving the others as they
+# are, in one statement (primary key): two calls that each change one limit cannot undo
+# each other. NULL clears a limit. Returns the queue's settings afterwards.
+QUEUES_CONFIGURE: LiteralString = """
+INSERT INTO pgbeat_queues AS q (name, concurrency, key_concurrency, rate_count, rate_period,
+                                key_rate_count, key_rate_period)
+VALUES (%(name)s, %(concurrency)s, %(key_concurrency)s, %(rate_count)s, %(rate_period)s,
+        %(key_rate_count)s, %(key_rate_period)s)
+ON CONFLICT (name) DO UPDATE SET
+    concurrency = CASE WHEN 'concurrency' = ANY(%(set)s::text[])
+                       THEN excluded.concurrency ELSE q.concurrency END,
+    key_concurrency = CASE WHEN 'key_concurrency' = ANY(%(set)s::text[])
+                           THEN excluded.key_concurrency ELSE q.key_concurrency END,
+    rate_count = CASE WHEN 'rate' = ANY(%(set)s::text[])
+                      THEN excluded.rate_count ELSE q.rate_count END,
+    rate_period = CASE WHEN 'rate' = ANY(%(set)s::text[])
+                       THEN excluded.rate_period ELSE q.rate_period END,
+    key_rate_count = CASE WHEN 'key_rate' = ANY(%(set)s::text[])
+                          THEN excluded.key_rate_count ELSE q.key_rate_count END,
+    key_rate_period = CASE WHEN 'key_rate' = ANY(%(set)s::text[])
+                           THEN excluded.key_rate_period ELSE q.key_rate_period END,
+    updated_at = now()
+RETURNING name, paused, concurrency, key_concurrency, rate_count, rate_period,
+          key_rate_count, key_rate_period"""
+
+# Pauses or resumes a queue, creating its row if need be (primary key).
+QUEUES_SET_PAUSED: LiteralString = """
+INSERT INTO pgbeat_queues AS q (name, paused) VALUES (%(name)s, %(paused)s)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
+RETURNING name, paused, concurrency, key_concurrency, rate_count, rate_period,
+          key_rate_count, key_rate_period"""
+
+# Every queue with settings or live jobs: its settings and pending/running counts. Counts
+# scan the pending and running rows (jobs_claim_queue, jobs_running_queue): an operator's view.
+QUEUES_LIST: LiteralString = """
+WITH live AS (
+    SELECT queue, count(*) FILTER (WHERE status = 'pending') AS pending,
+           count(*) FILTER (WHERE status = 'running') AS running
+    FROM jobs WHERE status IN ('pending', 'running') GROUP BY queue
+)
+SELECT coalesce(q.name, live.queue) AS name, coalesce(q.paused, false) AS paused,
+       q.concurrency, q.key_concurrency, q.rate_count, q.rate_period,
+       q.key_rate_count, q.key_rate_period,
+       coalesce(live.pending, 0) AS pending, coalesce(live.running, 0) AS running
+FROM pgbeat_queues AS q FULL JOIN live ON live.queue = q.name
+ORDER BY 1"""
+
+# The limit keys of a queue that hold at least one running job, busiest first
+# (jobs_running_queue): which keys are saturated, for the dashboard.
+QUEUES_RUNNING_KEYS: LiteralString = """
+SELECT limit_key, count(*) FROM jobs
+WHERE status = 'running' AND queue = %(name)s AND limit_key IS NOT NULL
+GROUP BY limit_key ORDER BY count(*) DESC, limit_key LIMIT %(limit)s"""
+
+# -- the claim of a limited queue ---------------------------------------------------------------
+
+# The limited, running queues among a worker's queues (primary key scan of a small table).
+QUEUES_LIMITED: LiteralString = """
+SELECT name FROM pgbeat_queues
+WHERE NOT paused
+  AND (concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+       OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
+  AND (%(queues)s::text[] IS NULL OR name = ANY(%(queues)s::text[]))
+ORDER BY name"""
+
+# Locks a queue's row for this claim's transaction and reads its limits as they are now
+# (FOR UPDATE returns the newest version of the row). Periods in seconds.
+QUEUES_LOCK: LiteralString = """
+SELECT paused, concurrency, key_concurrency,
+       rate_count, extract(epoch FROM rate_period)::float8,
+       key_rate_count, extract(epoch FROM key_rate_period)::float8
+FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
+
+# Claims up to the queue's budget in claim order (jobs_claim_queue): the claim's limit, its
+# free concurrency slots (jobs_running_queue) and its rate's remaining starts in the window
+# (pgbeat_queue_starts_window); least() ignores the NULLs of unset limits. Starts are
+# recorded (and those past the longest window deleted) when the queue has a rate. The
+# window is read on clock_timestamp(), taken after the lock: claims of one queue follow one
+# another, so their start times only grow. Dates outside years 1-9999 come back NULL, the
+# payload as text: the worker decodes each row alone and fails only a row it cannot read.
+JOBS_CLAIM_LIMITED: LiteralString = """
+WITH clock AS (SELECT clock_timestamp() AS t),
+budget AS (
+    SELECT greatest(0, least(
+        %(limit)s::int,
+        %(concurrency)s::int - (SELECT count(*) FROM jobs
+                                WHERE status = 'running' AND queue = %(queue)s),
+        %(rate_count)s::int - (
+            SELECT count(*) FROM pgbeat_queue_starts, clock
+            WHERE queue = %(queue)s
+              AND started_at > t - %(rate_seconds)s::float8 * interval '1 second')
+    )) AS n
+),
+picked AS (
+    SELECT id FROM jobs
+    WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+    ORDER BY priority DESC, run_at, id
+    LIMIT (SELECT n FROM budget)
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE jobs
+    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+    WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
+              CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
+                   THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
+              CASE WHEN created_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
+                   THEN (extract(epoch FROM created_at) * 1000000)::bigint END AS created_at_us,
+              unique_key, queue, priority, limit_key, job_key
+),
+started AS (
+    INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
+    SELECT queue, limit_key, t FROM claimed, clock WHERE %(record)s::bool
+),
+pruned AS (
+    DELETE FROM pgbeat_queue_starts USING clock
+    WHERE %(record)s::bool AND queue = %(queue)s
+      AND started_at <= t - %(keep_seconds)s::float8 * interval '1 second'
+)
+SELECT * FROM claimed"""
+
+# The claim of a queue with per-key limits: the queue's budget as in JOBS_CLAIM_LIMITED,
+# then for each limit key with pending jobs (a skip scan of jobs_claim_key, one probe per
+# key) its own budget (key_concurrency minus its running jobs, jobs_running_queue;
+# key_rate minus its starts in the window, pgbeat_queue_starts_key_window), and that many of
+# its first jobs in claim order. A saturated key gives none, so a batch never holds more of
+# a key than it may run. Jobs without a limit_key count against the queue's limits only.
+# The heads of all keys are sorted (at most the budget per key, never the backlog) and the
+# queue's budget taken. Claims of the queue are serialised by the lock, so rows are not
+# skipped: an UPDATE that meets a row another statement changed re-checks it is pending.
+JOBS_CLAIM_LIMITED_KEYS: LiteralString = """
+WITH RECURSIVE clock AS (SELECT clock_timestamp() AS t),
+budget AS (
+    SELECT greatest(0, least(
+        %(limit)s::int,
+        %(concurrency)s::int - (SELECT count(*) FROM jobs
+                                WHERE status = 'running' AND queue = %(queue)s),
+        %(rate_count)s::int - (
+            SELECT count(*) FROM pgbeat_queue_starts, clock
+            WHERE queue = %(queue)s
+              AND started_at > t - %(rate_seconds)s::float8 * interval '1 second')
+    )) AS n
+),
+pending_keys(k) AS (
+    SELECT (SELECT min(limit_key) FROM jobs
+            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL)
+    WHERE (SELECT n FROM budget) > 0
+    UNION ALL
+    SELECT (SELECT min(limit_key) FROM jobs
+            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
+              AND limit_key > pending_keys.k)
+    FROM pending_keys WHERE pending_keys.k IS NOT NULL
+),
+running_keys AS (
+    SELECT limit_key, count(*) AS n FROM jobs
+    WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
+    GROUP BY limit_key
+),
+started_keys AS (
+    SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts, clock
+    WHERE queue = %(queue)s AND limit_key IS NOT NULL
+      AND started_at > t - %(key_rate_seconds)s::float8 * interval '1 second'
+    GROUP BY limit_key
+),
+key_budget AS (
+    SELECT p.k, least(b.n, %(key_concurrency)s::int - coalesce(r.n, 0),
+                      %(key_rate_count)s::int - coalesce(s.n, 0)) AS n
+    FROM pending_keys AS p CROSS JOIN budget AS b
+    LEFT JOIN running_keys AS r ON r.limit_key = p.k
+    LEFT JOIN started_keys AS s ON s.limit_key = p.k
+    WHERE p.k IS NOT NULL
+),
+candidates AS (
+    SELECT head.id, head.priority, head.run_at
+    FROM key_budget AS kb CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs
+        WHERE status = 'pending' AND queue = %(queue)s AND limit_key = kb.k AND run_at <= now()
+          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+        ORDER BY priority DESC, run_at, id
+        LIMIT kb.n
+    ) AS head
+    WHERE kb.n > 0
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, priority, run_at FROM jobs
+        WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NULL AND run_at <= now()
+          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+        ORDER BY priority DESC, run_at, id
+        LIMIT (SELECT n FROM budget)
+    ) AS unkeyed
+),
+picked AS (
+    SELECT id FROM candidates ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM budget)
+),
+claimed AS (
+    UPDATE jobs
+    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+    WHERE id = ANY(ARRAY(SELECT id FROM picked)) AND status = 'pending'
+    RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
+              CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
+                   THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
+              CASE WHEN created_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
+                   THEN (extract(epoch FROM created_at) * 1000000)::bigint END AS created_at_us,
+              unique_key, queue, priority, limit_key, job_key
+),
+started AS (
+    INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
+    SELECT queue, limit_key, t FROM claimed, clock WHERE %(record)s::bool
+),
+pruned AS (
+    DELETE FROM pgbeat_queue_starts USING clock
+    WHERE %(record)s::bool AND queue = %(queue)s
+      AND started_at <= t - %(keep_seconds)s::float8 * interval '1 second'
+)
+SELECT * FROM claimed"""
+
+# Seconds until the earliest pending job of the worker's limited queues falls due
+# (jobs_claim_queue), so an idle worker wakes for a delayed job of a limited queue too.
+JOBS_SECONDS_TO_NEXT_LIMITED: LiteralString = """
+SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
+WHERE status = 'pending' AND queue = ANY(%(queues)s::text[])
+  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"""

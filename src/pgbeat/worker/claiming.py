@@ -1,0 +1,172 @@
+"""The claim: limited queues each in a short locked transaction, then the fast path for the rest.
+
+Every limit is decided inside the claim's transaction from durable rows (db/queue_queries.py
+says how); this module only orders the statements, remembers which queues were limited on
+the last claim (a hint: each statement re-reads the settings) and decodes claimed rows one
+by one, so one row Python cannot read fails alone while the rest of the batch runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from pgbeat.db import queries, queue_queries
+from pgbeat.job import Job
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_decode_json = json.JSONDecoder().decode
+
+
+def decode_payload(text: str) -> Any:
+    """A claimed payload: ``{}`` (the default, and most scheduled jobs) without parsing."""
+    return {} if text == "{}" else _decode_json(text)
+
+
+def decode_row(row: Sequence[Any]) -> Job:
+    """One claimed row as a Job; ``ValueError`` (or the decoder's error) when unreadable.
+
+    Dates come as microseconds since the epoch, NULL when outside years 1-9999.
+    """
+    job_id, kind, payload, attempts, max_attempts, run_at_us, created_at_us, *rest = row
+    if run_at_us is None:
+        raise ValueError("its run_at is outside the years 1-9999 that Python can hold")
+    if created_at_us is None:
+        raise ValueError("its created_at is outside the years 1-9999 that Python can hold")
+    unique_key, queue, priority, limit_key, job_key = rest
+    return Job(
+        job_id,
+        kind,
+        decode_payload(payload),
+        attempts,
+        max_attempts,
+        _EPOCH + timedelta(microseconds=run_at_us),
+        _EPOCH + timedelta(microseconds=created_at_us),
+        unique_key,
+        queue,
+        priority,
+        limit_key,
+        job_key,
+    )
+
+
+def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[int, str]]]:
+    """The readable rows as Jobs, and (id, reason) for each row that could not be read."""
+    jobs: list[Job] = []
+    unreadable: list[tuple[int, str]] = []
+    for row in rows:
+        try:
+            jobs.append(decode_row(row))
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            reason = "payload nested too deeply" if isinstance(exc, RecursionError) else exc
+            unreadable.append((int(row[0]), f"the worker could not read this job: {reason}"))
+    return jobs, unreadable
+
+
+class Claimer:
+    """Claims for one worker: its kinds and queues, its lease.
+
+    ``limited`` is the worker's limited queues as the last claim saw them (None before the
+    first): they are claimed first, in turn, each from its own budget, and the fast path fills
+    the remaining slots. ``limited_short`` says a limited queue gave fewer jobs than asked
+    (its limits may hold due jobs back): the loop then asks ``seconds_to_next`` soon.
+    """
+
+    def __init__(
+        self,
+        lease: timedelta,
+        kinds: Sequence[str] | None = None,
+        queues: Sequence[str] | None = None,
+    ) -> None:
+        self.lease = lease
+        self.kinds = None if kinds is None else list(kinds)  # [] claims nothing
+        self.queues = list(queues) if queues else None
+        self.limited: list[str] | None = None
+        self.limited_short = False
+        self._turn = 0
+
+    def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
+        """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
+        if self.limited is None:
+            self.limited = self._limited_queues(conn)
+        rows: list[Any] = []
+        self.limited_short = False
+        if self.limited:
+            turn = self._turn % len(self.limited)
+            self._turn += 1
+            for queue in self.limited[turn:] + self.limited[:turn]:
+                if len(rows) >= limit:
+                    self.limited_short = True  # not every limited queue had its turn
+                    break
+                rows.extend(self._claim_limited(conn, queue, limit - len(rows)))
+        if len(rows) < limit:
+            with conn.pipeline():
+                fast = conn.execute(queries.JOBS_CLAIM, self._params(limit - len(rows)))
+                names = conn.execute(queue_queries.QUEUES_LIMITED, {"queues": self.queues})
+            rows.extend(fast.fetchall())
+            self.limited = [name for (name,) in names.fetchall()]
+        jobs, unreadable = decode_rows(rows)
+        if unreadable:
+            conn.execute(
+                queries.JOBS_FAIL_UNREADABLE,
+                {"ids": [i for i, _ in unreadable], "errors": [e for _, e in unreadable]},
+            )
+        return jobs
+
+    def seconds_to_next(self, conn: psycopg.Connection[Any], fast: bool = True) -> float | None:
+        """Seconds until a pending job may be due: of the fast queues (``fast``), and of the
+        limited ones after a short limited claim (<= 0 while limits hold due jobs back)."""
+        found: list[float] = []
+        if fast:
+            row = conn.execute(queries.JOBS_SECONDS_TO_NEXT, self._params(0)).fetchone()
+            if row is not None and row[0] is not None:
+                found.append(float(row[0]))
+        if self.limited_short and self.limited:
+            row = conn.execute(
+                queue_queries.JOBS_SECONDS_TO_NEXT_LIMITED,
+                {"queues": self.limited, "kinds": self.kinds},
+            ).fetchone()
+            if row is not None and row[0] is not None:
+                found.append(float(row[0]))
+        return min(found) if found else None
+
+    def _params(self, limit: int) -> dict[str, Any]:
+        return {"limit": limit, "lease": self.lease, "kinds": self.kinds, "queues": self.queues}
+
+    def _limited_queues(self, conn: psycopg.Connection[Any]) -> list[str]:
+        rows = conn.execute(queue_queries.QUEUES_LIMITED, {"queues": self.queues}).fetchall()
+        return [name for (name,) in rows]
+
+    def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
+        """Claim from one limited queue under its row lock, in a transaction of its own."""
+        with conn.transaction():
+            row = conn.execute(queue_queries.QUEUES_LOCK, {"queue": queue}).fetchone()
+            if row is None or row[0]:
+                return []  # gone or paused since the last claim
+            _, concurrency, key_concurrency, rate_count, rate_s, key_rate_count, key_rate_s = row
+            if all(v is None for v in (concurrency, key_concurrency, rate_count, key_rate_count)):
+                return []  # no limit any more: the fast path takes its jobs
+            keyed = key_concurrency is not None or key_rate_count is not None
+            statement = (
+                queue_queries.JOBS_CLAIM_LIMITED_KEYS if keyed else queue_queries.JOBS_CLAIM_LIMITED
+            )
+            params = {
+                **self._params(limit),
+                "queue": queue,
+                "concurrency": concurrency,
+                "key_concurrency": key_concurrency,
+                "rate_count": rate_count,
+                "rate_seconds": rate_s,
+                "key_rate_count": key_rate_count,
+                "key_rate_seconds": key_rate_s,
+                "record": rate_count is not None or key_rate_count is not None,
+                "keep_seconds": max(rate_s or 0.0, key_rate_s or 0.0),
+            }
+            rows = conn.execute(statement, params).fetchall()
+        if len(rows) < limit:
+            self.limited_short = True
+        return rows
