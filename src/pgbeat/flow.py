@@ -6,6 +6,7 @@ statement runs, so a bad value is refused with one line and nothing is half-appl
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -166,6 +167,25 @@ def rate_text(count: int | None, period: timedelta | None) -> str | None:
     if count is None or period is None:
         return None
     return str(Rate(count, period))
+
+
+def unserved_kinds(
+    pending: Sequence[tuple[str, str, int]], workers: Sequence[Mapping[str, Any]]
+) -> list[tuple[str, str, int]]:
+    """The (kind, queue, pending count) that no live worker claims.
+
+    ``workers`` are the heartbeat details of live workers: ``kinds`` they claim, ``queues``
+    they take (None or absent: every queue).
+    """
+    return [
+        (kind, queue, count)
+        for kind, queue, count in pending
+        if not any(
+            kind in (details.get("kinds") or ())
+            and (not details.get("queues") or queue in details["queues"])
+            for details in workers
+        )
+    ]
 
 
 def _shown(value: object) -> str:

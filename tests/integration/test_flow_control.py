@@ -98,6 +98,18 @@ def test_a_batch_never_takes_two_jobs_of_a_saturated_key(conn: psycopg.Connectio
     assert again.limit_key == "b"
 
 
+def test_saturated_keys_clogging_the_backlog_head_do_not_hide_the_others(
+    conn: psycopg.Connection[Any],
+) -> None:
+    pgbeat.configure_queue(conn, "api", key_concurrency=1)
+    enqueue_many(conn, 300, queue="api", limit_key="a")  # the first 256+ rows: one key
+    for key in ("b", "c", "d"):
+        enqueue_many(conn, 2, queue="api", limit_key=key)
+    first = claim(conn)
+    assert sorted(job.limit_key or "" for job in first) == ["a", "b", "c", "d"]
+    assert claim(conn) == []
+
+
 def test_key_concurrency_within_queue_concurrency(conn: psycopg.Connection[Any]) -> None:
     pgbeat.configure_queue(conn, "api", key_concurrency=2, concurrency=3)
     for key in ("a", "b"):

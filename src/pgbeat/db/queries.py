@@ -100,12 +100,15 @@ RETURNING unique_key"""
 
 # Leases up to %(limit)s due jobs in claim order (higher priority first, then run_at, then
 # id), skipping rows other workers hold (jobs_claim_order: the head of the index, no sort).
-# Queues that are paused or limited (pgbeat_queues) are left to JOBS_CLAIM_LIMITED. The
-# lease is set and committed at once: no lock outlives this statement. `id = ANY(ARRAY(...))`
-# keeps the plan a primary-key lookup even before ANALYZE has seen the table (a join here
-# turned into a sequential scan per claim on a fresh table). Dates outside years 1-9999
-# come back NULL and the payload as text: the worker decodes each row alone, so one row
-# the driver could not read fails alone instead of every claim.
+# Queues that are paused or limited are left to JOBS_CLAIM_LIMITED: the scan skips those
+# the worker saw last (%(held)s, a constant the planner can estimate; a subquery there made
+# it expect almost no rows and sort the backlog), and the update re-checks pgbeat_queues,
+# so a queue paused or limited since is never claimed here. The lease is set and committed
+# at once: no lock outlives this statement. `id = ANY(ARRAY(...))` keeps the plan a
+# primary-key lookup even before ANALYZE has seen the table (a join here turned into a
+# sequential scan per claim on a fresh table). Dates outside years 1-9999 come back NULL
+# and the payload as text: the worker decodes each row alone, so one row the driver could
+# not read fails alone instead of every claim.
 JOBS_CLAIM: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
@@ -114,14 +117,15 @@ WHERE id = ANY(ARRAY(
     WHERE status = 'pending' AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
       AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
-      AND queue <> ALL(ARRAY(
-          SELECT name FROM pgbeat_queues
-          WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
-             OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))
+      AND queue <> ALL(%(held)s::text[])
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ))
+  AND queue <> ALL(ARRAY(
+      SELECT name FROM pgbeat_queues
+      WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+         OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))
 RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
           CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
                THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
@@ -141,17 +145,15 @@ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'"""
 JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
 
 # Seconds until the earliest pending job the fast claim may take falls due, by the database
-# clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). Paused and
-# limited queues are left out: JOBS_SECONDS_TO_NEXT_LIMITED covers the limited ones.
+# clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). The paused
+# and limited queues the worker saw (%(held)s) are left out: JOBS_SECONDS_TO_NEXT_LIMITED
+# covers the limited ones.
 JOBS_SECONDS_TO_NEXT: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
 WHERE status = 'pending'
   AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
-  AND queue <> ALL(ARRAY(
-      SELECT name FROM pgbeat_queues
-      WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
-         OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))"""
+  AND queue <> ALL(%(held)s::text[])"""
 
 # Outcome statements take parallel arrays (ids[i] ran as attempts[i]) and look rows up by
 # primary key with `id = ANY(...)`; array_position picks each row's own values. The attempt

@@ -66,13 +66,19 @@ SELECT limit_key, count(*) FROM jobs
 WHERE status = 'running' AND queue = %(name)s AND limit_key IS NOT NULL
 GROUP BY limit_key ORDER BY count(*) DESC, limit_key LIMIT %(limit)s"""
 
+# Pending jobs by kind and queue, to tell which no live worker claims (a scan of the
+# pending rows: an operator's command).
+JOBS_PENDING_KINDS: LiteralString = """
+SELECT kind, queue, count(*) FROM jobs WHERE status = 'pending'
+GROUP BY kind, queue ORDER BY kind, queue"""
+
 # -- the claim of a limited queue ---------------------------------------------------------------
 
-# The limited, running queues among a worker's queues (primary key scan of a small table).
-QUEUES_LIMITED: LiteralString = """
-SELECT name FROM pgbeat_queues
-WHERE NOT paused
-  AND (concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+# The paused or limited queues among a worker's queues, and which are paused (a scan of a
+# small table): the fast claim skips them all, the limited claim takes the running ones.
+QUEUES_HELD: LiteralString = """
+SELECT name, paused FROM pgbeat_queues
+WHERE (paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
        OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
   AND (%(queues)s::text[] IS NULL OR name = ANY(%(queues)s::text[]))
 ORDER BY name"""
@@ -85,32 +91,39 @@ SELECT paused, concurrency, key_concurrency,
        key_rate_count, extract(epoch FROM key_rate_period)::float8
 FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
 
-# Claims up to the queue's budget in claim order (jobs_claim_queue): the claim's limit, its
-# free concurrency slots (jobs_running_queue) and its rate's remaining starts in the window
-# (pgbeat_queue_starts_window); least() ignores the NULLs of unset limits. Starts are
-# recorded (and those past the longest window deleted) when the queue has a rate. The
-# window is read on clock_timestamp(), taken after the lock: claims of one queue follow one
-# another, so their start times only grow. Dates outside years 1-9999 come back NULL, the
+# How many jobs the queue may start now (run after QUEUES_LOCK, in its transaction): the
+# claim's limit, its free concurrency slots (jobs_running_queue) and its rate's remaining
+# starts in the window (pgbeat_queue_starts_window); least() ignores the NULLs of unset
+# limits. Returns the clock the claim records its starts at, read after the lock was
+# granted: claims of one queue follow one another, so their start times only grow. Deletes
+# the starts older than the longest window.
+QUEUES_BUDGET: LiteralString = """
+WITH clock AS (SELECT clock_timestamp() AS t),
+pruned AS (
+    DELETE FROM pgbeat_queue_starts USING clock
+    WHERE %(record)s::bool AND queue = %(queue)s
+      AND started_at <= t - %(keep_seconds)s::float8 * interval '1 second'
+)
+SELECT greatest(0, least(
+    %(limit)s::int,
+    %(concurrency)s::int - (SELECT count(*) FROM jobs
+                            WHERE status = 'running' AND queue = %(queue)s),
+    %(rate_count)s::int - (
+        SELECT count(*) FROM pgbeat_queue_starts
+        WHERE queue = %(queue)s
+          AND started_at > t - %(rate_seconds)s::float8 * interval '1 second')
+)), t FROM clock"""
+
+# Claims the queue's budget (QUEUES_BUDGET) in claim order (jobs_claim_queue) and records
+# the starts when the queue has a rate. Dates outside years 1-9999 come back NULL, the
 # payload as text: the worker decodes each row alone and fails only a row it cannot read.
 JOBS_CLAIM_LIMITED: LiteralString = """
-WITH clock AS (SELECT clock_timestamp() AS t),
-budget AS (
-    SELECT greatest(0, least(
-        %(limit)s::int,
-        %(concurrency)s::int - (SELECT count(*) FROM jobs
-                                WHERE status = 'running' AND queue = %(queue)s),
-        %(rate_count)s::int - (
-            SELECT count(*) FROM pgbeat_queue_starts, clock
-            WHERE queue = %(queue)s
-              AND started_at > t - %(rate_seconds)s::float8 * interval '1 second')
-    )) AS n
-),
-picked AS (
+WITH picked AS (
     SELECT id FROM jobs
     WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
     ORDER BY priority DESC, run_at, id
-    LIMIT (SELECT n FROM budget)
+    LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
@@ -126,46 +139,33 @@ claimed AS (
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
-    SELECT queue, limit_key, t FROM claimed, clock WHERE %(record)s::bool
-),
-pruned AS (
-    DELETE FROM pgbeat_queue_starts USING clock
-    WHERE %(record)s::bool AND queue = %(queue)s
-      AND started_at <= t - %(keep_seconds)s::float8 * interval '1 second'
+    SELECT queue, limit_key, %(now)s::timestamptz FROM claimed WHERE %(record)s::bool
 )
 SELECT * FROM claimed"""
 
-# The claim of a queue with per-key limits: the queue's budget as in JOBS_CLAIM_LIMITED,
-# then for each limit key with pending jobs (a skip scan of jobs_claim_key, one probe per
-# key) its own budget (key_concurrency minus its running jobs, jobs_running_queue;
-# key_rate minus its starts in the window, pgbeat_queue_starts_key_window), and that many of
-# its first jobs in claim order. A saturated key gives none, so a batch never holds more of
-# a key than it may run. Jobs without a limit_key count against the queue's limits only.
-# The heads of all keys are sorted (at most the budget per key, never the backlog) and the
-# queue's budget taken. Claims of the queue are serialised by the lock, so rows are not
-# skipped: an UPDATE that meets a row another statement changed re-checks it is pending.
-JOBS_CLAIM_LIMITED_KEYS: LiteralString = """
-WITH RECURSIVE clock AS (SELECT clock_timestamp() AS t),
-budget AS (
-    SELECT greatest(0, least(
-        %(limit)s::int,
-        %(concurrency)s::int - (SELECT count(*) FROM jobs
-                                WHERE status = 'running' AND queue = %(queue)s),
-        %(rate_count)s::int - (
-            SELECT count(*) FROM pgbeat_queue_starts, clock
-            WHERE queue = %(queue)s
-              AND started_at > t - %(rate_seconds)s::float8 * interval '1 second')
-    )) AS n
+# The claim of a queue with per-key limits, from the head of its backlog: the first
+# %(scan)s due jobs in claim order (jobs_claim_queue), of which each limit key gets as many
+# as its own budget allows (key_concurrency minus its running jobs, jobs_running_queue;
+# key_rate minus its starts in the window, pgbeat_queue_starts_key_window): a saturated key
+# gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
+# count against the queue's limits only. Up to %(limit)s (the queue's budget) are taken in
+# claim order. Claims of the queue are serialised by QUEUES_LOCK, so rows are not skipped:
+# an update that meets a row changed meanwhile re-checks that it is pending. The last
+# column is how many jobs the head held (one row with NULL job columns when none was
+# claimed): a full head that gave too few means saturated keys clog it, and the worker
+# goes on with JOBS_CLAIM_LIMITED_KEYS.
+JOBS_CLAIM_LIMITED_HEAD: LiteralString = """
+WITH head AS (
+    SELECT id, limit_key, priority, run_at FROM jobs
+    WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(scan)s
 ),
-pending_keys(k) AS (
-    SELECT (SELECT min(limit_key) FROM jobs
-            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL)
-    WHERE (SELECT n FROM budget) > 0
-    UNION ALL
-    SELECT (SELECT min(limit_key) FROM jobs
-            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
-              AND limit_key > pending_keys.k)
-    FROM pending_keys WHERE pending_keys.k IS NOT NULL
+ranked AS (
+    SELECT id, limit_key, priority, run_at,
+           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
+    FROM head
 ),
 running_keys AS (
     SELECT limit_key, count(*) AS n FROM jobs
@@ -173,40 +173,20 @@ running_keys AS (
     GROUP BY limit_key
 ),
 started_keys AS (
-    SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts, clock
+    SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts
     WHERE queue = %(queue)s AND limit_key IS NOT NULL
-      AND started_at > t - %(key_rate_seconds)s::float8 * interval '1 second'
+      AND started_at > %(now)s::timestamptz - %(key_rate_seconds)s::float8 * interval '1 second'
     GROUP BY limit_key
 ),
-key_budget AS (
-    SELECT p.k, least(b.n, %(key_concurrency)s::int - coalesce(r.n, 0),
-                      %(key_rate_count)s::int - coalesce(s.n, 0)) AS n
-    FROM pending_keys AS p CROSS JOIN budget AS b
-    LEFT JOIN running_keys AS r ON r.limit_key = p.k
-    LEFT JOIN started_keys AS s ON s.limit_key = p.k
-    WHERE p.k IS NOT NULL
-),
-candidates AS (
-    SELECT head.id, head.priority, head.run_at
-    FROM key_budget AS kb CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM jobs
-        WHERE status = 'pending' AND queue = %(queue)s AND limit_key = kb.k AND run_at <= now()
-          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-        ORDER BY priority DESC, run_at, id
-        LIMIT kb.n
-    ) AS head
-    WHERE kb.n > 0
-    UNION ALL
-    SELECT * FROM (
-        SELECT id, priority, run_at FROM jobs
-        WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NULL AND run_at <= now()
-          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-        ORDER BY priority DESC, run_at, id
-        LIMIT (SELECT n FROM budget)
-    ) AS unkeyed
-),
 picked AS (
-    SELECT id FROM candidates ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM budget)
+    SELECT ranked.id FROM ranked
+    LEFT JOIN running_keys AS r ON r.limit_key = ranked.limit_key
+    LEFT JOIN started_keys AS s ON s.limit_key = ranked.limit_key
+    WHERE ranked.limit_key IS NULL
+       OR ranked.nth <= coalesce(least(%(key_concurrency)s::int - coalesce(r.n, 0),
+                                       %(key_rate_count)s::int - coalesce(s.n, 0)), ranked.nth)
+    ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
+    LIMIT %(limit)s
 ),
 claimed AS (
     UPDATE jobs
@@ -221,12 +201,68 @@ claimed AS (
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
-    SELECT queue, limit_key, t FROM claimed, clock WHERE %(record)s::bool
+    SELECT queue, limit_key, %(now)s::timestamptz FROM claimed WHERE %(record)s::bool
+)
+SELECT claimed.*, scanned.n
+FROM (SELECT count(*) AS n FROM head) AS scanned LEFT JOIN claimed ON true"""
+
+# The per-key claim when saturated keys clog the head of the backlog: limit keys with
+# pending jobs in key order from %(after)s (a skip scan of jobs_claim_key, one probe per
+# key, which stops once %(limit)s jobs are found), each giving the first jobs of its own
+# budget as in JOBS_CLAIM_LIMITED_HEAD. Key order, not priority, across keys: the head
+# claim took the best jobs already.
+JOBS_CLAIM_LIMITED_KEYS: LiteralString = """
+WITH RECURSIVE pending_keys(k) AS (
+    SELECT (SELECT min(limit_key) FROM jobs
+            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
+              AND limit_key > coalesce(%(after)s::text, ''))
+    UNION ALL
+    SELECT (SELECT min(limit_key) FROM jobs
+            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
+              AND limit_key > pending_keys.k)
+    FROM pending_keys WHERE pending_keys.k IS NOT NULL
 ),
-pruned AS (
-    DELETE FROM pgbeat_queue_starts USING clock
-    WHERE %(record)s::bool AND queue = %(queue)s
-      AND started_at <= t - %(keep_seconds)s::float8 * interval '1 second'
+running_keys AS (
+    SELECT limit_key, count(*) AS n FROM jobs
+    WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
+    GROUP BY limit_key
+),
+started_keys AS (
+    SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts
+    WHERE queue = %(queue)s AND limit_key IS NOT NULL
+      AND started_at > %(now)s::timestamptz - %(key_rate_seconds)s::float8 * interval '1 second'
+    GROUP BY limit_key
+),
+picked AS (
+    SELECT head.id
+    FROM pending_keys AS p
+    LEFT JOIN running_keys AS r ON r.limit_key = p.k
+    LEFT JOIN started_keys AS s ON s.limit_key = p.k
+    CROSS JOIN LATERAL (
+        SELECT id FROM jobs
+        WHERE status = 'pending' AND queue = %(queue)s AND limit_key = p.k AND run_at <= now()
+          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+        ORDER BY priority DESC, run_at, id
+        LIMIT greatest(0, coalesce(least(%(key_concurrency)s::int - coalesce(r.n, 0),
+                                         %(key_rate_count)s::int - coalesce(s.n, 0)), %(limit)s))
+    ) AS head
+    WHERE p.k IS NOT NULL
+    LIMIT %(limit)s
+),
+claimed AS (
+    UPDATE jobs
+    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+    WHERE id = ANY(ARRAY(SELECT id FROM picked)) AND status = 'pending'
+    RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
+              CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
+                   THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
+              CASE WHEN created_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
+                   THEN (extract(epoch FROM created_at) * 1000000)::bigint END AS created_at_us,
+              unique_key, queue, priority, limit_key, job_key
+),
+started AS (
+    INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
+    SELECT queue, limit_key, %(now)s::timestamptz FROM claimed WHERE %(record)s::bool
 )
 SELECT * FROM claimed"""
 

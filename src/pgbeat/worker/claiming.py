@@ -9,6 +9,7 @@ by one, so one row Python cannot read fails alone while the rest of the batch ru
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,6 +20,10 @@ from pgbeat.db import queries, queue_queries
 from pgbeat.job import Job
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+HEAD_SCAN_MIN = 256  # rows of a key-limited queue's backlog head a claim looks at, at least
+HEAD_SCAN_FACTOR = 4  # ... or this many per job it may claim
+KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
+LIMIT_KEY_COLUMN = 10  # of a claimed row
 _decode_json = json.JSONDecoder().decode
 
 
@@ -86,13 +91,16 @@ class Claimer:
         self.kinds = None if kinds is None else list(kinds)  # [] claims nothing
         self.queues = list(queues) if queues else None
         self.limited: list[str] | None = None
+        self.held: list[str] = []  # paused or limited: not for the fast path
         self.limited_short = False
         self._turn = 0
+        self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
+        self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
 
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
         if self.limited is None:
-            self.limited = self._limited_queues(conn)
+            self._note_held(conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues}))
         rows: list[Any] = []
         self.limited_short = False
         if self.limited:
@@ -106,9 +114,9 @@ class Claimer:
         if len(rows) < limit:
             with conn.pipeline():
                 fast = conn.execute(queries.JOBS_CLAIM, self._params(limit - len(rows)))
-                names = conn.execute(queue_queries.QUEUES_LIMITED, {"queues": self.queues})
+                held = conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues})
             rows.extend(fast.fetchall())
-            self.limited = [name for (name,) in names.fetchall()]
+            self._note_held(held)
         jobs, unreadable = decode_rows(rows)
         if unreadable:
             conn.execute(
@@ -135,11 +143,19 @@ class Claimer:
         return min(found) if found else None
 
     def _params(self, limit: int) -> dict[str, Any]:
-        return {"limit": limit, "lease": self.lease, "kinds": self.kinds, "queues": self.queues}
+        return {
+            "limit": limit,
+            "lease": self.lease,
+            "kinds": self.kinds,
+            "queues": self.queues,
+            "held": self.held,
+        }
 
-    def _limited_queues(self, conn: psycopg.Connection[Any]) -> list[str]:
-        rows = conn.execute(queue_queries.QUEUES_LIMITED, {"queues": self.queues}).fetchall()
-        return [name for (name,) in rows]
+    def _note_held(self, cursor: psycopg.Cursor[Any]) -> None:
+        """Remember the paused and limited queues of QUEUES_HELD's rows."""
+        rows = cursor.fetchall()
+        self.held = [name for name, _ in rows]
+        self.limited = [name for name, paused in rows if not paused]
 
     def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
         """Claim from one limited queue under its row lock, in a transaction of its own."""
@@ -150,10 +166,6 @@ class Claimer:
             _, concurrency, key_concurrency, rate_count, rate_s, key_rate_count, key_rate_s = row
             if all(v is None for v in (concurrency, key_concurrency, rate_count, key_rate_count)):
                 return []  # no limit any more: the fast path takes its jobs
-            keyed = key_concurrency is not None or key_rate_count is not None
-            statement = (
-                queue_queries.JOBS_CLAIM_LIMITED_KEYS if keyed else queue_queries.JOBS_CLAIM_LIMITED
-            )
             params = {
                 **self._params(limit),
                 "queue": queue,
@@ -166,7 +178,36 @@ class Claimer:
                 "record": rate_count is not None or key_rate_count is not None,
                 "keep_seconds": max(rate_s or 0.0, key_rate_s or 0.0),
             }
-            rows = conn.execute(statement, params).fetchall()
+            budget = conn.execute(queue_queries.QUEUES_BUDGET, params).fetchone()
+            assert budget is not None
+            params["limit"], params["now"] = budget
+            if params["limit"] == 0:
+                rows: list[Any] = []
+            elif key_concurrency is None and key_rate_count is None:
+                rows = conn.execute(queue_queries.JOBS_CLAIM_LIMITED, params).fetchall()
+            else:
+                rows = self._claim_keyed(conn, queue, params)
         if len(rows) < limit:
             self.limited_short = True
         return rows
+
+    def _claim_keyed(
+        self, conn: psycopg.Connection[Any], queue: str, params: dict[str, Any]
+    ) -> list[Any]:
+        """The head of the backlog first; past a head clogged by saturated keys, key by key."""
+        budget = params["limit"]
+        params["scan"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * budget)
+        found = conn.execute(queue_queries.JOBS_CLAIM_LIMITED_HEAD, params).fetchall()
+        rows = [row[:-1] for row in found if row[0] is not None]
+        clogged = found[0][-1] == params["scan"] and len(rows) < budget
+        now = time.monotonic()
+        if not clogged or now < self._keys_idle_until.get(queue, 0.0):
+            return rows
+        params["limit"] = budget - len(rows)
+        params["after"] = self._after_key.pop(queue, None)
+        more = conn.execute(queue_queries.JOBS_CLAIM_LIMITED_KEYS, params).fetchall()
+        if more and len(more) == params["limit"]:
+            self._after_key[queue] = max(row[LIMIT_KEY_COLUMN] for row in more)
+        if not more:  # every key with jobs is saturated: no need to look again at once
+            self._keys_idle_until[queue] = now + KEYS_IDLE_PAUSE
+        return rows + more
