@@ -102,7 +102,7 @@ def test_status_names_kinds_no_live_worker_claims(
 
 
 def _plan(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> str:
-    rows = conn.execute(f"EXPLAIN {statement}", params).fetchall()  # noqa: S608 (a constant)
+    rows = conn.execute(f"EXPLAIN {statement}", params).fetchall()
     return "\n".join(row[0] for row in rows)
 
 
