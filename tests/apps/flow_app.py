@@ -8,12 +8,14 @@ once, and how many started in any window.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+import psycopg_pool
 
 import pgbeat
 
@@ -27,16 +29,33 @@ CREATE TABLE IF NOT EXISTS spans (
 """
 
 
+_pool: psycopg_pool.ConnectionPool[Any] | None = None
+_pool_lock = threading.Lock()
+
+
+def _connection() -> Any:
+    """A connection from this process's own small pool: 4 workers x 50 slots must not
+    open 200 connections (a handler's job.connection() pool grows to the slots)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            url = os.environ["DATABASE_URL"]
+            _pool = psycopg_pool.ConnectionPool(
+                url, min_size=1, max_size=3, kwargs={"autocommit": True}, open=True
+            )
+    return _pool.connection(timeout=60)
+
+
 @registry.handler("span")
 def span(payload: dict[str, Any], job: pgbeat.JobContext) -> None:
     """Record the start, sleep ``payload["sleep"]`` seconds, record the end."""
-    with job.connection() as conn:
+    with _connection() as conn:
         conn.execute(
             "INSERT INTO spans (job_id, queue, limit_key, pid) VALUES (%s, %s, %s, %s)",
             (job.id, job.queue, job.limit_key, os.getpid()),
         )
     time.sleep(float(payload.get("sleep", 0)))
-    with job.connection() as conn:
+    with _connection() as conn:
         conn.execute(
             "UPDATE spans SET ended_at = clock_timestamp() "
             "WHERE job_id = %s AND pid = %s AND ended_at IS NULL",
