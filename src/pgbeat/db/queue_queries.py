@@ -150,7 +150,10 @@ SELECT * FROM claimed"""
 # gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
 # count against the queue's limits only. Up to %(limit)s (the queue's budget) are taken in
 # claim order. Claims of the queue are serialised by QUEUES_LOCK, so rows are not skipped:
-# an update that meets a row changed meanwhile re-checks that it is pending. The last
+# an update that meets a row changed meanwhile re-checks that it is pending (in a CASE:
+# `status = 'pending'` there let the planner look the ids up in a partial index, a scan
+# of the whole backlog, instead of the primary key). The key counts are MATERIALIZED:
+# inlined, they ran once per row of the head. The last
 # column is how many jobs the head held (one row with NULL job columns when none was
 # claimed): a full head that gave too few means saturated keys clog it, and the worker
 # goes on with JOBS_CLAIM_LIMITED_KEYS.
@@ -167,12 +170,12 @@ ranked AS (
            row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
     FROM head
 ),
-running_keys AS (
+running_keys AS MATERIALIZED (
     SELECT limit_key, count(*) AS n FROM jobs
     WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
     GROUP BY limit_key
 ),
-started_keys AS (
+started_keys AS MATERIALIZED (
     SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts
     WHERE queue = %(queue)s AND limit_key IS NOT NULL
       AND started_at > %(now)s::timestamptz - %(key_rate_seconds)s::float8 * interval '1 second'
@@ -191,7 +194,8 @@ picked AS (
 claimed AS (
     UPDATE jobs
     SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
-    WHERE id = ANY(ARRAY(SELECT id FROM picked)) AND status = 'pending'
+    WHERE id = ANY(ARRAY(SELECT id FROM picked))
+      AND CASE status WHEN 'pending' THEN true ELSE false END
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
               CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
                    THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
@@ -222,12 +226,12 @@ WITH RECURSIVE pending_keys(k) AS (
               AND limit_key > pending_keys.k)
     FROM pending_keys WHERE pending_keys.k IS NOT NULL
 ),
-running_keys AS (
+running_keys AS MATERIALIZED (
     SELECT limit_key, count(*) AS n FROM jobs
     WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
     GROUP BY limit_key
 ),
-started_keys AS (
+started_keys AS MATERIALIZED (
     SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts
     WHERE queue = %(queue)s AND limit_key IS NOT NULL
       AND started_at > %(now)s::timestamptz - %(key_rate_seconds)s::float8 * interval '1 second'
@@ -252,7 +256,8 @@ picked AS (
 claimed AS (
     UPDATE jobs
     SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
-    WHERE id = ANY(ARRAY(SELECT id FROM picked)) AND status = 'pending'
+    WHERE id = ANY(ARRAY(SELECT id FROM picked))
+      AND CASE status WHEN 'pending' THEN true ELSE false END
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
               CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
                    THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
