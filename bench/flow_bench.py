@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def child_rate(url: str, rate: str, seconds: float, limited: bool) -> dict[str, 
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
         for queue, count in (("other", 40_000), ("limited", 20_000 if limited else 0)):
-            for start in range(0, count, 1000):
+            for _ in range(0, count, 1000):
                 pgbeat.enqueue_many(
                     conn, [pgbeat.NewJob("noop", {}, queue=queue) for _ in range(1000)]
                 )
@@ -151,6 +152,7 @@ def child_priority(url: str, backlog: int, samples: int) -> dict[str, Any]:
         for _ in range(samples):
             enqueued = time.monotonic()
             job_id = pgbeat.enqueue(conn, "high", priority=10)
+            assert job_id is not None
             deadline = enqueued + 10
             while job_id not in starts and time.monotonic() < deadline:
                 time.sleep(0.001)
@@ -187,7 +189,12 @@ def child_plan(url: str, rows: int) -> dict[str, Any]:
     return {"rows": rows, "plan": plan, "sort": any("Sort" in line for line in plan)}
 
 
-CHILDREN = {"drain": child_drain, "rate": child_rate, "priority": child_priority, "plan": child_plan}
+CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
+    "drain": child_drain,
+    "rate": child_rate,
+    "priority": child_priority,
+    "plan": child_plan,
+}
 
 
 # -- the parent -----------------------------------------------------------------------------
@@ -266,8 +273,9 @@ def measure(args: argparse.Namespace) -> int:
                 keyed = {**drain, "keys": 500, "key_concurrency": limit}
                 runs[name].append(run_child(here, admin, "drain", **keyed)["seconds"])
                 print(f"keys {name}: {runs[name][-1]:.2f}s", file=sys.stderr)
-        free, limited = statistics.median(runs["unlimited"]), statistics.median(
-            runs["key_concurrency_1"]
+        free, limited = (
+            statistics.median(runs["unlimited"]),
+            statistics.median(runs["key_concurrency_1"]),
         )
         report["key_concurrency_drain"] = {
             "jobs": args.jobs,
