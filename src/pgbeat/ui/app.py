@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pgbeat.db import ui_queries
-from pgbeat.ui import jobs_pages, pages, schedule_pages
+from pgbeat.ui import jobs_pages, pages, queue_pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog
 from pgbeat.ui.security import COOKIE, SESSION_SECONDS, Keys, SecurityMiddleware, token_role
@@ -67,6 +67,7 @@ def create_app(
         *pages.routes(ui),
         *jobs_pages.routes(ui),
         *schedule_pages.routes(ui),
+        *queue_pages.routes(ui),
         *_auth_routes(ui),
         Route("/healthz", _health(ui), name="healthz"),
         Route("/robots.txt", _robots, name="robots"),

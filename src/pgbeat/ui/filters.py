@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from pgbeat import flow
+
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
 WHEN = ("due", "later")
 SEARCH_WINDOW = 200_000  # ids searched per page when no partial index narrows the filter
@@ -57,6 +59,9 @@ class JobFilter:
     payload: str | None = None  # a JSON object, as typed
     error: str | None = None
     signature: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    limit_key: str | None = None
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> JobFilter:
@@ -103,7 +108,16 @@ class JobFilter:
         if self.is_empty() or self.id is not None:
             return False
         row_by_row = any(
-            v is not None for v in (self.payload, self.error, self.created_from, self.created_to)
+            v is not None
+            for v in (
+                self.payload,
+                self.error,
+                self.created_from,
+                self.created_to,
+                self.queue,
+                self.priority,
+                self.limit_key,
+            )
         )
         return row_by_row or self.status not in ("pending", "running", "failed")
 
@@ -126,6 +140,9 @@ class JobFilter:
             "payload": self.payload,
             "error_like": None if self.error is None else "%" + _like_escape(self.error) + "%",
             "signature": self.signature,
+            "queue": self.queue,
+            "priority": self.priority,
+            "limit_key": self.limit_key,
             "floor": None,
             "max_id": None,
         }
@@ -151,6 +168,13 @@ def _convert(name: str, raw: str) -> Any:
         if not raw.isdigit() or len(raw) > 18:
             raise FilterError("id: a job id (digits)")
         return int(raw)
+    if name == "priority":
+        try:
+            return flow.check_priority(int(raw))
+        except ValueError:
+            raise FilterError(
+                f"priority: a whole number from {flow.MIN_PRIORITY} to {flow.MAX_PRIORITY}"
+            ) from None
     if name.endswith(("_from", "_to")):
         return _instant(name, raw)
     if name == "payload":
