@@ -54,7 +54,8 @@ DECLARE
 BEGIN
     FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_migrations', 'pgbeat_processes',
                                 'pgbeat_job_attempts', 'pgbeat_schedules',
-                                'pgbeat_schedule_history', 'pgbeat_schedule_files'] LOOP
+                                'pgbeat_schedule_history', 'pgbeat_schedule_files',
+                                'pgbeat_queues', 'pgbeat_queue_starts'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('ALTER TABLE %I OWNER TO pgbeat_admin', name);
             EXECUTE format('REVOKE ALL ON %I FROM PUBLIC', name);
@@ -109,6 +110,13 @@ DO $$
 BEGIN
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
+    END IF;
+    -- Flow control (migration 0008): a limited queue's claim locks its settings row
+    -- (FOR UPDATE needs an UPDATE right) and keeps the starts of rate-limited queues.
+    -- Setting limits and pauses is the admin's (pgbeat queues, configure_queue).
+    IF to_regclass('pgbeat_queues') IS NOT NULL THEN
+        GRANT SELECT, UPDATE (updated_at) ON pgbeat_queues TO pgbeat_worker;
+        GRANT SELECT, INSERT, DELETE ON pgbeat_queue_starts TO pgbeat_worker;
     END IF;
 END
 $$;
