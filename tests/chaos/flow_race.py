@@ -96,12 +96,15 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
             )
         seconds = time.monotonic() - started
         found = spans(conn)
+        row = conn.execute("SELECT count(*) FROM jobs WHERE attempts > 1").fetchone()
+        reaped = int(row[0]) if row else 0
     return {
         "jobs": race.jobs,
         "keys": race.keys,
         "processes": race.processes,
         "slots": race.slots,
         "killed": killed,
+        "reaped": reaped,  # jobs run again after their lease expired (the killed worker's)
         "runs": len(found),
         "unfinished_runs": sum(s.ended_at is None for s in found),
         "overlaps": key_overlaps(found),

@@ -25,7 +25,7 @@ def test_key_concurrency_1_never_overlaps_a_key(database_url: str) -> None:
 def test_key_concurrency_holds_when_a_worker_is_killed(database_url: str) -> None:
     result = key_race(database_url, KeyRace(processes=2, slots=8, jobs=200, keys=10, kill=True))
     assert result["overlaps"] == 0, result
-    assert result["killed"] == 1
+    assert result["killed"] == 1 and result["reaped"] > 0, result  # the kill stranded jobs
 
 
 @pytest.mark.slow

@@ -141,7 +141,16 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     limited = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue" in limited and "Sort" not in limited, limited
     head = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED_HEAD, limited_params)
-    assert "jobs_claim_queue" in head and "Seq Scan on jobs" not in head, head
+    assert "jobs_claim_queue" in head and not sorts_backlog(head), head
     keyed = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED_KEYS, limited_params)
-    assert "jobs_claim_key" in keyed and "Sort" not in keyed, keyed
-    assert "Seq Scan on jobs" not in keyed, keyed
+    assert "jobs_claim_key" in keyed and not sorts_backlog(keyed), keyed
+
+
+def sorts_backlog(plan: str) -> bool:
+    """Whether a Sort reads pending jobs straight from the table or a claim index (sorts
+    of the running rows, or of the backlog's bounded head, are no sort of the backlog)."""
+    lines = plan.splitlines()
+    return "Seq Scan on jobs" in plan or any(
+        "Sort" in line and any("jobs_claim" in below for below in lines[i + 1 : i + 3])
+        for i, line in enumerate(lines)
+    )

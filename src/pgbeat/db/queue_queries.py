@@ -45,7 +45,7 @@ RETURNING name, paused, concurrency, key_concurrency, rate_count, rate_period,
           key_rate_count, key_rate_period"""
 
 # Every queue with settings or live jobs: its settings and pending/running counts. Counts
-# scan the pending and running rows (jobs_claim_queue, jobs_running_queue): an operator's view.
+# scan the pending and running rows (jobs_claim_queue, jobs_running): an operator's view.
 QUEUES_LIST: LiteralString = """
 WITH live AS (
     SELECT queue, count(*) FILTER (WHERE status = 'pending') AS pending,
@@ -60,7 +60,7 @@ FROM pgbeat_queues AS q FULL JOIN live ON live.queue = q.name
 ORDER BY 1"""
 
 # The limit keys of a queue that hold at least one running job, busiest first
-# (jobs_running_queue): which keys are saturated, for the dashboard.
+# (jobs_running): which keys are saturated, for the dashboard.
 QUEUES_RUNNING_KEYS: LiteralString = """
 SELECT limit_key, count(*) FROM jobs
 WHERE status = 'running' AND queue = %(name)s AND limit_key IS NOT NULL
@@ -92,7 +92,7 @@ SELECT paused, concurrency, key_concurrency,
 FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
 
 # How many jobs the queue may start now (run after QUEUES_LOCK, in its transaction): the
-# claim's limit, its free concurrency slots (jobs_running_queue) and its rate's remaining
+# claim's limit, its free concurrency slots (jobs_running) and its rate's remaining
 # starts in the window (pgbeat_queue_starts_window); least() ignores the NULLs of unset
 # limits. Returns the clock the claim records its starts at, read after the lock was
 # granted: claims of one queue follow one another, so their start times only grow. Deletes
@@ -145,7 +145,7 @@ SELECT * FROM claimed"""
 
 # The claim of a queue with per-key limits, from the head of its backlog: the first
 # %(scan)s due jobs in claim order (jobs_claim_queue), of which each limit key gets as many
-# as its own budget allows (key_concurrency minus its running jobs, jobs_running_queue;
+# as its own budget allows (key_concurrency minus its running jobs, jobs_running;
 # key_rate minus its starts in the window, pgbeat_queue_starts_key_window): a saturated key
 # gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
 # count against the queue's limits only. Up to %(limit)s (the queue's budget) are taken in
