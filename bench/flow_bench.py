@@ -264,6 +264,10 @@ def measure(args: argparse.Namespace) -> int:
             "this_jobs_per_s": round(args.jobs / this),
             "base_jobs_per_s": round(args.jobs / base),
             "ratio": round(base / this, 3),
+            "paired_ratio_median": round(
+                statistics.median(b / t for b, t in zip(runs["base"], runs["this"], strict=True)),
+                3,
+            ),
             "runs_s": runs,
         }
     if "keys" in only:
@@ -283,6 +287,12 @@ def measure(args: argparse.Namespace) -> int:
             "unlimited_jobs_per_s": round(args.jobs / free),
             "key_concurrency_1_jobs_per_s": round(args.jobs / limited),
             "ratio": round(free / limited, 3),
+            "paired_ratio_median": round(
+                statistics.median(
+                    f / k for f, k in zip(runs["unlimited"], runs["key_concurrency_1"], strict=True)
+                ),
+                3,
+            ),
             "runs_s": runs,
         }
     if "rate" in only:

@@ -114,8 +114,8 @@ def test_merged_limits_check_every_value() -> None:
         flow.merged_limits(QueueLimits(), concurrency=3, key_rate="5/0s")
 
 
-EPOCH_2026_US = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp()) * 1_000_000
-ROW = (7, "noop", '{"a": 1}', 1, 8, EPOCH_2026_US, EPOCH_2026_US + 5, None, "mail", 3, "k", None)
+AT = datetime(2026, 12, 1, tzinfo=UTC)
+ROW = (7, "noop", '{"a": 1}', 1, 8, AT, AT + timedelta(microseconds=5), None, "mail", 3, "k", None)
 
 
 def test_decode_row() -> None:

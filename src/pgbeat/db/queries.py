@@ -127,10 +127,10 @@ WHERE id = ANY(ARRAY(
       WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
          OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))
 RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
-          CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-               THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
-          CASE WHEN created_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-               THEN (extract(epoch FROM created_at) * 1000000)::bigint END AS created_at_us,
+          CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN run_at END AS run_at,
+          CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN created_at END AS created_at,
           unique_key, queue, priority, limit_key, job_key"""
 
 # Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload

@@ -95,7 +95,8 @@ FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
 # claim's limit, its free concurrency slots (jobs_running) and its rate's remaining
 # starts in the window (pgbeat_queue_starts_window); least() ignores the NULLs of unset
 # limits. Returns the clock the claim records its starts at, read after the lock was
-# granted: claims of one queue follow one another, so their start times only grow. Deletes
+# granted: claims of one queue follow one another, so their start times only grow; and,
+# when the rate is spent, in how many seconds its oldest start leaves the window. Deletes
 # the starts older than the longest window.
 QUEUES_BUDGET: LiteralString = """
 WITH clock AS (SELECT clock_timestamp() AS t),
@@ -104,15 +105,15 @@ pruned AS (
     WHERE %(record)s::bool AND queue = %(queue)s
       AND started_at <= t - %(keep_seconds)s::float8 * interval '1 second'
 )
-SELECT greatest(0, least(
-    %(limit)s::int,
-    %(concurrency)s::int - (SELECT count(*) FROM jobs
-                            WHERE status = 'running' AND queue = %(queue)s),
-    %(rate_count)s::int - (
-        SELECT count(*) FROM pgbeat_queue_starts
-        WHERE queue = %(queue)s
-          AND started_at > t - %(rate_seconds)s::float8 * interval '1 second')
-)), t FROM clock"""
+SELECT greatest(0, least(%(limit)s::int, running.left, starts.left)), t, starts.left,
+       extract(epoch FROM starts.oldest + %(rate_seconds)s::float8 * interval '1 second' - t)
+FROM clock,
+LATERAL (SELECT %(concurrency)s::int - count(*) AS left FROM jobs
+         WHERE status = 'running' AND queue = %(queue)s) AS running,
+LATERAL (SELECT %(rate_count)s::int - count(*) AS left, min(started_at) AS oldest
+         FROM pgbeat_queue_starts
+         WHERE queue = %(queue)s
+           AND started_at > t - %(rate_seconds)s::float8 * interval '1 second') AS starts"""
 
 # Claims the queue's budget (QUEUES_BUDGET) in claim order (jobs_claim_queue) and records
 # the starts when the queue has a rate. Dates outside years 1-9999 come back NULL, the
@@ -131,10 +132,10 @@ claimed AS (
     SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
     WHERE id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
-              CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-                   THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
-              CASE WHEN created_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-                   THEN (extract(epoch FROM created_at) * 1000000)::bigint END AS created_at_us,
+              CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+                   THEN run_at END AS run_at,
+              CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+                   THEN created_at END AS created_at,
               unique_key, queue, priority, limit_key, job_key
 ),
 started AS (
@@ -197,10 +198,10 @@ claimed AS (
     WHERE id = ANY(ARRAY(SELECT id FROM picked))
       AND CASE status WHEN 'pending' THEN true ELSE false END
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
-              CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-                   THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
-              CASE WHEN created_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-                   THEN (extract(epoch FROM created_at) * 1000000)::bigint END AS created_at_us,
+              CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+                   THEN run_at END AS run_at,
+              CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+                   THEN created_at END AS created_at,
               unique_key, queue, priority, limit_key, job_key
 ),
 started AS (
@@ -259,10 +260,10 @@ claimed AS (
     WHERE id = ANY(ARRAY(SELECT id FROM picked))
       AND CASE status WHEN 'pending' THEN true ELSE false END
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
-              CASE WHEN run_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-                   THEN (extract(epoch FROM run_at) * 1000000)::bigint END AS run_at_us,
-              CASE WHEN created_at BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 00:00:00+00'
-                   THEN (extract(epoch FROM created_at) * 1000000)::bigint END AS created_at_us,
+              CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+                   THEN run_at END AS run_at,
+              CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+                   THEN created_at END AS created_at,
               unique_key, queue, priority, limit_key, job_key
 ),
 started AS (

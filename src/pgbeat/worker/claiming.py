@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -19,7 +19,9 @@ import psycopg
 from pgbeat.db import queries, queue_queries
 from pgbeat.job import Job
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNREADABLE = (ValueError, TypeError, OverflowError, RecursionError)
+LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again
+HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
 HEAD_SCAN_MIN = 256  # rows of a key-limited queue's backlog head a claim looks at, at least
 HEAD_SCAN_FACTOR = 4  # ... or this many per job it may claim
 KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
@@ -35,38 +37,27 @@ def decode_payload(text: str) -> Any:
 def decode_row(row: Sequence[Any]) -> Job:
     """One claimed row as a Job; ``ValueError`` (or the decoder's error) when unreadable.
 
-    Dates come as microseconds since the epoch, NULL when outside years 1-9999.
+    Dates come NULL when outside years 1-9999 (the claim's CASE), the payload as text.
     """
-    job_id, kind, payload, attempts, max_attempts, run_at_us, created_at_us, *rest = row
-    if run_at_us is None:
+    if row[5] is None:
         raise ValueError("its run_at is outside the years 1-9999 that Python can hold")
-    if created_at_us is None:
+    if row[6] is None:
         raise ValueError("its created_at is outside the years 1-9999 that Python can hold")
-    unique_key, queue, priority, limit_key, job_key = rest
-    return Job(
-        job_id,
-        kind,
-        decode_payload(payload),
-        attempts,
-        max_attempts,
-        _EPOCH + timedelta(microseconds=run_at_us),
-        _EPOCH + timedelta(microseconds=created_at_us),
-        unique_key,
-        queue,
-        priority,
-        limit_key,
-        job_key,
-    )
+    return Job(row[0], row[1], decode_payload(row[2]), *row[3:])
 
 
 def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[int, str]]]:
     """The readable rows as Jobs, and (id, reason) for each row that could not be read."""
+    try:
+        return [decode_row(row) for row in rows], []  # the usual batch: every row readable
+    except _UNREADABLE:
+        pass
     jobs: list[Job] = []
     unreadable: list[tuple[int, str]] = []
     for row in rows:
         try:
             jobs.append(decode_row(row))
-        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        except _UNREADABLE as exc:
             reason = "payload nested too deeply" if isinstance(exc, RecursionError) else exc
             unreadable.append((int(row[0]), f"the worker could not read this job: {reason}"))
     return jobs, unreadable
@@ -76,8 +67,11 @@ class Claimer:
     """Claims for one worker: its kinds and queues, its lease.
 
     ``limited`` is the worker's limited queues as the last claim saw them (None before the
-    first): they are claimed first, in turn, each from its own budget, and the fast path fills
-    the remaining slots. ``limited_short`` says a limited queue gave fewer jobs than asked
+    first): they are claimed in turn, each from its own budget, and the fast path takes the
+    other slots; every other claim the fast path goes first. A queue whose limits were spent
+    is left alone for 50 ms, or until its rate's oldest start leaves the window; the held
+    queues are re-read every HELD_REFRESH seconds (hints only: every statement re-reads the
+    settings it enforces). ``limited_short`` says a limited queue gave fewer jobs than asked
     (its limits may hold due jobs back): the loop then asks ``seconds_to_next`` soon.
     """
 
@@ -96,6 +90,8 @@ class Claimer:
         self._turn = 0
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
         self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
+        self._held_until = 0.0  # monotonic: when to read the held queues again
+        self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
 
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
@@ -103,20 +99,23 @@ class Claimer:
             self._note_held(conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues}))
         rows: list[Any] = []
         self.limited_short = False
-        if self.limited:
-            turn = self._turn % len(self.limited)
-            self._turn += 1
-            for queue in self.limited[turn:] + self.limited[:turn]:
-                if len(rows) >= limit:
-                    self.limited_short = True  # not every limited queue had its turn
-                    break
-                rows.extend(self._claim_limited(conn, queue, limit - len(rows)))
-        if len(rows) < limit:
-            with conn.pipeline():
-                fast = conn.execute(queries.JOBS_CLAIM, self._params(limit - len(rows)))
-                held = conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues})
-            rows.extend(fast.fetchall())
-            self._note_held(held)
+        self._turn += 1
+        # Every other claim the unlimited queues go first: limited queues with room for
+        # every slot do not starve them, nor they the limited ones.
+        fast_first = bool(self.limited) and self._turn % 2 == 0
+        if fast_first:
+            rows.extend(self._claim_fast(conn, limit))
+        now = time.monotonic()
+        for queue in self._limited_in_turn():
+            if now < self._queue_idle_until.get(queue, 0.0):
+                self.limited_short = True  # its limits were spent a moment ago
+                continue
+            if len(rows) >= limit:
+                self.limited_short = True  # not every limited queue had its turn
+                break
+            rows.extend(self._claim_limited(conn, queue, limit - len(rows)))
+        if not fast_first and len(rows) < limit:
+            rows.extend(self._claim_fast(conn, limit - len(rows)))
         jobs, unreadable = decode_rows(rows)
         if unreadable:
             conn.execute(
@@ -141,6 +140,26 @@ class Claimer:
             if row is not None and row[0] is not None:
                 found.append(float(row[0]))
         return min(found) if found else None
+
+    def _limited_in_turn(self) -> list[str]:
+        """The limited queues, the first one rotating from claim to claim."""
+        if not self.limited:
+            return []
+        turn = (self._turn // 2) % len(self.limited)
+        return self.limited[turn:] + self.limited[:turn]
+
+    def _claim_fast(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
+        """The unlimited queues' claim, with the held queues read for the next claim."""
+        now = time.monotonic()
+        if now < self._held_until:
+            return conn.execute(queries.JOBS_CLAIM, self._params(limit)).fetchall()
+        with conn.pipeline():
+            fast = conn.execute(queries.JOBS_CLAIM, self._params(limit))
+            held = conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues})
+        rows = fast.fetchall()
+        self._note_held(held)
+        self._held_until = now + HELD_REFRESH
+        return rows
 
     def _params(self, limit: int) -> dict[str, Any]:
         return {
@@ -180,9 +199,12 @@ class Claimer:
             }
             budget = conn.execute(queue_queries.QUEUES_BUDGET, params).fetchone()
             assert budget is not None
-            params["limit"], params["now"] = budget
+            params["limit"], params["now"], rate_left, rate_wait = budget
             if params["limit"] == 0:
                 rows: list[Any] = []
+                spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
+                pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
+                self._queue_idle_until[queue] = time.monotonic() + pause
             elif key_concurrency is None and key_rate_count is None:
                 rows = conn.execute(queue_queries.JOBS_CLAIM_LIMITED, params).fetchall()
             else:
