@@ -62,6 +62,13 @@ def done_count(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def busy(conn: psycopg.Connection[Any], pid: int) -> bool:
+    """Whether process ``pid`` is inside a span handler."""
+    query = "SELECT count(*) FROM spans WHERE pid = %s AND ended_at IS NULL"
+    row = conn.execute(query, (pid,)).fetchone()
+    return bool(row and row[0])
+
+
 def key_race(url: str, race: KeyRace) -> dict[str, Any]:
     """Run one race; returns what the audit found (``overlaps`` must be 0)."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -83,8 +90,13 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
         killed = 0
         with workers(url, race.processes, flags) as fleet:
             if race.kill:
-                wait_for(lambda: done_count(conn) >= race.jobs // 4, timeout=race.timeout)
                 victim = fleet[0]
+                wait_for(  # mid-run, with the victim inside a handler
+                    lambda: done_count(conn) >= race.jobs // 4 and busy(conn, victim.pid),
+                    timeout=race.timeout,
+                    interval=0.005,
+                    message="the victim running a job",
+                )
                 os.kill(victim.pid, signal.SIGKILL)
                 victim.wait(10)
                 killed = 1

@@ -23,7 +23,8 @@ def test_key_concurrency_1_never_overlaps_a_key(database_url: str) -> None:
 
 @pytest.mark.slow
 def test_key_concurrency_holds_when_a_worker_is_killed(database_url: str) -> None:
-    result = key_race(database_url, KeyRace(processes=2, slots=8, jobs=200, keys=10, kill=True))
+    race = KeyRace(processes=2, slots=8, jobs=200, keys=20, sleep=0.02, kill=True)
+    result = key_race(database_url, race)
     assert result["overlaps"] == 0, result
     assert result["killed"] == 1 and result["reaped"] > 0, result  # the kill stranded jobs
 

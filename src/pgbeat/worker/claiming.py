@@ -151,10 +151,12 @@ class Claimer:
     def _claim_fast(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
         """The unlimited queues' claim, with the held queues read for the next claim."""
         now = time.monotonic()
+        by_queue = self.held or self.queues
+        statement = queries.JOBS_CLAIM_BY_QUEUE if by_queue else queries.JOBS_CLAIM
         if now < self._held_until:
-            return conn.execute(queries.JOBS_CLAIM, self._params(limit)).fetchall()
+            return conn.execute(statement, self._params(limit)).fetchall()
         with conn.pipeline():
-            fast = conn.execute(queries.JOBS_CLAIM, self._params(limit))
+            fast = conn.execute(statement, self._params(limit))
             held = conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues})
         rows = fast.fetchall()
         self._note_held(held)
