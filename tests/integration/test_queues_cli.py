@@ -123,6 +123,8 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     conn.execute("ANALYZE jobs")
     fast = _plan(conn, queries.JOBS_CLAIM, PARAMS)
     assert "jobs_claim_order" in fast and "Sort" not in fast, fast
+    by_queue = _plan(conn, queries.JOBS_CLAIM_BY_QUEUE, PARAMS)
+    assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     limited_params = {
         **PARAMS,
         "queue": "api",
