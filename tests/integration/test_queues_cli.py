@@ -13,6 +13,7 @@ import pgbeat
 from tests.helpers import run_cli
 
 
+@pytest.mark.slow  # runs the CLI in a subprocess
 def test_set_list_pause_resume(database_url: str, conn: psycopg.Connection[Any]) -> None:
     result = run_cli(
         ["queues", "set", "api", "--concurrency", "5", "--key-rate", "10/1s"], database_url
@@ -45,6 +46,7 @@ def test_set_list_pause_resume(database_url: str, conn: psycopg.Connection[Any])
     assert table.returncode == 0 and "api" in table.stdout and "100/10s" in table.stdout
 
 
+@pytest.mark.slow  # runs the CLI in a subprocess
 @pytest.mark.parametrize(
     "args",
     [
@@ -73,6 +75,7 @@ def test_bad_values_exit_1_with_one_line(
     assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
 
 
+@pytest.mark.slow  # runs the CLI in a subprocess
 def test_enqueue_flags(database_url: str, conn: psycopg.Connection[Any]) -> None:
     result = run_cli(
         ["enqueue", "noop", "--queue", "mail", "--priority", "-3", "--limit-key", "c:1"],
@@ -83,6 +86,7 @@ def test_enqueue_flags(database_url: str, conn: psycopg.Connection[Any]) -> None
     assert row == ("mail", -3, "c:1")
 
 
+@pytest.mark.slow  # runs the CLI in a subprocess
 def test_status_names_kinds_no_live_worker_claims(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -123,7 +127,7 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     conn.execute("ANALYZE jobs")
     fast = _plan(conn, queries.JOBS_CLAIM, PARAMS)
     assert "jobs_claim_order" in fast and "Sort" not in fast, fast
-    by_queue = _plan(conn, queries.JOBS_CLAIM_BY_QUEUE, PARAMS)
+    by_queue = _plan(conn, queue_queries.JOBS_CLAIM_BY_QUEUE, PARAMS)
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     limited_params = {
         **PARAMS,

@@ -1,4 +1,5 @@
-"""The statements of flow control (migration 0008): queue settings and the limited claim.
+"""The statements of flow control (migration 0008): queue settings, the claim by queue heads
+and the claim of limited queues.
 
 A limited queue is claimed in a transaction of its own: first its ``pgbeat_queues`` row is
 locked (QUEUES_LOCK), then a claim statement counts its running jobs and recent starts. The
@@ -73,6 +74,52 @@ SELECT kind, queue, count(*) FROM jobs WHERE status = 'pending'
 GROUP BY kind, queue ORDER BY kind, queue"""
 
 # -- the claim of a limited queue ---------------------------------------------------------------
+
+# JOBS_CLAIM when some queues are held (paused or limited) or the worker takes only some
+# queues: the scan of JOBS_CLAIM would step over every pending job of a held queue (a paused
+# queue's 200,000 jobs on every claim). Instead each wanted queue's head is read from
+# jobs_claim_queue (the worker's --queues, or the queues with pending jobs found by a skip
+# scan of that index, one probe per queue), FOR UPDATE SKIP LOCKED, and the best of those
+# heads (at most %(limit)s per queue: never the backlog) are claimed; the rows locked but
+# not taken are free again when the statement ends. Held queues are re-checked as there.
+JOBS_CLAIM_BY_QUEUE: LiteralString = """
+WITH RECURSIVE pending_queues(q) AS (
+    SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending')
+    WHERE %(queues)s::text[] IS NULL
+    UNION ALL
+    SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending' AND queue > pending_queues.q)
+    FROM pending_queues WHERE pending_queues.q IS NOT NULL
+),
+wanted(q) AS (
+    SELECT q FROM pending_queues WHERE q IS NOT NULL
+    UNION ALL
+    SELECT unnest(%(queues)s::text[])
+),
+picked AS (
+    SELECT head.id, head.priority, head.run_at
+    FROM wanted CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs
+        WHERE status = 'pending' AND queue = wanted.q AND run_at <= now()
+          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS head
+    WHERE wanted.q <> ALL(%(held)s::text[])
+)
+UPDATE jobs
+SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+WHERE id = ANY(ARRAY(SELECT id FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))
+  AND queue <> ALL(ARRAY(
+      SELECT name FROM pgbeat_queues
+      WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+         OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))
+RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
+          CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN run_at END AS run_at,
+          CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN created_at END AS created_at,
+          unique_key, queue, priority, limit_key, job_key"""
 
 # The paused or limited queues among a worker's queues, and which are paused (a scan of a
 # small table): the fast claim skips them all, the limited claim takes the running ones.

@@ -152,7 +152,7 @@ class Claimer:
         """The unlimited queues' claim, with the held queues read for the next claim."""
         now = time.monotonic()
         by_queue = self.held or self.queues
-        statement = queries.JOBS_CLAIM_BY_QUEUE if by_queue else queries.JOBS_CLAIM
+        statement = queue_queries.JOBS_CLAIM_BY_QUEUE if by_queue else queries.JOBS_CLAIM
         if now < self._held_until:
             return conn.execute(statement, self._params(limit)).fetchall()
         with conn.pipeline():
