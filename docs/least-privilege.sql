@@ -72,7 +72,8 @@ DECLARE
 BEGIN
     FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_migrations', 'pgbeat_processes',
                                 'pgbeat_job_attempts', 'pgbeat_schedules',
-                                'pgbeat_schedule_history', 'pgbeat_schedule_files'] LOOP
+                                'pgbeat_schedule_history', 'pgbeat_schedule_files',
+                                'pgbeat_queues', 'pgbeat_queue_starts', 'pgbeat_retention'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('ALTER TABLE %I OWNER TO pgbeat_admin', name);
             EXECUTE format('REVOKE ALL ON %I FROM PUBLIC', name);
@@ -133,6 +134,10 @@ BEGIN
                AND attname = 'cancel_requested_at' AND NOT attisdropped) THEN  -- migration 0007
         GRANT UPDATE (cancel_requested_at) ON jobs TO pgbeat_keys;  -- cancel a running job
     END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'queue' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT UPDATE (queue, priority, limit_key) ON jobs TO pgbeat_keys;  -- a replace's
+    END IF;
 END
 $$;
 
@@ -150,6 +155,20 @@ BEGIN
     END IF;
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
+    END IF;
+    -- Flow control (migration 0008): a limited queue's claim locks its settings row
+    -- (FOR UPDATE needs an UPDATE right) and keeps the starts of rate-limited queues.
+    -- Setting limits and pauses is the admin's (pgbeat queues, configure_queue).
+    IF to_regclass('pgbeat_queues') IS NOT NULL THEN
+        GRANT SELECT, UPDATE (updated_at) ON pgbeat_queues TO pgbeat_worker;
+        GRANT SELECT, INSERT, DELETE ON pgbeat_queue_starts TO pgbeat_worker;
+    END IF;
+    -- Retention (migration 0012): the worker holding the turn deletes finished jobs past
+    -- their keep time (a policy below says which) and, by trigger, their attempts.
+    IF to_regclass('pgbeat_retention') IS NOT NULL THEN
+        GRANT SELECT, UPDATE ON pgbeat_retention TO pgbeat_worker;
+        GRANT DELETE ON jobs TO pgbeat_worker;
+        GRANT DELETE ON pgbeat_job_attempts TO pgbeat_worker;
     END IF;
 END
 $$;
@@ -328,6 +347,10 @@ CREATE POLICY pgbeat_jobs_ui_update ON jobs FOR UPDATE TO pgbeat_ui_admin
     USING (status IN ('pending', 'failed'))
     WITH CHECK (status IN ('pending', 'cancelled') AND locked_until IS NULL
                 AND pgbeat_readable_time(run_at));
+DROP POLICY IF EXISTS pgbeat_jobs_retention ON jobs;
+CREATE POLICY pgbeat_jobs_retention ON jobs FOR DELETE TO pgbeat_worker
+    USING (status IN ('done', 'failed', 'cancelled')
+           AND (keep_until IS NULL OR keep_until < now()));
 DROP POLICY IF EXISTS pgbeat_jobs_ui_delete ON jobs;
 CREATE POLICY pgbeat_jobs_ui_delete ON jobs FOR DELETE TO pgbeat_ui_admin
     USING (status IN ('done', 'failed', 'cancelled'));

@@ -43,6 +43,7 @@ from pgbeat.job_keys import (
     reschedule,
     reschedule_async,
 )
+from pgbeat.queues import QueueSettings, configure_queue, pause_queue, resume_queue
 from pgbeat.registry import Registry
 from pgbeat.scheduling.api import (
     delete_schedule,
@@ -69,6 +70,7 @@ __all__ = [
     "PayloadError",
     "PermanentError",
     "PgbeatError",
+    "QueueSettings",
     "Registry",
     "Retry",
     "ScheduleConflict",
@@ -84,6 +86,7 @@ __all__ = [
     "cancel_async",
     "cancel_job",
     "cancel_job_async",
+    "configure_queue",
     "delete_schedule",
     "delete_schedule_async",
     "enqueue",
@@ -92,8 +95,10 @@ __all__ = [
     "enqueue_many_async",
     "find",
     "find_async",
+    "pause_queue",
     "reschedule",
     "reschedule_async",
+    "resume_queue",
     "upsert_schedule",
     "upsert_schedule_async",
     "wait",

@@ -17,7 +17,7 @@ import psycopg
 import pydantic
 from psycopg.types.json import Jsonb
 
-from pgbeat import job_inputs, job_keys, limits
+from pgbeat import flow, job_inputs, job_keys, limits
 from pgbeat.db import frameworks, queries, schema_errors
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.errors import NotMigrated
@@ -42,6 +42,9 @@ class NewJob:
     job_key: str | None = None
     on_conflict: OnConflict = "ignore"
     max_wait: timedelta | None = None
+    queue: str = flow.DEFAULT_QUEUE
+    priority: int = 0
+    limit_key: str | None = None
 
 
 def _insert_params(
@@ -51,9 +54,16 @@ def _insert_params(
     delay: timedelta | None,
     unique_key: str | None,
     max_attempts: int | None,
+    queue: str = flow.DEFAULT_QUEUE,
+    priority: int = 0,
+    limit_key: str | None = None,
 ) -> dict[str, Any]:
     _check_job(kind, run_at, delay, max_attempts, unique_key)
+    queue, priority, limit_key = flow.check_flow(queue, priority, limit_key)
     return {
+        "queue": queue,
+        "priority": priority,
+        "limit_key": limit_key,
         "kind": kind,
         "payload": Jsonb(encode_payload(payload), dumps=_encoded),
         "run_at": run_at,
@@ -180,6 +190,9 @@ def enqueue(
     job_key: str | None = None,
     on_conflict: OnConflict = "ignore",
     max_wait: timedelta | None = None,
+    queue: str = flow.DEFAULT_QUEUE,
+    priority: int = 0,
+    limit_key: str | None = None,
 ) -> int | None: ...
 
 
@@ -196,6 +209,9 @@ def enqueue(
     job_key: str | None = None,
     on_conflict: OnConflict = "ignore",
     max_wait: timedelta | None = None,
+    queue: str = flow.DEFAULT_QUEUE,
+    priority: int = 0,
+    limit_key: str | None = None,
 ) -> Coroutine[Any, Any, int | None]: ...
 
 
@@ -212,6 +228,9 @@ def enqueue(
     job_key: str | None = None,
     on_conflict: OnConflict = "ignore",
     max_wait: timedelta | None = None,
+    queue: str = flow.DEFAULT_QUEUE,
+    priority: int = 0,
+    limit_key: str | None = None,
 ) -> Any:
     """Insert a job on ``conn``, in its current transaction; return its id.
 
@@ -221,6 +240,8 @@ def enqueue(
     ``"replace"``, ``"keep_earliest"``, ``"keep_latest"`` give a pending job the new payload
     and the new, earlier or later ``run_at`` (at most ``max_wait`` after its first request),
     or supersede a running one with a new job, and return the live job's id (job_keys.py).
+    ``queue``, ``priority`` (higher runs first among due jobs, -32768..32767) and
+    ``limit_key`` (what a queue's per-key limits count by) are docs/flow-control.md's.
     ``conn`` may also be a SQLAlchemy session or connection or Django's connection
     (db/frameworks.py). With an async one this returns a coroutine
     (``await pgbeat.enqueue(aconn, ...)``), the same as ``enqueue_async``.
@@ -238,15 +259,19 @@ def enqueue(
             job_key=job_key,
             on_conflict=on_conflict,
             max_wait=max_wait,
+            queue=queue,
+            priority=priority,
+            limit_key=limit_key,
         )
     job_keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
+    flow_fields = flow.check_flow(queue, priority, limit_key)
     if job_key is not None:
         keyed = _keyed_job(
-            kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
+            kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
         )
         with _migrated():
             return job_keys.run(sync_conn, job_keys.enqueue_one_plan(keyed))
-    params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
+    params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields)
     with _migrated():
         row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
     return None if row is None else int(row[0])
@@ -265,17 +290,21 @@ async def enqueue_async(
     job_key: str | None = None,
     on_conflict: OnConflict = "ignore",
     max_wait: timedelta | None = None,
+    queue: str = flow.DEFAULT_QUEUE,
+    priority: int = 0,
+    limit_key: str | None = None,
 ) -> int | None:
     """``enqueue`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one), awaited."""
     async_conn = await frameworks.async_connection(conn)
     job_keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
+    flow_fields = flow.check_flow(queue, priority, limit_key)
     if job_key is not None:
         keyed = _keyed_job(
-            kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait
+            kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
         )
         with _migrated():
             return await job_keys.run_async(async_conn, job_keys.enqueue_one_plan(keyed))
-    params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts)
+    params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields)
     with _migrated():
         cursor = await async_conn.execute(queries.JOBS_INSERT, params)
         row = await cursor.fetchone()
@@ -292,6 +321,9 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[job_keys.
     delays: list[str] = []
     unique_keys: list[str | None] = []
     max_attempts: list[str] = []
+    queues: list[str | None] = []
+    priorities: list[str] = []
+    limit_keys: list[str | None] = []
     for job in jobs:
         if job.job_key is not None or job.on_conflict != "ignore" or job.max_wait is not None:
             job_keys.check_keyed(job.job_key, job.unique_key, job.on_conflict, job.max_wait)
@@ -304,6 +336,10 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[job_keys.
         delays.append("0" if job.delay is None else repr(job.delay.total_seconds()))
         unique_keys.append(job.unique_key)
         max_attempts.append(str(job.max_attempts or DEFAULT_MAX_ATTEMPTS))
+        queue, priority, limit_key = flow.check_flow(job.queue, job.priority, job.limit_key)
+        queues.append(queue)
+        priorities.append(str(priority))
+        limit_keys.append(limit_key)
     params = {
         "kinds": text_array(kinds),
         "payloads": text_array(payloads),
@@ -312,6 +348,9 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[job_keys.
         "unique_keys": text_array(unique_keys),
         "max_attempts": number_array(max_attempts),
         "meta": tracing.meta_param(),
+        "queues": text_array(queues),
+        "priorities": number_array(priorities),
+        "limit_keys": text_array(limit_keys),
     }
     return params, keyed
 
@@ -325,6 +364,7 @@ def _keyed_job(
     job_key: str,
     on_conflict: OnConflict,
     max_wait: timedelta | None,
+    flow_fields: tuple[str, int, str | None] = (flow.DEFAULT_QUEUE, 0, None),
 ) -> job_keys.KeyedJob:
     _check_job(kind, run_at, delay, max_attempts, job_key, "job_key")
     return job_keys.KeyedJob(
@@ -336,6 +376,7 @@ def _keyed_job(
         max_attempts or DEFAULT_MAX_ATTEMPTS,
         on_conflict,
         max_wait,
+        *flow_fields,
     )
 
 
@@ -350,6 +391,7 @@ def _keyed_new_job(job: NewJob) -> job_keys.KeyedJob:
         job.job_key,
         job.on_conflict,
         job.max_wait,
+        flow.check_flow(job.queue, job.priority, job.limit_key),
     )
 
 

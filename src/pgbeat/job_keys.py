@@ -49,6 +49,9 @@ class KeyedJob:
     max_attempts: int
     on_conflict: OnConflict = "ignore"
     max_wait: timedelta | None = None
+    queue: str = "default"
+    priority: int = 0
+    limit_key: str | None = None
 
     @property
     def key(self) -> Key:
@@ -160,6 +163,9 @@ def _columns(
             "0" if job.delay is None else repr(job.delay.total_seconds()) for job in jobs
         ),
         "max_attempts": number_array(str(job.max_attempts) for job in jobs),
+        "queues": text_array([job.queue for job in jobs]),
+        "priorities": number_array(str(job.priority) for job in jobs),
+        "limit_keys": text_array([job.limit_key for job in jobs]),
         "on_conflict": on_conflict,
         "max_wait": max_wait,
         "meta": tracing.meta_param(),

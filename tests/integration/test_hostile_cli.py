@@ -125,7 +125,7 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
     """Each command (by its words) with valid values for every flag that takes one."""
     schedules = str(files / "schedules.toml")
     worker_flags = ["--concurrency", "2", "--lease", "30s", "--timeout", "10s", "--kinds", "a,b"]
-    worker_flags += ["--grace", "1s", "--poll", "1s", "--metrics-port", "9999"]
+    worker_flags += ["--grace", "1s", "--poll", "1s", "--metrics-port", "9999", "--queues", "q,r"]
     return {
         "migrate": ["migrate", "--log-level", "info", "--log-format", "json"],
         "status": ["status", "--schedules", schedules],
@@ -134,6 +134,16 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
         "enqueue": ["enqueue", "noop", "--payload", '{"a": [1, 2]}', "--in", "1h"],
         "enqueue --at": ["enqueue", "noop", "--at", "2030-01-01T00:00:00+01:00"],
         "enqueue --unique-key": ["enqueue", "noop", "--unique-key", "k1", "--max-attempts", "3"],
+        "enqueue --queue": [
+            "enqueue", "noop", "--queue", "mail", "--priority", "5", "--limit-key", "c:1",
+        ],
+        "queues list": ["queues", "list", "--json"],
+        "queues set": [
+            "queues", "set", "api", "--concurrency", "5", "--key-concurrency", "1",
+            "--rate", "100/10s", "--key-rate", "1/1s",
+        ],
+        "queues pause": ["queues", "pause", "api"],
+        "queues resume": ["queues", "resume", "api"],
         "jobs stats": ["jobs", "stats", "--json"],
         "jobs list": ["jobs", "list", "--status", "pending", "--kind", "noop", "--limit", "5"],
         "jobs show": ["jobs", "show", str(job_id), "--json"],

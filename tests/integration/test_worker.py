@@ -253,7 +253,9 @@ def test_permanent_failures_use_one_attempt(
     def typed(payload: Model) -> None: ...
 
     job_id = pgbeat.enqueue(conn, kind, {"user_id": "not a number"})
-    with running(database_url, registry):
+    # A worker claims only its registry's kinds unless --kinds names others.
+    kinds = {"kinds": (kind,)} if kind == "unknown_kind" else {}
+    with running(database_url, registry, **kinds):
         wait_for(lambda: status_is(conn, job_id, "failed"), message="job failed")
     _, attempts, last_error, _ = job_row(conn, job_id)
     assert attempts == 1

@@ -42,6 +42,9 @@ PURE = (
     "pgbeat.observe.liveness",
     "pgbeat.worker.retention_policy",
     "pgbeat.worker.results",
+    "pgbeat.flow",
+    "pgbeat.ui.charts",
+    "pgbeat.ui.performance",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

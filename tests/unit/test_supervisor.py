@@ -57,7 +57,7 @@ def test_a_child_s_command_parses_back_to_the_same_settings(index: int) -> None:
 def test_every_worker_flag_is_forwarded_or_deliberately_not() -> None:
     """A new `pgbeat worker` flag must reach the children, or be listed as not forwarded."""
     args = parse("worker", "app:r", "--metrics-port", "9100", "--lease", "1m", "--timeout",
-                 "10s", "--kinds", "k")  # fmt: skip
+                 "10s", "--kinds", "k", "--queues", "q")  # fmt: skip
     forwarded = " ".join(child_arguments(args, 0))
     for action in worker_parser()._actions:
         if action.dest in NOT_FORWARDED or not action.option_strings:

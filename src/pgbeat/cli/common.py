@@ -72,7 +72,18 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="a job's time limit (default 1m); may exceed the lease, which is renewed",
     )
-    p.add_argument("--kinds", type=types.kinds_list, metavar="a,b", help="only run these kinds")
+    p.add_argument(
+        "--kinds",
+        type=types.kinds_list,
+        metavar="a,b",
+        help="only run these kinds (default: the kinds the registry has handlers for)",
+    )
+    p.add_argument(
+        "--queues",
+        type=types.queues_list,
+        metavar="a,b",
+        help="only take jobs of these queues (default: every queue)",
+    )
     p.add_argument(
         "--grace",
         type=types.duration,
@@ -169,6 +180,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
             lease=args.lease,
             timeout=args.timeout,
             kinds=args.kinds,
+            queues=args.queues,
             grace=args.grace,
             poll_interval=args.poll,
             retention=retention_policy(args),

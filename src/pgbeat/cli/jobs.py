@@ -60,6 +60,15 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="with --job-key: replaces never push run_at past the first request + this",
     )
+    p.add_argument("--queue", type=types.queue, default="default", help="(default 'default')")
+    p.add_argument(
+        "--priority",
+        type=types.priority,
+        default=0,
+        metavar="N",
+        help="higher runs first among due jobs, -32768..32767 (default 0)",
+    )
+    p.add_argument("--limit-key", metavar="KEY", help="what the queue's per-key limits count by")
     p.set_defaults(func=cmd_enqueue)
 
     jobs = commands.add_parser("jobs", help="inspect and manage jobs")
@@ -153,6 +162,9 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             job_key=args.job_key,
             on_conflict=args.on_conflict,
             max_wait=args.max_wait,
+            queue=args.queue,
+            priority=args.priority,
+            limit_key=args.limit_key,
         )
     if job_id is None:
         what = (

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from pgbeat.cli import jobs, schedules, status, types, ui, worker
+from pgbeat.cli import jobs, queues, schedules, status, types, ui, worker
 from pgbeat.cli.common import Parser
 from pgbeat.db import connections, pooler
 from pgbeat.errors import PgbeatError
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_commands(commands, common)
     jobs.add_commands(commands, common)
     schedules.add_commands(commands, common)
+    queues.add_commands(commands, common)
     ui.add_commands(commands, common)
     return parser
 

@@ -11,8 +11,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from pgbeat import flow
 from pgbeat.cli import common, types
-from pgbeat.db import connections, migrate, queries
+from pgbeat.db import connections, migrate, queries, queue_queries
 from pgbeat.db import history_queries as hq
 from pgbeat.db import retention_queries as rq
 from pgbeat.db import schedule_queries as sq
@@ -106,7 +107,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         with conn.cursor(row_factory=dict_row) as cursor:
             files = cursor.execute(sq.FILES_AGREEMENT, {"stale_after": STALE_AFTER}).fetchall()
             retention = cursor.execute(rq.RETENTION_STATUS).fetchone()
+        pending = [tuple(row) for row in conn.execute(queue_queries.JOBS_PENDING_KINDS)]
+    workers = [p["details"] or {} for p in processes if p["role"] == "worker"]
+    unserved = flow.unserved_kinds(pending, workers) if workers else []
     warnings = _warnings(processes, schedule_rows) + _file_warnings(files)
+    warnings += [
+        f"no live worker claims kind {kind} in queue {queue} ({count} pending jobs wait)"
+        for kind, queue, count in unserved
+    ]
     if problem:
         warnings.insert(0, problem)
     if args.json:
@@ -117,6 +125,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "schedules": schedule_rows,
                 "retention": retention,
                 "warnings": warnings,
+                "unserved_kinds": [
+                    {"kind": kind, "queue": queue, "pending": count}
+                    for kind, queue, count in unserved
+                ],
             }
         )
         return 0

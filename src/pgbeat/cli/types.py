@@ -10,7 +10,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pgbeat import flow
 from pgbeat.durations import parse_duration
+from pgbeat.flow import Rate
 
 MAX_PORT = 65535
 MAX_PREVIEW = 10_000
@@ -84,6 +86,50 @@ def kinds_list(text: str) -> tuple[str, ...]:
     if not kinds:
         raise argparse.ArgumentTypeError("expected a comma-separated list of kinds")
     return kinds
+
+
+def queues_list(text: str) -> tuple[str, ...]:
+    queues = tuple(q.strip() for q in text.split(",") if q.strip())
+    if not queues:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of queues")
+    for queue in queues:
+        problem = flow.queue_problem(queue)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(f"queue {queue[:40]!r}: {problem}")
+    return queues
+
+
+def rate(text: str) -> Rate | None:
+    """A rate ``N/DURATION``, or ``none`` (clear it)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return flow.parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def limit(text: str) -> int | None:
+    """A concurrency limit (a whole number from 1), or ``none`` (clear it)."""
+    if text.strip().lower() == "none":
+        return None
+    return positive_int(text)
+
+
+def priority(text: str) -> int:
+    try:
+        return flow.check_priority(int(text))
+    except ValueError as exc:
+        if "between" in str(exc):
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def queue(text: str) -> str:
+    problem = flow.queue_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"queue {text[:40]!r}: {problem}")
+    return text
 
 
 def one_line(message: str) -> str:

@@ -87,6 +87,8 @@ def child_arguments(args: argparse.Namespace, index: int) -> list[str]:
         arguments += ["--timeout", format_duration(args.timeout)]
     if args.kinds is not None:
         arguments += ["--kinds", ",".join(args.kinds)]
+    if args.queues is not None:
+        arguments += ["--queues", ",".join(args.queues)]
     if args.metrics_port is not None:
         arguments += ["--metrics-port", str(args.metrics_port + index)]
         arguments += ["--metrics-host", args.metrics_host]

@@ -14,16 +14,18 @@ from typing import LiteralString
 # leaves run_at as asked (least() ignores NULLs); otherwise run_at is at most now + max_wait.
 # meta (the caller's trace context) is the same for every job of the call.
 JOBS_INSERT_KEYED: LiteralString = """
-INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts,
+INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
                   meta)
 SELECT kind, job_key, payload,
        least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
              now() + %(max_wait)s::interval),
-       max_attempts,
+       max_attempts, queue, priority, limit_key,
        %(meta)s::jsonb
 FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
-            %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[])
-     AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts)
+            %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[],
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+     AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
+                queue, priority, limit_key)
 ON CONFLICT (kind, job_key)
     WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
 DO NOTHING
@@ -38,18 +40,20 @@ RETURNING id, kind, job_key"""
 # row and tests its newest version, and waits for an uncommitted insert of the key instead
 # of skipping it. A key whose live job is running returns no row: the caller supersedes it
 # and comes back. The statement-level insert trigger wakes idle workers on commit, updates
-# included.
+# included. The queue, priority and limit key are the new request's.
 JOBS_UPSERT_KEYED: LiteralString = """
-INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts,
+INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
                   meta)
 SELECT kind, job_key, payload,
        least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
              now() + %(max_wait)s::interval),
-       max_attempts,
+       max_attempts, queue, priority, limit_key,
        %(meta)s::jsonb
 FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
-            %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[])
-     AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts)
+            %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[],
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+     AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
+                queue, priority, limit_key)
 ON CONFLICT (kind, job_key)
     WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
 DO UPDATE SET
@@ -62,7 +66,8 @@ DO UPDATE SET
                    jobs.created_at + %(max_wait)s::interval),
     attempts = jobs.attempts + sign(jobs.attempts)::int,
     max_attempts = jobs.attempts + sign(jobs.attempts)::int + excluded.max_attempts,
-    last_error = NULL
+    last_error = NULL,
+    queue = excluded.queue, priority = excluded.priority, limit_key = excluded.limit_key
 WHERE jobs.status = 'pending'
 RETURNING id, kind, job_key"""
 

@@ -50,11 +50,11 @@ MIGRATIONS_RECORD_SCRIPT = sql.SQL(
 
 # Inserts one job; a duplicate (kind, unique_key) inserts nothing and returns no row (jobs_unique).
 JOBS_INSERT: LiteralString = """
-INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts,
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, queue, priority, limit_key,
                   meta)
 VALUES (%(kind)s, %(payload)s,
         coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
-        %(unique_key)s, %(max_attempts)s,
+        %(unique_key)s, %(max_attempts)s, %(queue)s, %(priority)s, %(limit_key)s,
         %(meta)s::jsonb)
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
@@ -63,23 +63,32 @@ RETURNING id"""
 # A job without run_at runs its delay (seconds, 0 if none) after the database's now().
 # meta (the caller's trace context) is the same for every job of the call.
 JOBS_INSERT_MANY: LiteralString = """
-INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts,
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, queue, priority, limit_key,
                   meta)
 SELECT kind, payload, coalesce(run_at, now() + delay_seconds * interval '1 second'),
-       unique_key, max_attempts,
+       unique_key, max_attempts, queue, priority, limit_key,
        %(meta)s::jsonb
 FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[],
-            %(delay_seconds)s::float8[], %(unique_keys)s::text[], %(max_attempts)s::int[])
-     AS new_job(kind, payload, run_at, delay_seconds, unique_key, max_attempts)
+            %(delay_seconds)s::float8[], %(unique_keys)s::text[], %(max_attempts)s::int[],
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+     AS new_job(kind, payload, run_at, delay_seconds, unique_key, max_attempts,
+                queue, priority, limit_key)
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
 
 # -- worker -------------------------------------------------------------------------------
 
-# Leases up to %(limit)s due jobs, oldest run_at first, skipping rows other workers hold
-# (jobs_ready). The lease is set and committed at once: no lock outlives this statement.
-# `id = ANY(ARRAY(...))` keeps the plan a primary-key lookup even before ANALYZE has seen
-# the table (a join here turned into a sequential scan per claim on a fresh table).
+# Leases up to %(limit)s due jobs in claim order (higher priority first, then run_at, then
+# id), skipping rows other workers hold (jobs_claim_order: the head of the index, no sort).
+# Queues that are paused or limited are left to JOBS_CLAIM_LIMITED: the scan skips those
+# the worker saw last (%(held)s, a constant the planner can estimate; a subquery there made
+# it expect almost no rows and sort the backlog), and the update re-checks pgbeat_queues,
+# so a queue paused or limited since is never claimed here. The lease is set and committed
+# at once: no lock outlives this statement. `id = ANY(ARRAY(...))` keeps the plan a
+# primary-key lookup even before ANALYZE has seen the table (a join here turned into a
+# sequential scan per claim on a fresh table). Dates outside years 1-9999 come back NULL
+# and the payload as text: the worker decodes each row alone, so one row the driver could
+# not read fails alone instead of every claim.
 JOBS_CLAIM: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
@@ -87,22 +96,44 @@ WHERE id = ANY(ARRAY(
     SELECT id FROM jobs
     WHERE status = 'pending' AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-    ORDER BY run_at
+      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(%(held)s::text[])
+    ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ))
-RETURNING id, kind, payload, attempts, max_attempts, run_at, created_at, unique_key,
-          queue, priority, limit_key, job_key"""
+  AND queue <> ALL(ARRAY(
+      SELECT name FROM pgbeat_queues
+      WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+         OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))
+RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
+          CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN run_at END AS run_at,
+          CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN created_at END AS created_at,
+          unique_key, queue, priority, limit_key, job_key"""
+
+# Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
+# nested too deeply for Python), each with its reason (primary key).
+JOBS_FAIL_UNREADABLE: LiteralString = """
+UPDATE jobs
+SET status = 'failed', locked_until = NULL, finished_at = now(),
+    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'"""
 
 # Subscribes to the notifications of migrations/0002's insert trigger.
 JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
 
-# Seconds until the earliest pending job falls due, by the database clock, so an idle
-# worker wakes when a delayed job becomes due (jobs_ready).
+# Seconds until the earliest pending job the fast claim may take falls due, by the database
+# clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). The paused
+# and limited queues the worker saw (%(held)s) are left out: JOBS_SECONDS_TO_NEXT_LIMITED
+# covers the limited ones.
 JOBS_SECONDS_TO_NEXT: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
 WHERE status = 'pending'
-  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"""
+  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+  AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+  AND queue <> ALL(%(held)s::text[])"""
 
 # -- administration -------------------------------------------------------------------------
 

@@ -65,6 +65,9 @@ AND (%(finished_to)s::timestamptz IS NULL OR finished_at < %(finished_to)s::time
 AND (%(payload)s::jsonb IS NULL OR payload @> %(payload)s::jsonb)
 AND (%(error_like)s::text IS NULL OR (status = 'failed' AND last_error ILIKE %(error_like)s::text))
 AND (%(signature)s::text IS NULL OR pgbeat_error_signature(last_error) = %(signature)s::text)
+AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+AND (%(priority)s::smallint IS NULL OR priority = %(priority)s::smallint)
+AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
 AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
 AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
 

@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from pgbeat.client import DEFAULT_MAX_ATTEMPTS
 from pgbeat.db import ui_queries
-from pgbeat.ui import charts, jobs_pages, pages, performance_pages, schedule_pages
+from pgbeat.ui import charts, jobs_pages, pages, performance_pages, queue_pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog
 from pgbeat.ui.security import (
@@ -81,6 +81,7 @@ def create_app(
         *jobs_pages.routes(ui),
         *performance_pages.routes(ui),
         *schedule_pages.routes(ui),
+        *queue_pages.routes(ui),
         *_auth_routes(ui),
         Route("/healthz", _health(ui), name="healthz"),
         Route("/robots.txt", _robots, name="robots"),

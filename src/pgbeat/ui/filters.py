@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from pgbeat import job_inputs
+from pgbeat import flow, job_inputs
 from pgbeat.ui.redact import SECRET_KEY
 
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
@@ -61,6 +61,9 @@ class JobFilter:
     payload: str | None = None  # a JSON object, as typed
     error: str | None = None
     signature: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    limit_key: str | None = None
 
     @classmethod
     def from_query(cls, query: Mapping[str, str], *, hide_payloads: bool = False) -> JobFilter:
@@ -121,7 +124,16 @@ class JobFilter:
             return False
         row_by_row = any(
             v is not None
-            for v in (self.payload, self.error, self.signature, self.created_from, self.created_to)
+            for v in (
+                self.payload,
+                self.error,
+                self.signature,
+                self.created_from,
+                self.created_to,
+                self.queue,
+                self.priority,
+                self.limit_key,
+            )
         )
         return row_by_row or self.status not in ("pending", "running", "failed")
 
@@ -144,6 +156,9 @@ class JobFilter:
             "payload": self.payload,
             "error_like": None if self.error is None else "%" + _like_escape(self.error) + "%",
             "signature": self.signature,
+            "queue": self.queue,
+            "priority": self.priority,
+            "limit_key": self.limit_key,
             "floor": None,
             "max_id": None,
         }
@@ -169,6 +184,13 @@ def _convert(name: str, raw: str) -> Any:
         if not raw.isdigit() or len(raw) > 18:
             raise FilterError("id: a job id (digits)")
         return int(raw)
+    if name == "priority":
+        try:
+            return flow.check_priority(int(raw))
+        except ValueError:
+            raise FilterError(
+                f"priority: a whole number from {flow.MIN_PRIORITY} to {flow.MAX_PRIORITY}"
+            ) from None
     if name.endswith(("_from", "_to")):
         return _instant(name, raw)
     if name == "payload":

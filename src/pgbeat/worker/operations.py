@@ -1,5 +1,5 @@
-"""The queue's statements as a worker runs them: claim, complete, retry, snooze, fail, release,
-renew, reap.
+"""The queue's statements as a worker runs them: claim (claiming.py), complete, retry, snooze,
+fail, release, renew, reap.
 
 One statement each, on the worker's own connections in autocommit. No loops, no sleeping.
 """
@@ -16,9 +16,10 @@ from typing import Any
 import psycopg
 from psycopg.types.json import set_json_loads
 
-from pgbeat.db import attempt_queries, outcome_queries, queries
+from pgbeat.db import attempt_queries, outcome_queries
 from pgbeat.db.literals import number_array
 from pgbeat.job import Job
+from pgbeat.worker.claiming import Claimer
 
 ERROR_TEXT_LIMIT = 10_000  # last_error keeps the head of a huge message, not 10 MB of it
 MAX_RETRY_DELAY = timedelta(days=36_525)  # a century: a retry later than that is clamped
@@ -34,7 +35,7 @@ def load_payload(data: str | bytes) -> Any:
     Registered on the worker's connection: ``json.loads`` on bytes first sniffs their
     encoding in Python, a visible share of a busy worker's loop.
     """
-    if data == b"{}":
+    if data == b"{}" or data == "{}":
         return {}
     return _decode_json(data if isinstance(data, str) else data.decode())
 
@@ -45,22 +46,25 @@ def use_fast_payloads(conn: psycopg.Connection[Any]) -> None:
 
 
 def claim_jobs(
-    conn: psycopg.Connection[Any], limit: int, lease: timedelta, kinds: Sequence[str] | None
+    conn: psycopg.Connection[Any],
+    limit: int,
+    lease: timedelta,
+    kinds: Sequence[str] | None,
+    queues: Sequence[str] | None = None,
 ) -> list[Job]:
-    """Lease up to ``limit`` due jobs and commit at once (``conn`` is in autocommit)."""
-    rows = conn.execute(
-        queries.JOBS_CLAIM,
-        {"limit": limit, "lease": lease, "kinds": list(kinds) if kinds else None},
-    ).fetchall()
-    return [Job._make(row) for row in rows]
+    """Lease up to ``limit`` due jobs within every queue's limits (claiming.py), committed
+    at once (``conn`` is in autocommit); a row that cannot be read is failed, not returned."""
+    return Claimer(lease, kinds, queues).claim(conn, limit)
 
 
-def seconds_to_next_job(conn: psycopg.Connection[Any], kinds: Sequence[str] | None) -> float | None:
-    """Seconds (by the database clock) until the earliest pending job is due; None if none."""
-    row = conn.execute(
-        queries.JOBS_SECONDS_TO_NEXT, {"kinds": list(kinds) if kinds else None}
-    ).fetchone()
-    return None if row is None or row[0] is None else float(row[0])
+def seconds_to_next_job(
+    conn: psycopg.Connection[Any],
+    kinds: Sequence[str] | None,
+    queues: Sequence[str] | None = None,
+) -> float | None:
+    """Seconds (by the database clock) until the earliest pending job of an unlimited queue
+    is due; None if none."""
+    return Claimer(timedelta(0), kinds, queues).seconds_to_next(conn)
 
 
 def complete_jobs(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from pgbeat import flow
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.worker.retention_policy import RetentionPolicy
 
@@ -40,7 +41,8 @@ class WorkerSettings:
     concurrency: int = 10
     lease: timedelta | None = None
     timeout: timedelta | None = None
-    kinds: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None  # None: the registry's kinds
+    queues: tuple[str, ...] | None = None  # None: every queue
     poll_interval: timedelta = timedelta(seconds=1)
     grace: timedelta = timedelta(seconds=15)
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
@@ -59,3 +61,5 @@ class WorkerSettings:
             raise TypeError(
                 f"retention must be a RetentionPolicy, got {type(self.retention).__name__}"
             )
+        for queue in self.queues or ():
+            flow.check_queue(queue)

@@ -32,6 +32,7 @@ from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
 from pgbeat.registry import Registry
 from pgbeat.worker import operations
+from pgbeat.worker.claiming import Claimer
 from pgbeat.worker.executor import Executor, Run
 from pgbeat.worker.flusher import OutcomeFlusher
 from pgbeat.worker.listener import Listener
@@ -130,6 +131,11 @@ class Worker:
             reap_every=min(max(self.lease.total_seconds() / 4, 0.25), 30.0),
             window=BATCH_WINDOW,
         )
+        # Without --kinds, only the registry's kinds: a job of a kind no live worker has a
+        # handler for waits for one (a rolling deploy adding a kind must not fail its jobs).
+        self._claimer = Claimer(
+            self.lease, self.settings.kinds or registry.kinds(), self.settings.queues
+        )
         self._heartbeat = (
             Heartbeat(url, "worker", details=self._heartbeat_details())
             if self.settings.heartbeat
@@ -195,8 +201,9 @@ class Worker:
         if self._retention is not None:
             self._retention.start()
         log.info(
-            "worker started: kinds=%s concurrency=%d lease=%gs timeout=%gs",
+            "worker started: kinds=%s queues=%s concurrency=%d lease=%gs timeout=%gs",
             ",".join(self.settings.kinds or self._registry.kinds()) or "-",
+            ",".join(self.settings.queues or ()) or "all",
             self.settings.concurrency,
             self.lease.total_seconds(),
             self.timeout.total_seconds(),
@@ -288,16 +295,17 @@ class Worker:
         return {
             "concurrency": self.settings.concurrency,
             "kinds": list(self.settings.kinds or self._registry.kinds()),
+            "queues": list(self.settings.queues) if self.settings.queues else None,
             "lease_s": self.lease.total_seconds(),
             "timeout_s": self.timeout.total_seconds(),
         }
 
     def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> list[Job]:
-        jobs = operations.claim_jobs(conn, limit, self.lease, self.settings.kinds)
+        jobs = self._claimer.claim(conn, limit)
         self._metrics.claimed(len(jobs))
         self._timers.claimed(now, limit, len(jobs))
-        if not jobs:
-            self._timers.next_job_in(now, operations.seconds_to_next_job(conn, self.settings.kinds))
+        if not jobs or self._claimer.limited_short:  # limits may hold due jobs back: look soon
+            self._timers.next_job_in(now, self._claimer.seconds_to_next(conn, fast=not jobs))
         return jobs
 
     def _start(self, jobs: list[Job], claim_sent: float, traces: dict[int, Any]) -> None:

@@ -1,0 +1,342 @@
+"""``python -m bench.flow_bench``: what flow control costs, measured in one run.
+
+Rows: the unlimited drain of this revision against another one (``--base-src``, e.g. a
+git worktree of the revision before flow control), alternated run by run; a drain with
+``key_concurrency = 1`` over 500 keys against the same jobs unlimited; a rate-limited
+queue next to an unlimited one; a high-priority job's wait behind a 200,000-job backlog;
+and the claim's plan over 1,000,000 pending jobs. Each drain runs in a child process on a
+fresh database, importing pgbeat from the source tree it is given. See docs/flow-control.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import pgbeat  # children: the revision their PYTHONPATH puts first
+from bench import database, machine
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHILD_TIMEOUT = 900.0
+
+
+# -- children: one measurement each, on the pgbeat their PYTHONPATH gives --------------------
+
+
+def child_drain(url: str, jobs: int, keys: int, key_concurrency: int | None) -> dict[str, Any]:
+    """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        fields: dict[str, Any] = {}
+        for start in range(0, jobs, 1000):
+            batch = []
+            for i in range(start, min(jobs, start + 1000)):
+                if keys:
+                    fields = {"queue": "keyed", "limit_key": f"k{i % keys}"}
+                batch.append(pgbeat.NewJob("noop", {}, **fields))
+            pgbeat.enqueue_many(conn, batch)
+        if key_concurrency is not None:
+            pgbeat.configure_queue(conn, "keyed", key_concurrency=key_concurrency)
+        conn.execute("VACUUM ANALYZE jobs")
+    done = threading.Event()
+    counter = Counter[str]()
+    lock = threading.Lock()
+    registry = pgbeat.Registry()
+
+    @registry.handler("noop")
+    def noop(payload: Any) -> None:
+        with lock:
+            counter["n"] += 1
+            if counter["n"] >= jobs:
+                done.set()
+
+    settings = pgbeat.WorkerSettings(concurrency=100, claim_batch=100, heartbeat=False)
+    worker = pgbeat.Worker(url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    started = time.perf_counter()
+    thread.start()
+    finished = done.wait(CHILD_TIMEOUT)
+    seconds = time.perf_counter() - started
+    worker.stop()
+    thread.join(60)
+    return {"seconds": seconds, "jobs": jobs, "finished": finished}
+
+
+def child_rate(url: str, rate: str, seconds: float, limited: bool) -> dict[str, Any]:
+    """Starts per second of an unlimited queue, and of a rate-limited one beside it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        for queue, count in (("other", 40_000), ("limited", 20_000 if limited else 0)):
+            for _ in range(0, count, 1000):
+                pgbeat.enqueue_many(
+                    conn, [pgbeat.NewJob("noop", {}, queue=queue) for _ in range(1000)]
+                )
+        if limited:
+            pgbeat.configure_queue(conn, "limited", rate=rate)
+        conn.execute("VACUUM ANALYZE jobs")
+    counts = Counter[str]()
+    lock = threading.Lock()
+    registry = pgbeat.Registry()
+
+    @registry.handler("noop")
+    def noop(payload: Any, job: pgbeat.JobContext) -> None:
+        with lock:
+            counts[job.queue] += 1
+
+    settings = pgbeat.WorkerSettings(concurrency=100, claim_batch=100, heartbeat=False)
+    worker = pgbeat.Worker(url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # warm-up: the first window, connections, plans
+    with lock:
+        before = Counter(counts)
+    time.sleep(seconds)
+    with lock:
+        after = Counter(counts)
+    worker.stop()
+    thread.join(60)
+    return {
+        "other_per_s": (after["other"] - before["other"]) / seconds,
+        "limited_per_s": (after["limited"] - before["limited"]) / seconds,
+    }
+
+
+def child_priority(url: str, backlog: int, samples: int) -> dict[str, Any]:
+    """A high-priority job's wait behind ``backlog`` due low-priority 20 ms jobs, every slot
+    busy: from enqueue to start, and from the first slot freed after its enqueue."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, run_at) "
+            "SELECT 'low', '{}', now() - interval '1 minute' FROM generate_series(1, %s)",
+            (backlog,),
+        )
+        conn.execute("VACUUM ANALYZE jobs")
+    ends: list[float] = []
+    starts: dict[int, float] = {}
+    lock = threading.Lock()
+    registry = pgbeat.Registry()
+
+    @registry.handler("low")
+    def low(payload: Any) -> None:
+        time.sleep(0.02)
+        with lock:
+            ends.append(time.monotonic())
+
+    @registry.handler("high")
+    def high(payload: Any, job: pgbeat.JobContext) -> None:
+        with lock:
+            starts[job.id] = time.monotonic()
+
+    settings = pgbeat.WorkerSettings(concurrency=20, claim_batch=20, heartbeat=False)
+    worker = pgbeat.Worker(url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    time.sleep(1.0)
+    waits: list[float] = []
+    from_free: list[float] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(samples):
+            enqueued = time.monotonic()
+            job_id = pgbeat.enqueue(conn, "high", priority=10)
+            assert job_id is not None
+            deadline = enqueued + 10
+            while job_id not in starts and time.monotonic() < deadline:
+                time.sleep(0.001)
+            with lock:
+                started = starts.get(job_id)
+                freed = [end for end in ends if end >= enqueued]
+            if started is not None:
+                waits.append(started - enqueued)
+                first_free = min(freed) if freed else enqueued
+                from_free.append(max(0.0, started - first_free))
+            time.sleep(0.05)
+    worker.stop()
+    thread.join(60)
+    return {"enqueue_to_start": waits, "slot_free_to_start": from_free}
+
+
+def child_plan(url: str, rows: int) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the claim over ``rows`` pending jobs (rolled back)."""
+    from pgbeat.db import queries
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, run_at, priority) "
+            "SELECT 'noop', '{}', now() - interval '1 minute' * mod(i, 1000), mod(i, 7)::smallint "
+            "FROM generate_series(1, %s) AS i",
+            (rows,),
+        )
+        conn.execute("VACUUM ANALYZE jobs")
+        params = {"limit": 100, "lease": "5 minutes", "kinds": None, "queues": None, "held": []}
+        with conn.transaction(force_rollback=True):
+            found = conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + queries.JOBS_CLAIM, params)
+            plan = [row[0] for row in found.fetchall()]
+    return {"rows": rows, "plan": plan, "sort": any("Sort" in line for line in plan)}
+
+
+CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
+    "drain": child_drain,
+    "rate": child_rate,
+    "priority": child_priority,
+    "plan": child_plan,
+}
+
+
+# -- the parent -----------------------------------------------------------------------------
+
+
+def run_child(src: Path, admin: str, mode: str, **kwargs: Any) -> dict[str, Any]:
+    """One child on a fresh database, importing pgbeat from ``src``."""
+    with database.fresh_database(admin, f"flow_{mode}") as url:
+        env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
+        command = [sys.executable, "-m", "bench.flow_bench", "--child", mode, "--url", url]
+        command += ["--kwargs", json.dumps(kwargs)]
+        done = subprocess.run(
+            command, env=env, cwd=REPO_ROOT, capture_output=True, text=True,
+            timeout=CHILD_TIMEOUT, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"{mode} child failed: {done.stderr[-2000:]}")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.flow_bench", description=__doc__)
+    parser.add_argument("--child", choices=sorted(CHILDREN))
+    parser.add_argument("--url")
+    parser.add_argument("--kwargs", default="{}")
+    parser.add_argument("--base-src", type=Path, help="another revision's src/ to compare")
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rate", default="500/1s")
+    parser.add_argument("--backlog", type=int, default=200_000)
+    parser.add_argument("--plan-rows", type=int, default=1_000_000)
+    parser.add_argument("--only", default="ab,keys,rate,priority,plan")
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(CHILDREN[args.child](args.url, **json.loads(args.kwargs))))
+        return 0
+    return measure(args)
+
+
+def measure(args: argparse.Namespace) -> int:
+    admin = database.admin_url()
+    here = REPO_ROOT / "src"
+    only = set(args.only.split(","))
+    report: dict[str, Any] = {
+        "started_at": datetime.now(UTC).isoformat(),
+        "command": ["python", "-m", "bench.flow_bench", *sys.argv[1:]],
+        "revision": machine.source_revision(REPO_ROOT),
+        "load_average_1m_at_start": machine.load(),
+    }
+    drain = {"jobs": args.jobs, "keys": 0, "key_concurrency": None}
+    if "ab" in only and args.base_src:
+        runs: dict[str, list[float]] = {"this": [], "base": []}
+        for _ in range(args.repeat):  # alternated, so drift of the machine hits both
+            for name, src in (("base", args.base_src), ("this", here)):
+                runs[name].append(run_child(src, admin, "drain", **drain)["seconds"])
+                print(f"drain {name}: {runs[name][-1]:.2f}s", file=sys.stderr)
+        this, base = statistics.median(runs["this"]), statistics.median(runs["base"])
+        report["unlimited_drain"] = {
+            "jobs": args.jobs,
+            "this_jobs_per_s": round(args.jobs / this),
+            "base_jobs_per_s": round(args.jobs / base),
+            "ratio": round(base / this, 3),
+            "paired_ratio_median": round(
+                statistics.median(b / t for b, t in zip(runs["base"], runs["this"], strict=True)),
+                3,
+            ),
+            "runs_s": runs,
+        }
+    if "keys" in only:
+        runs = {"unlimited": [], "key_concurrency_1": []}
+        for _ in range(args.repeat):
+            for name, limit in (("unlimited", None), ("key_concurrency_1", 1)):
+                keyed = {**drain, "keys": 500, "key_concurrency": limit}
+                runs[name].append(run_child(here, admin, "drain", **keyed)["seconds"])
+                print(f"keys {name}: {runs[name][-1]:.2f}s", file=sys.stderr)
+        free, limited = (
+            statistics.median(runs["unlimited"]),
+            statistics.median(runs["key_concurrency_1"]),
+        )
+        report["key_concurrency_drain"] = {
+            "jobs": args.jobs,
+            "keys": 500,
+            "unlimited_jobs_per_s": round(args.jobs / free),
+            "key_concurrency_1_jobs_per_s": round(args.jobs / limited),
+            "ratio": round(free / limited, 3),
+            "paired_ratio_median": round(
+                statistics.median(
+                    f / k for f, k in zip(runs["unlimited"], runs["key_concurrency_1"], strict=True)
+                ),
+                3,
+            ),
+            "runs_s": runs,
+        }
+    if "rate" in only:
+        alone = run_child(here, admin, "rate", rate=args.rate, seconds=5.0, limited=False)
+        beside = run_child(here, admin, "rate", rate=args.rate, seconds=5.0, limited=True)
+        allowed = _per_second(args.rate)
+        report["rate_limited_queue"] = {
+            "rate": args.rate,
+            "limited_per_s": round(beside["limited_per_s"], 1),
+            "of_allowed": round(beside["limited_per_s"] / allowed, 3),
+            "other_alone_per_s": round(alone["other_per_s"]),
+            "other_beside_per_s": round(beside["other_per_s"]),
+            "other_kept": round(beside["other_per_s"] / alone["other_per_s"], 3),
+        }
+    if "priority" in only:
+        found = run_child(here, admin, "priority", backlog=args.backlog, samples=60)
+        waits, free = found["enqueue_to_start"], found["slot_free_to_start"]
+        report["priority_wait_ms"] = {
+            "backlog": args.backlog,
+            "samples": len(waits),
+            "enqueue_to_start_p50": round(1000 * percentile(waits, 0.5), 1),
+            "enqueue_to_start_p99": round(1000 * percentile(waits, 0.99), 1),
+            "slot_free_to_start_p50": round(1000 * percentile(free, 0.5), 1),
+            "slot_free_to_start_p99": round(1000 * percentile(free, 0.99), 1),
+        }
+    if "plan" in only:
+        try:
+            report["claim_plan"] = run_child(here, admin, "plan", rows=args.plan_rows)
+        except RuntimeError as exc:  # keep what was measured before
+            report["claim_plan"] = {"error": str(exc)[-500:]}
+    print(json.dumps(report, indent=2))
+    path = args.output or REPO_ROOT / "bench" / "results" / f"flow-{report['started_at']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {path}", file=sys.stderr)
+    return 0
+
+
+def _per_second(rate: str) -> float:
+    from pgbeat.flow import parse_rate
+
+    parsed = parse_rate(rate)
+    return parsed.count / parsed.period.total_seconds()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

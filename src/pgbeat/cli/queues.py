@@ -1,0 +1,115 @@
+"""``pgbeat queues list|set|pause|resume``: queue limits and pauses, kept in the database.
+
+Each command is one call of ``pgbeat.queues`` on an autocommit connection: it commits at
+once, and every worker's next claim obeys it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pgbeat import queues
+from pgbeat.cli import common, types
+from pgbeat.db import connections
+from pgbeat.flow import UNSET
+from pgbeat.queues import QueueSettings
+
+LIMITS = ("concurrency", "key_concurrency", "rate", "key_rate")
+
+
+def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
+    group = commands.add_parser("queues", help="list queues; set their limits; pause, resume")
+    sub = group.add_subparsers(dest="queues_command", metavar="COMMAND", parser_class=type(group))
+    sub.required = True
+
+    p = sub.add_parser("list", parents=[common_flags], help="queues, their limits and jobs")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser(
+        "set", parents=[common_flags], help="set a queue's limits, cluster-wide ('none' clears)"
+    )
+    p.add_argument("name", type=types.queue, metavar="NAME")
+    for flag, kind, text in (
+        ("--concurrency", types.limit, "at most N of the queue's jobs running at once"),
+        ("--key-concurrency", types.limit, "at most N running per limit key"),
+        ("--rate", types.rate, "at most N starts in any window of DURATION, e.g. 100/10s"),
+        ("--key-rate", types.rate, "the same per limit key"),
+    ):
+        metavar = "N/DURATION" if "rate" in flag else "N"
+        p.add_argument(flag, type=kind, default=UNSET, metavar=metavar, help=text)
+    p.set_defaults(func=cmd_set)
+
+    for name, func, text in (
+        ("pause", cmd_pause, "pause a queue: none of its jobs starts (running ones finish)"),
+        ("resume", cmd_resume, "resume a paused queue"),
+    ):
+        p = sub.add_parser(name, parents=[common_flags], help=text)
+        p.add_argument("name", type=types.queue, metavar="NAME")
+        p.set_defaults(func=func)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        found = queues.list_queues(conn)
+    if args.json:
+        common.print_json([state.as_json() for state in found])
+        return 0
+    if not found:
+        print("no queues: no live jobs and no settings")
+        return 0
+    header = ["NAME", "STATE", "PENDING", "RUNNING", "CONCURRENCY", "KEY CONC.", "RATE", "KEY RATE"]
+    rows = [
+        [
+            s.settings.name,
+            "paused" if s.settings.paused else "running",
+            str(s.pending),
+            str(s.running),
+            *(_shown(getattr(s.settings, limit)) for limit in LIMITS),
+        ]
+        for s in found
+    ]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    for line in (header, *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    return 0
+
+
+def cmd_set(args: argparse.Namespace) -> int:
+    given = {limit: getattr(args, limit) for limit in LIMITS if getattr(args, limit) is not UNSET}
+    if not given:
+        raise ValueError(
+            "give at least one of --concurrency, --key-concurrency, --rate, --key-rate"
+        )
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        settings = queues.configure_queue(conn, args.name, **given)
+    print(_summary(settings))
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        queues.pause_queue(conn, args.name)
+    print(f"paused queue {args.name}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    url = connections.resolve_url(args.database_url)
+    with common.migrated_database(url) as conn:
+        queues.resume_queue(conn, args.name)
+    print(f"resumed queue {args.name}")
+    return 0
+
+
+def _summary(settings: QueueSettings) -> str:
+    limits = ", ".join(f"{limit}={_shown(getattr(settings, limit))}" for limit in LIMITS)
+    return f"queue {settings.name}: {limits}"
+
+
+def _shown(value: object) -> str:
+    return "-" if value is None else str(value)

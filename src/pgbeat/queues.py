@@ -1,0 +1,161 @@
+"""Queue settings from code: limits, pause and resume, in the caller's transaction.
+
+Each call is one statement on the caller's connection (a psycopg, SQLAlchemy or Django one,
+sync or async), run by the plan runner of job_keys.py; values are checked before it runs.
+The claim enforces the settings (docs/flow-control.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, overload
+
+import psycopg
+
+from pgbeat import flow
+from pgbeat.db import queue_queries
+from pgbeat.job_keys import Plan, run_on
+
+_NAMES = ("concurrency", "key_concurrency", "rate", "key_rate")
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """A queue's settings as stored; rates as ``"N/D"`` text, None where no limit is set."""
+
+    name: str
+    paused: bool
+    concurrency: int | None
+    key_concurrency: int | None
+    rate: str | None
+    key_rate: str | None
+
+
+def settings_from_row(row: tuple[Any, ...]) -> QueueSettings:
+    """A pgbeat_queues row (as the statements here return it) as QueueSettings."""
+    name, paused, concurrency, key_concurrency, rate_n, rate_d, key_rate_n, key_rate_d = row[:8]
+    return QueueSettings(
+        name,
+        bool(paused),
+        concurrency,
+        key_concurrency,
+        flow.rate_text(rate_n, rate_d),
+        flow.rate_text(key_rate_n, key_rate_d),
+    )
+
+
+def configure_plan(name: str, given: dict[str, Any]) -> Plan[QueueSettings]:
+    """Set the limits in ``given`` (checked: flow.merged_limits) on queue ``name``."""
+    limits = flow.merged_limits(flow.QueueLimits(), **given)
+    rate, key_rate = limits.rate, limits.key_rate
+    params: dict[str, Any] = {
+        "name": name,
+        "set": list(given),
+        "concurrency": limits.concurrency,
+        "key_concurrency": limits.key_concurrency,
+        "rate_count": rate.count if rate else None,
+        "rate_period": rate.period if rate else None,
+        "key_rate_count": key_rate.count if key_rate else None,
+        "key_rate_period": key_rate.period if key_rate else None,
+    }
+    rows = yield queue_queries.QUEUES_CONFIGURE, params
+    return settings_from_row(rows[0])
+
+
+def pause_plan(name: str, paused: bool) -> Plan[QueueSettings]:
+    rows = yield queue_queries.QUEUES_SET_PAUSED, {"name": name, "paused": paused}
+    return settings_from_row(rows[0])
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The limits a caller named, checked before any statement runs."""
+    given = {name: value for name, value in values.items() if value is not flow.UNSET}
+    if not given:
+        raise ValueError(f"give at least one of {', '.join(_NAMES)}")
+    flow.merged_limits(flow.QueueLimits(), **given)
+    return given
+
+
+@overload
+def configure_queue(
+    conn: psycopg.Connection[Any],
+    name: str,
+    *,
+    concurrency: int | None = ...,
+    key_concurrency: int | None = ...,
+    rate: str | flow.Rate | None = ...,
+    key_rate: str | flow.Rate | None = ...,
+) -> QueueSettings: ...
+
+
+@overload
+def configure_queue(
+    conn: object,
+    name: str,
+    *,
+    concurrency: int | None = ...,
+    key_concurrency: int | None = ...,
+    rate: str | flow.Rate | None = ...,
+    key_rate: str | flow.Rate | None = ...,
+) -> Any: ...
+
+
+def configure_queue(
+    conn: object,
+    name: str,
+    *,
+    concurrency: Any = flow.UNSET,
+    key_concurrency: Any = flow.UNSET,
+    rate: Any = flow.UNSET,
+    key_rate: Any = flow.UNSET,
+) -> Any:
+    """Set limits of queue ``name``, cluster-wide; the limits not named stay as they are.
+
+    ``concurrency``: at most N of the queue's jobs running at once; ``key_concurrency``: at
+    most N running per ``limit_key``; ``rate="N/D"`` (e.g. ``"100/10s"``): at most N starts
+    in any window of length D; ``key_rate``: the same per ``limit_key``. ``None`` clears a
+    limit. Runs in ``conn``'s transaction; an async connection returns a coroutine.
+    """
+    flow.check_queue(name)
+    given = _given(
+        concurrency=concurrency, key_concurrency=key_concurrency, rate=rate, key_rate=key_rate
+    )
+    return run_on(conn, configure_plan(name, given))
+
+
+def pause_queue(conn: object, name: str) -> Any:
+    """Pause queue ``name``: no job of it starts (running ones finish) until ``resume_queue``."""
+    flow.check_queue(name)
+    return run_on(conn, pause_plan(name, True))
+
+
+def resume_queue(conn: object, name: str) -> Any:
+    """Resume a paused queue ``name``."""
+    flow.check_queue(name)
+    return run_on(conn, pause_plan(name, False))
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """A queue's settings and its pending and running jobs, as `pgbeat queues list` shows."""
+
+    settings: QueueSettings
+    pending: int
+    running: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self.settings), "pending": self.pending, "running": self.running}
+
+
+def list_queues(conn: psycopg.Connection[Any]) -> list[QueueState]:
+    """Every queue with settings or live jobs, by name (an operator's view: counts scan)."""
+    rows = conn.execute(queue_queries.QUEUES_LIST).fetchall()
+    return [QueueState(settings_from_row(tuple(row)), row[8], row[9]) for row in rows]
+
+
+def running_keys(
+    conn: psycopg.Connection[Any], name: str, limit: int = 20
+) -> list[tuple[str, int]]:
+    """The limit keys of queue ``name`` with running jobs, busiest first."""
+    rows = conn.execute(queue_queries.QUEUES_RUNNING_KEYS, {"name": name, "limit": limit})
+    return [(key, int(count)) for key, count in rows.fetchall()]

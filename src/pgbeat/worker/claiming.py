@@ -1,0 +1,237 @@
+"""The claim: limited queues each in a short locked transaction, then the fast path for the rest.
+
+Every limit is decided inside the claim's transaction from durable rows (db/queue_queries.py
+says how); this module only orders the statements, remembers which queues were limited on
+the last claim (a hint: each statement re-reads the settings) and decodes claimed rows one
+by one, so one row Python cannot read fails alone while the rest of the batch runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from pgbeat.db import queries, queue_queries
+from pgbeat.job import Job
+
+_UNREADABLE = (ValueError, TypeError, OverflowError, RecursionError)
+LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again
+HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
+HEAD_SCAN_MIN = 256  # rows of a key-limited queue's backlog head a claim looks at, at least
+HEAD_SCAN_FACTOR = 4  # ... or this many per job it may claim
+KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
+LIMIT_KEY_COLUMN = 10  # of a claimed row
+_decode_json = json.JSONDecoder().decode
+
+
+def decode_payload(text: str) -> Any:
+    """A claimed payload: ``{}`` (the default, and most scheduled jobs) without parsing."""
+    return {} if text == "{}" else _decode_json(text)
+
+
+def decode_row(row: Sequence[Any]) -> Job:
+    """One claimed row as a Job; ``ValueError`` (or the decoder's error) when unreadable.
+
+    Dates come NULL when outside years 1-9999 (the claim's CASE), the payload as text.
+    """
+    if row[5] is None:
+        raise ValueError("its run_at is outside the years 1-9999 that Python can hold")
+    if row[6] is None:
+        raise ValueError("its created_at is outside the years 1-9999 that Python can hold")
+    return Job(row[0], row[1], decode_payload(row[2]), *row[3:])
+
+
+def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[int, str]]]:
+    """The readable rows as Jobs, and (id, reason) for each row that could not be read."""
+    try:
+        return [decode_row(row) for row in rows], []  # the usual batch: every row readable
+    except _UNREADABLE:
+        pass
+    jobs: list[Job] = []
+    unreadable: list[tuple[int, str]] = []
+    for row in rows:
+        try:
+            jobs.append(decode_row(row))
+        except _UNREADABLE as exc:
+            reason = "payload nested too deeply" if isinstance(exc, RecursionError) else exc
+            unreadable.append((int(row[0]), f"the worker could not read this job: {reason}"))
+    return jobs, unreadable
+
+
+class Claimer:
+    """Claims for one worker: its kinds and queues, its lease.
+
+    ``limited`` is the worker's limited queues as the last claim saw them (None before the
+    first): they are claimed in turn, each from its own budget, and the fast path takes the
+    other slots; every other claim the fast path goes first. A queue whose limits were spent
+    is left alone for 50 ms, or until its rate's oldest start leaves the window; the held
+    queues are re-read every HELD_REFRESH seconds (hints only: every statement re-reads the
+    settings it enforces). ``limited_short`` says a limited queue gave fewer jobs than asked
+    (its limits may hold due jobs back): the loop then asks ``seconds_to_next`` soon.
+    """
+
+    def __init__(
+        self,
+        lease: timedelta,
+        kinds: Sequence[str] | None = None,
+        queues: Sequence[str] | None = None,
+    ) -> None:
+        self.lease = lease
+        self.kinds = None if kinds is None else list(kinds)  # [] claims nothing
+        self.queues = list(queues) if queues else None
+        self.limited: list[str] | None = None
+        self.held: list[str] = []  # paused or limited: not for the fast path
+        self.limited_short = False
+        self._turn = 0
+        self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
+        self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
+        self._held_until = 0.0  # monotonic: when to read the held queues again
+        self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
+
+    def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
+        """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
+        if self.limited is None:
+            self._note_held(conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues}))
+        rows: list[Any] = []
+        self.limited_short = False
+        self._turn += 1
+        # Every other claim the unlimited queues go first: limited queues with room for
+        # every slot do not starve them, nor they the limited ones.
+        fast_first = bool(self.limited) and self._turn % 2 == 0
+        if fast_first:
+            rows.extend(self._claim_fast(conn, limit))
+        now = time.monotonic()
+        for queue in self._limited_in_turn():
+            if now < self._queue_idle_until.get(queue, 0.0):
+                self.limited_short = True  # its limits were spent a moment ago
+                continue
+            if len(rows) >= limit:
+                self.limited_short = True  # not every limited queue had its turn
+                break
+            rows.extend(self._claim_limited(conn, queue, limit - len(rows)))
+        if not fast_first and len(rows) < limit:
+            rows.extend(self._claim_fast(conn, limit - len(rows)))
+        jobs, unreadable = decode_rows(rows)
+        if unreadable:
+            conn.execute(
+                queries.JOBS_FAIL_UNREADABLE,
+                {"ids": [i for i, _ in unreadable], "errors": [e for _, e in unreadable]},
+            )
+        return jobs
+
+    def seconds_to_next(self, conn: psycopg.Connection[Any], fast: bool = True) -> float | None:
+        """Seconds until a pending job may be due: of the fast queues (``fast``), and of the
+        limited ones after a short limited claim (<= 0 while limits hold due jobs back)."""
+        found: list[float] = []
+        if fast:
+            row = conn.execute(queries.JOBS_SECONDS_TO_NEXT, self._params(0)).fetchone()
+            if row is not None and row[0] is not None:
+                found.append(float(row[0]))
+        if self.limited_short and self.limited:
+            row = conn.execute(
+                queue_queries.JOBS_SECONDS_TO_NEXT_LIMITED,
+                {"queues": self.limited, "kinds": self.kinds},
+            ).fetchone()
+            if row is not None and row[0] is not None:
+                found.append(float(row[0]))
+        return min(found) if found else None
+
+    def _limited_in_turn(self) -> list[str]:
+        """The limited queues, the first one rotating from claim to claim."""
+        if not self.limited:
+            return []
+        turn = (self._turn // 2) % len(self.limited)
+        return self.limited[turn:] + self.limited[:turn]
+
+    def _claim_fast(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
+        """The unlimited queues' claim, with the held queues read for the next claim."""
+        now = time.monotonic()
+        by_queue = self.held or self.queues
+        statement = queue_queries.JOBS_CLAIM_BY_QUEUE if by_queue else queries.JOBS_CLAIM
+        if now < self._held_until:
+            return conn.execute(statement, self._params(limit)).fetchall()
+        with conn.pipeline():
+            fast = conn.execute(statement, self._params(limit))
+            held = conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues})
+        rows = fast.fetchall()
+        self._note_held(held)
+        self._held_until = now + HELD_REFRESH
+        return rows
+
+    def _params(self, limit: int) -> dict[str, Any]:
+        return {
+            "limit": limit,
+            "lease": self.lease,
+            "kinds": self.kinds,
+            "queues": self.queues,
+            "held": self.held,
+        }
+
+    def _note_held(self, cursor: psycopg.Cursor[Any]) -> None:
+        """Remember the paused and limited queues of QUEUES_HELD's rows."""
+        rows = cursor.fetchall()
+        self.held = [name for name, _ in rows]
+        self.limited = [name for name, paused in rows if not paused]
+
+    def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
+        """Claim from one limited queue under its row lock, in a transaction of its own."""
+        with conn.transaction():
+            row = conn.execute(queue_queries.QUEUES_LOCK, {"queue": queue}).fetchone()
+            if row is None or row[0]:
+                return []  # gone or paused since the last claim
+            _, concurrency, key_concurrency, rate_count, rate_s, key_rate_count, key_rate_s = row
+            if all(v is None for v in (concurrency, key_concurrency, rate_count, key_rate_count)):
+                return []  # no limit any more: the fast path takes its jobs
+            params = {
+                **self._params(limit),
+                "queue": queue,
+                "concurrency": concurrency,
+                "key_concurrency": key_concurrency,
+                "rate_count": rate_count,
+                "rate_seconds": rate_s,
+                "key_rate_count": key_rate_count,
+                "key_rate_seconds": key_rate_s,
+                "record": rate_count is not None or key_rate_count is not None,
+                "keep_seconds": max(rate_s or 0.0, key_rate_s or 0.0),
+            }
+            budget = conn.execute(queue_queries.QUEUES_BUDGET, params).fetchone()
+            assert budget is not None
+            params["limit"], params["now"], rate_left, rate_wait = budget
+            if params["limit"] == 0:
+                rows: list[Any] = []
+                spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
+                pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
+                self._queue_idle_until[queue] = time.monotonic() + pause
+            elif key_concurrency is None and key_rate_count is None:
+                rows = conn.execute(queue_queries.JOBS_CLAIM_LIMITED, params).fetchall()
+            else:
+                rows = self._claim_keyed(conn, queue, params)
+        if len(rows) < limit:
+            self.limited_short = True
+        return rows
+
+    def _claim_keyed(
+        self, conn: psycopg.Connection[Any], queue: str, params: dict[str, Any]
+    ) -> list[Any]:
+        """The head of the backlog first; past a head clogged by saturated keys, key by key."""
+        budget = params["limit"]
+        params["scan"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * budget)
+        found = conn.execute(queue_queries.JOBS_CLAIM_LIMITED_HEAD, params).fetchall()
+        rows = [row[:-1] for row in found if row[0] is not None]
+        clogged = found[0][-1] == params["scan"] and len(rows) < budget
+        now = time.monotonic()
+        if not clogged or now < self._keys_idle_until.get(queue, 0.0):
+            return rows
+        params["limit"] = budget - len(rows)
+        params["after"] = self._after_key.pop(queue, None)
+        more = conn.execute(queue_queries.JOBS_CLAIM_LIMITED_KEYS, params).fetchall()
+        if more and len(more) == params["limit"]:
+            self._after_key[queue] = max(row[LIMIT_KEY_COLUMN] for row in more)
+        if not more:  # every key with jobs is saturated: no need to look again at once
+            self._keys_idle_until[queue] = now + KEYS_IDLE_PAUSE
+        return rows + more

@@ -1,0 +1,59 @@
+"""Flow control with real `pgbeat worker` processes racing for one database: per-key and
+whole-queue concurrency, rates, pauses and kill -9 (the small sizes of tests/chaos/flow_race.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgbeat
+from tests.apps.flow_app import SETUP, spans
+from tests.chaos.flow_race import KeyRace, key_race, queue_race, rate_race, workers
+from tests.helpers import wait_for
+
+
+@pytest.mark.slow
+def test_key_concurrency_1_never_overlaps_a_key(database_url: str) -> None:
+    result = key_race(database_url, KeyRace(processes=2, slots=10, jobs=200, keys=20))
+    assert result["overlaps"] == 0, result
+    assert result["most_running"] > 1, result  # the keys did run side by side
+
+
+@pytest.mark.slow
+def test_key_concurrency_holds_when_a_worker_is_killed(database_url: str) -> None:
+    race = KeyRace(processes=2, slots=8, jobs=200, keys=20, sleep=0.02, kill=True)
+    result = key_race(database_url, race)
+    assert result["overlaps"] == 0, result
+    assert result["killed"] == 1 and result["reaped"] > 0, result  # the kill stranded jobs
+
+
+@pytest.mark.slow
+def test_queue_concurrency_across_processes(database_url: str) -> None:
+    assert queue_race(database_url, concurrency=3, jobs=40, processes=2, slots=10) <= 3
+
+
+@pytest.mark.slow
+def test_rate_across_processes(database_url: str) -> None:
+    most, seconds = rate_race(database_url, "10/500ms", jobs=30, processes=2)
+    assert most <= 10
+    assert seconds >= 1.0  # 30 starts at 10 per 500 ms take at least two more windows
+
+
+@pytest.mark.slow
+def test_a_paused_queue_starts_nothing_while_others_drain(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute(SETUP.encode())
+    pgbeat.pause_queue(conn, "held")
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("span", queue="held") for _ in range(20)])
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("span", queue="free") for _ in range(60)])
+    with workers(database_url, 2, ["--concurrency", "5", "--poll", "200ms"]):
+        wait_for(
+            lambda: sum(s.queue == "free" for s in spans(conn)) == 60, timeout=60, interval=0.05
+        )
+        assert not any(s.queue == "held" for s in spans(conn))
+        pgbeat.resume_queue(conn, "held")
+        wait_for(lambda: len(spans(conn)) == 80, timeout=60, interval=0.05)
+    assert sum(s.queue == "held" for s in spans(conn)) == 20

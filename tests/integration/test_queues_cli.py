@@ -1,0 +1,162 @@
+"""`pgbeat queues list|set|pause|resume`, `pgbeat enqueue --queue --priority --limit-key`, the
+status line for kinds no worker claims, and the claim's plan over a large backlog."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgbeat
+from tests.helpers import run_cli
+
+
+@pytest.mark.slow  # runs the CLI in a subprocess
+def test_set_list_pause_resume(database_url: str, conn: psycopg.Connection[Any]) -> None:
+    result = run_cli(
+        ["queues", "set", "api", "--concurrency", "5", "--key-rate", "10/1s"], database_url
+    )
+    assert result.returncode == 0, result.stderr
+    assert "concurrency=5" in result.stdout and "key_rate=10/1s" in result.stdout
+    assert run_cli(["queues", "set", "api", "--rate", "100/10s"], database_url).returncode == 0
+    assert run_cli(["queues", "pause", "api"], database_url).returncode == 0
+    pgbeat.enqueue(conn, "noop", queue="api")
+    pgbeat.enqueue(conn, "noop", queue="mail")
+    listed = run_cli(["queues", "list", "--json"], database_url)
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows["api"] == {
+        "name": "api",
+        "paused": True,
+        "concurrency": 5,
+        "key_concurrency": None,
+        "rate": "100/10s",
+        "key_rate": "10/1s",
+        "pending": 1,
+        "running": 0,
+    }
+    assert rows["mail"]["paused"] is False and rows["mail"]["pending"] == 1
+    assert run_cli(["queues", "resume", "api"], database_url).returncode == 0
+    assert run_cli(["queues", "set", "api", "--concurrency", "none"], database_url).returncode == 0
+    row = conn.execute("SELECT paused, concurrency, rate_count FROM pgbeat_queues").fetchone()
+    assert row == (False, None, 100)
+    table = run_cli(["queues", "list"], database_url)
+    assert table.returncode == 0 and "api" in table.stdout and "100/10s" in table.stdout
+
+
+@pytest.mark.slow  # runs the CLI in a subprocess
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["queues", "set", "api", "--concurrency", "-1"],
+        ["queues", "set", "api", "--rate", "5/0s"],
+        ["queues", "set", "api", "--rate", "banana"],
+        ["queues", "set", "api", "--key-concurrency", "0"],
+        ["queues", "set", "api"],
+        ["queues", "set", "x" * 201, "--concurrency", "1"],
+        ["queues", "pause", ""],
+        ["enqueue", "noop", "--priority", "40000"],
+        ["enqueue", "noop", "--priority", "high"],
+        ["enqueue", "noop", "--queue", "q" * 201],
+        ["enqueue", "noop", "--limit-key", ""],
+        ["worker", "tests.apps.jobs_app:registry", "--queues", ","],
+    ],
+)
+def test_bad_values_exit_1_with_one_line(
+    database_url: str, conn: psycopg.Connection[Any], args: list[str]
+) -> None:
+    result = run_cli(args, database_url)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert conn.execute("SELECT count(*) FROM pgbeat_queues").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+@pytest.mark.slow  # runs the CLI in a subprocess
+def test_enqueue_flags(database_url: str, conn: psycopg.Connection[Any]) -> None:
+    result = run_cli(
+        ["enqueue", "noop", "--queue", "mail", "--priority", "-3", "--limit-key", "c:1"],
+        database_url,
+    )
+    assert result.returncode == 0, result.stderr
+    row = conn.execute("SELECT queue, priority, limit_key FROM jobs").fetchone()
+    assert row == ("mail", -3, "c:1")
+
+
+@pytest.mark.slow  # runs the CLI in a subprocess
+def test_status_names_kinds_no_live_worker_claims(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    pgbeat.enqueue(conn, "new_kind", queue="mail")
+    pgbeat.enqueue(conn, "old_kind")
+    details = json.dumps({"kinds": ["old_kind", "new_kind"], "queues": ["default"]})
+    conn.execute(
+        "INSERT INTO pgbeat_processes (id, role, host, pid, version, details) "
+        "VALUES (gen_random_uuid(), 'worker', 'h', 1, 'v', %s)",
+        (details,),
+    )
+    result = run_cli(["status", "--json"], database_url)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["unserved_kinds"] == [{"kind": "new_kind", "queue": "mail", "pending": 1}]
+    assert any("new_kind" in warning for warning in found["warnings"])
+
+
+def _plan(conn: psycopg.Connection[Any], statement: str, params: dict[str, Any]) -> str:
+    rows = conn.execute(f"EXPLAIN {statement}", params).fetchall()
+    return "\n".join(row[0] for row in rows)
+
+
+PARAMS = {"limit": 50, "lease": "5 minutes", "kinds": None, "queues": None, "held": ["api"]}
+
+
+def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
+    conn: psycopg.Connection[Any],
+) -> None:
+    from pgbeat.db import queries, queue_queries
+
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at, queue, priority, limit_key) "
+        "SELECT 'noop', '{}', now() - interval '1 hour', "
+        "CASE WHEN i % 3 = 0 THEN 'api' ELSE 'default' END, (i % 5)::smallint - 2, "
+        "'key' || (i % 500) FROM generate_series(1, 20000) AS i"
+    )
+    conn.execute("ANALYZE jobs")
+    fast = _plan(conn, queries.JOBS_CLAIM, PARAMS)
+    assert "jobs_claim_order" in fast and "Sort" not in fast, fast
+    by_queue = _plan(conn, queue_queries.JOBS_CLAIM_BY_QUEUE, PARAMS)
+    assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
+    limited_params = {
+        **PARAMS,
+        "queue": "api",
+        "concurrency": 10,
+        "key_concurrency": 1,
+        "rate_count": None,
+        "rate_seconds": None,
+        "key_rate_count": None,
+        "key_rate_seconds": None,
+        "record": False,
+        "keep_seconds": 0.0,
+        "now": "2026-01-01T00:00:00Z",
+        "scan": 256,
+        "after": None,
+    }
+    limited = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED, limited_params)
+    assert "jobs_claim_queue" in limited and "Sort" not in limited, limited
+    head = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED_HEAD, limited_params)
+    assert "jobs_claim_queue" in head and not sorts_backlog(head), head
+    keyed = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED_KEYS, limited_params)
+    assert "jobs_claim_key" in keyed and not sorts_backlog(keyed), keyed
+
+
+def sorts_backlog(plan: str) -> bool:
+    """Whether a Sort reads pending jobs straight from the table or a claim index (sorts
+    of the running rows, or of the backlog's bounded head, are no sort of the backlog)."""
+    lines = plan.splitlines()
+    return "Seq Scan on jobs" in plan or any(
+        "Sort" in line and any("jobs_claim" in below for below in lines[i + 1 : i + 3])
+        for i, line in enumerate(lines)
+    )

@@ -1,0 +1,110 @@
+"""The dashboard's Queues page and the jobs list's queue, priority and limit-key filters, in
+Chromium (as the other pages) and over HTTP."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+import pgbeat
+from tests.integration.test_ui_browser import log_in
+from tests.integration.ui_support import (
+    ADMIN_TOKEN,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Dashboard,
+    dashboard,
+    fresh_database,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def seeded(server_url: str, template_name: str) -> Iterator[str]:
+    with fresh_database(server_url, template_name) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            pgbeat.configure_queue(conn, "api", key_concurrency=1, rate="100/10s")
+            pgbeat.enqueue_many(
+                conn,
+                [pgbeat.NewJob("call", queue="api", limit_key=f"c{i % 3}") for i in range(6)]
+                + [pgbeat.NewJob("mail", queue="mail", priority=5) for _ in range(2)],
+            )
+            conn.execute(  # c0 runs: its key is saturated
+                "UPDATE jobs SET status = 'running', locked_until = now() + interval '1 hour' "
+                "WHERE id = (SELECT min(id) FROM jobs WHERE limit_key = 'c0')"
+            )
+        yield url
+
+
+@pytest.fixture(scope="module")
+def ui(seeded: str) -> Iterator[Dashboard]:
+    with dashboard(seeded, token=ADMIN_TOKEN) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.skip(f"{CHROMIUM} is missing")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(8000)
+    yield opened
+    context.close()
+
+
+def paused(url: str, name: str) -> Any:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT paused FROM pgbeat_queues WHERE name = %s", (name,)).fetchone()
+    return None if row is None else row[0]
+
+
+def test_the_queues_page_shows_limits_and_saturated_keys_and_pauses(
+    page: Page, ui: Dashboard, seeded: str
+) -> None:
+    log_in(page, ui)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Queues").click()
+    expect(page.get_by_role("heading", name="Queues", exact=True)).to_be_visible()
+    api = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="api"))
+    expect(api).to_contain_text("100/10s")
+    expect(api).to_contain_text("c0 (1)")
+    mail = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="mail"))
+    mail.get_by_role("button", name="Pause").click()
+    expect(page.get_by_role("status")).to_have_text("Queue mail paused.")
+    assert paused(seeded, "mail") is True
+    mail = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="mail"))
+    mail.get_by_role("button", name="Resume").click()
+    expect(page.get_by_role("status")).to_have_text("Queue mail resumed.")
+    assert paused(seeded, "mail") is False
+
+
+def test_filter_jobs_by_queue_priority_and_limit_key(page: Page, ui: Dashboard) -> None:
+    log_in(page, ui)
+    page.goto(ui.url + "/jobs")
+    page.get_by_label("Queue").fill("api")
+    page.get_by_label("Limit key").fill("c1")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#match-count")).to_have_text("2")
+    page.goto(ui.url + "/jobs?priority=5")
+    expect(page.locator("#match-count")).to_have_text("2")
+
+
+def test_a_bad_priority_filter_is_reported(ui: Dashboard) -> None:
+    with httpx.Client(timeout=10, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
+        response = client.get(f"{ui.url}/jobs", params={"priority": "99999"})
+    assert "priority: a whole number" in response.text
