@@ -25,7 +25,8 @@ Background jobs and replica-safe cron schedules on the PostgreSQL you already ru
 
 Run any number of schedulers and workers against one database: every period of a
 schedule is enqueued exactly once, and workers claim due jobs with SKIP LOCKED.
-Without DATABASE_URL (or --database-url), an embedded PostgreSQL under ./.pgbeat is used.
+Without DATABASE_URL (or --database-url), `pgbeat run` (the demo) and --embedded use an
+embedded PostgreSQL under ./.pgbeat; every other command says that no database is configured.
 """
 
 EPILOG = """\
@@ -64,7 +65,13 @@ def _common_flags() -> argparse.ArgumentParser:
     common.add_argument(
         "--database-url",
         metavar="URL",
-        help="PostgreSQL URL (default: $DATABASE_URL, else embedded in ./.pgbeat)",
+        help="PostgreSQL URL (default: $DATABASE_URL; none: an error, but for `pgbeat run`)",
+    )
+    common.add_argument(
+        "--embedded",
+        action="store_true",
+        help="without a database URL, start a throwaway PostgreSQL in ./.pgbeat "
+        "($PGBEAT_HOME); for trying pgbeat out, never for production",
     )
     common.add_argument(
         "--pooler",
@@ -97,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
+    if getattr(args, "embedded", False) or args.command == "run":  # the demo needs no server
+        os.environ[connections.EMBEDDED_ENV] = "1"
     if getattr(args, "pooler", None):  # read by every connection, also in worker processes
         os.environ[pooler.POOLER_ENV] = args.pooler
     # Every error is scrubbed against the URL in use: libpq quotes pieces of a password
