@@ -75,7 +75,7 @@ SHORT = {
     "partition-db": DatabaseCut(cut=10.0),
     "skew": ClockSkew(),
     "failover-sync": Failover(),
-    "failover-async": Failover(synchronous=False),
+    "failover-async": Failover(synchronous=False, quiet_kill=False),
 }
 LONG = {
     "worker-kills": WorkerKills(
@@ -111,6 +111,7 @@ LONG = {
     ),
     "failover-async": Failover(
         synchronous=False,
+        quiet_kill=False,
         load_seconds=20.0,
         after_seconds=15.0,
         enqueue_rate=100.0,

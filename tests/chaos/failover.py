@@ -64,6 +64,7 @@ class Failover:
     timeout: str = "2s"
     recovery_seconds: float = 30.0
     drain_seconds: float = 60.0
+    quiet_kill: bool = True  # kill in a quiet moment (no enqueues), else under full load
     tick_rounds: int = 0  # ticks timed per synchronous_commit setting (0: none)
     seed: int = 25
 
@@ -162,14 +163,20 @@ def _failover(pair: ReplicatedPair, p: Failover, workdir: Path) -> ScenarioResul
             running = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE status = 'running'")]
         # The worst moment: a quiet primary (no commit of the application's flushes the WAL
         # for the others), just after a scheduler logged a period as enqueued.
-        app.pause()
-        result.check(poll_until(app.held.is_set, 10, interval=0.01), "the application ran on")
+        if p.quiet_kill:
+            app.pause()
+            result.check(poll_until(app.held.is_set, 10, interval=0.01), "the application ran on")
         logged = _enqueued_lines(schedulers)
         killed_at = pair.fail_over(lambda: _enqueued_lines(schedulers) > logged)
         app.resume()
         time.sleep(p.no_primary)  # the fault itself: no primary until the standby is promoted
         promoted_at = pair.promote()
-        recovery = _recovery(pair.standby.url("pgbeat"), fleets, promoted_at, p.recovery_seconds)
+        recovery = _recovery(
+            pair.standby.url("pgbeat"), fleets, killed_at, promoted_at, p.recovery_seconds
+        )
+        result.check(
+            recovery["all_working_s"] is not None, f"not every process came back: {recovery}"
+        )
         time.sleep(p.after_seconds)  # load on the new primary
         app.stop()
         thread.join(10)
@@ -214,9 +221,10 @@ def _done_seqs(conn: psycopg.Connection[Any]) -> int:
 
 
 def _recovery(
-    url: str, fleets: dict[str, Fleet], promoted_at: float, timeout: float
+    url: str, fleets: dict[str, Fleet], killed_at: float, promoted_at: float, timeout: float
 ) -> dict[str, Any]:
-    """Seconds from the promotion until each process worked on the new primary.
+    """Seconds from the promotion until each process worked on the new primary (0 when it
+    got there while ``promote`` still waited to see the promotion).
 
     A worker: its first execution there. A scheduler: its first tick there (its log line
     "reconnected: looking back ...", with the time of its JSON log).
@@ -233,12 +241,12 @@ def _recovery(
                         conn,
                         "SELECT extract(epoch FROM min(at))::float8 FROM executions"
                         " WHERE pid = %s AND at > to_timestamp(%s)",
-                        (pid, promoted_at),
+                        (pid, killed_at),
                     )
-                    first[f"worker {pid}"] = None if at is None else at - promoted_at
+                    first[f"worker {pid}"] = None if at is None else max(at - promoted_at, 0)
         for process in schedulers:
-            at = _reconnected_at(process.output(), promoted_at)
-            first[f"scheduler {process.pid}"] = None if at is None else at - promoted_at
+            at = _reconnected_at(process.output(), killed_at)
+            first[f"scheduler {process.pid}"] = None if at is None else max(at - promoted_at, 0)
         return all(value is not None for value in first.values())
 
     poll_until(measured, timeout, interval=0.2)

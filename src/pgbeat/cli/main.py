@@ -104,15 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
-    if getattr(args, "embedded", False) or args.command == "run":  # the demo needs no server
-        os.environ[connections.EMBEDDED_ENV] = "1"
     if getattr(args, "pooler", None):  # read by every connection, also in worker processes
         os.environ[pooler.POOLER_ENV] = args.pooler
     # Every error is scrubbed against the URL in use: libpq quotes pieces of a password
     # it misreads (an unescaped "@" turns its tail into the host name).
     url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
+    embedded = getattr(args, "embedded", False) or args.command == "run"  # the demo: no server
     try:
-        code: int = args.func(args)
+        with connections.embedded_allowed(embedded):
+            code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
         message = connections.scrub(types.one_line(str(exc)), url)
         print(f"pgbeat: error: {message}", file=sys.stderr)

@@ -8,6 +8,7 @@ run``), the tests and ``--embedded`` start (or reuse) an embedded PostgreSQL und
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import re
@@ -95,9 +96,13 @@ def scrub(message: str, url: str) -> str:
     return " ".join(message.split())
 
 
-# Set (to "1") by `pgbeat run` and `--embedded`, and by the test suite: only then may a
-# command without a database URL start the embedded server.
+# Only `pgbeat run` and `--embedded` (the CLI's main, through ``embedded_allowed``) or
+# PGBEAT_EMBEDDED=1 in the environment let a command without a database URL start the
+# embedded server.
 EMBEDDED_ENV = "PGBEAT_EMBEDDED"
+_embedded_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pgbeat_embedded_allowed", default=False
+)
 NO_DATABASE = (
     "no database configured: set DATABASE_URL or pass --database-url "
     "(--embedded starts a throwaway local PostgreSQL in ./.pgbeat, for trying pgbeat out)"
@@ -111,7 +116,7 @@ def resolve_url(explicit: str | None) -> str:
     """
     url = explicit or os.environ.get("DATABASE_URL")
     if not url:
-        if os.environ.get(EMBEDDED_ENV) != "1":
+        if not (_embedded_allowed.get() or os.environ.get(EMBEDDED_ENV) == "1"):
             raise UserError(NO_DATABASE)
         url = embedded_url()
     try:
@@ -120,6 +125,16 @@ def resolve_url(explicit: str | None) -> str:
         raise UserError("the database URL is not valid UTF-8 text") from None
     check_url(url)
     return url
+
+
+@contextlib.contextmanager
+def embedded_allowed(allowed: bool = True) -> Iterator[None]:
+    """Within the block, ``resolve_url`` may fall back to the embedded server."""
+    token = _embedded_allowed.set(allowed)
+    try:
+        yield
+    finally:
+        _embedded_allowed.reset(token)
 
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -150,7 +165,7 @@ def check_url(url: str) -> None:
     if "@" in userinfo:
         raise UserError(
             "the database URL has more than one '@': percent-encode an '@' in the user name "
-            "or password as %40 (e.g. postgresql://app:p%40ss@db/app)"
+            "or password as %40"
         )
     if ":" in userinfo and "/" in userinfo.partition(":")[2]:
         raise UserError("the password in the database URL contains '/': percent-encode it as %2F")
