@@ -41,9 +41,8 @@ from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling import planning
 from pgbeat.scheduling.catalog import Catalog, Group
-from pgbeat.scheduling.catchup import ON_TIME
 from pgbeat.scheduling.definition import file_hash
-from pgbeat.scheduling.lookback import LookBack
+from pgbeat.scheduling.lookback import LookBack, retention_for
 from pgbeat.scheduling.periods import Claims, PeriodBatch
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.sync import SyncResult, freed_by_code, needs_sync, sync_file
@@ -450,14 +449,6 @@ def _merge(claims: Claims, more: Claims) -> None:
     claims.skipped += more.skipped
     claims.missed += more.missed
     claims.counts.update(more.counts)
-
-
-def retention_for(asked: timedelta, longest_window: timedelta | None) -> timedelta:
-    """The history retention to purge with: ``asked``, but never shorter than the look-back
-    of the schedule with the longest catch-up window (keep_for's margin included)."""
-    if longest_window is None:
-        return asked
-    return max(asked, longest_window + ON_TIME + timedelta(minutes=1))
 
 
 def _first_line(exc: BaseException) -> str:
