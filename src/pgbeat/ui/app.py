@@ -29,7 +29,7 @@ from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog
 from pgbeat.ui.security import COOKIE, SESSION_SECONDS, Keys, SecurityMiddleware, token_role
 from pgbeat.ui.settings import UiSettings, normalize_prefix
-from pgbeat.ui.store import Store
+from pgbeat.ui.store import PageReads, Store
 
 log = logging.getLogger("pgbeat.ui")
 
@@ -86,7 +86,10 @@ def create_app(
 
     return Starlette(
         routes=list(routes),
-        middleware=[Middleware(SecurityMiddleware, settings=settings, keys=ui.keys)],
+        middleware=[
+            Middleware(SecurityMiddleware, settings=settings, keys=ui.keys),
+            Middleware(PageReads),
+        ],
         exception_handlers={
             HTTPException: _http_error(ui),
             psycopg.errors.QueryCanceled: _database_error(ui, "a query took too long"),
