@@ -4,7 +4,8 @@ Everything runs on this machine: the database must be on loopback or a unix sock
 (``--database-url``, else ``DATABASE_URL``, else a private embedded server), and the
 database-restart scenario always uses a private embedded server of its own, the network
 partitions one in network namespaces (root and ``ip netns``; skipped, saying so, without
-them). Exit status 1 when any scenario saw a promise broken. See docs/reliability.md.
+them), the failovers two clusters of their own (tests/chaos/clusters.py). Exit status 1
+when any scenario saw a promise broken. See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 
 from bench.machine import source_revision
 
+from tests.chaos.clusters import unavailable_reason as clusters_unavailable
+from tests.chaos.failover import Failover, failover
 from tests.chaos.harness import (
     ROOT,
     PrivateServer,
@@ -58,7 +61,7 @@ from tests.chaos.skew import ClockSkew, clock_skew
 
 SCENARIOS = (
     "worker-kills", "storm", "restart", "backends", "poison", "skew",
-    "partition-worker", "partition-scheduler", "partition-db",
+    "partition-worker", "partition-scheduler", "partition-db", "failover-sync", "failover-async",
 )  # fmt: skip
 
 SHORT = {
@@ -71,6 +74,8 @@ SHORT = {
     "partition-scheduler": SchedulerCut(),
     "partition-db": DatabaseCut(cut=10.0),
     "skew": ClockSkew(),
+    "failover-sync": Failover(),
+    "failover-async": Failover(synchronous=False, quiet_kill=False),
 }
 LONG = {
     "worker-kills": WorkerKills(
@@ -96,6 +101,24 @@ LONG = {
     "partition-scheduler": SchedulerCut(replicas=4, cut=60.0, after=15.0),
     "partition-db": DatabaseCut(cut=30.0, workers=3, schedulers=3, jobs_per_second=200),
     "skew": ClockSkew(ticks=20),
+    "failover-sync": Failover(
+        load_seconds=20.0,
+        after_seconds=15.0,
+        enqueue_rate=100.0,
+        workers=3,
+        schedulers=3,
+        tick_rounds=40,
+    ),
+    "failover-async": Failover(
+        synchronous=False,
+        quiet_kill=False,
+        load_seconds=20.0,
+        after_seconds=15.0,
+        enqueue_rate=100.0,
+        workers=3,
+        schedulers=3,
+        tick_rounds=40,
+    ),
 }
 
 
@@ -186,6 +209,8 @@ def run(args: argparse.Namespace) -> list[ScenarioResult]:
                 partition(lambda: scheduler_cut(p["partition-scheduler"], workdir)),
             ),
             ("partition-db", partition(lambda: database_cut(p["partition-db"], workdir))),
+            ("failover-sync", clusters(lambda: failover(p["failover-sync"], workdir))),
+            ("failover-async", clusters(lambda: failover(p["failover-async"], workdir))),
         ]
         if args.instant_exit_poison:
             instant = replace(p["poison"], instant_exit=True)
@@ -211,6 +236,18 @@ def partition(scenario: Callable[[], ScenarioResult]) -> Callable[[], ScenarioRe
         if reason is None:
             return scenario()
         return ScenarioResult("network partitions", {}, {"recovery": f"skipped: {reason}"})
+
+    return go
+
+
+def clusters(scenario: Callable[[], ScenarioResult]) -> Callable[[], ScenarioResult]:
+    """A failover scenario (two clusters of its own), or a skipped result that says why."""
+
+    def go() -> ScenarioResult:
+        reason = clusters_unavailable()
+        if reason is None:
+            return scenario()
+        return ScenarioResult("primary failover", {}, {"recovery": f"skipped: {reason}"})
 
     return go
 

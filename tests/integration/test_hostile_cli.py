@@ -403,7 +403,7 @@ def test_hostile_values_get_one_line_and_exit_1(
         (["worker", APP, "--metrics-port", "70000"], {}),
         (["enqueue", "k", "--payload", "[" * 100_000 + "]" * 100_000], {}),
         (["schedules", "check", "{dir}/deep.toml"], {}),
-        (["migrate"], {"DATABASE_URL": None, "PGBEAT_HOME": "{dir}/a-file/pgbeat"}),
+        (["migrate", "--embedded"], {"DATABASE_URL": None, "PGBEAT_HOME": "{dir}/a-file/pgbeat"}),
         (["enqueue", "k", "--database-url", f"postgresql://app:pa@{SECRET}@127.0.0.1:1/db"], {}),
     ],
     ids=["after-9999", "port-70000", "deep-payload", "deep-toml", "home-below-file", "@-password"],
@@ -427,7 +427,7 @@ def test_the_reported_cases(
     ("argv", "env"),
     [
         (["enqueue", "k", "--payload", "[" * 60_000 + "]" * 60_000], {}),
-        (["migrate"], {"PGBEAT_HOME": "{dir}/a-file/pgbeat"}),
+        (["migrate", "--embedded"], {"PGBEAT_HOME": "{dir}/a-file/pgbeat"}),
         (["worker", APP, "--metrics-port", "70000"], {}),
     ],
     ids=["deep-payload", "home-below-file", "port-70000"],

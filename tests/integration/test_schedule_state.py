@@ -225,6 +225,7 @@ def test_a_replica_that_missed_a_deletion_enqueues_nothing_from_before_the_re_cr
     found = state.get_schedule(conn, "beat")
     assert found is not None
     created = found.created_at
+    assert created is not None
     later = created.replace(microsecond=0) + 3 * SECOND
     stale = scheduler.tick(conn, later, refresh=False)  # its copy still has the old schedule
     fires = [datetime.fromisoformat(key.partition("@")[2]) for key in stale.inserted]

@@ -45,6 +45,7 @@ PURE = (
     "pgbeat.flow",
     "pgbeat.ui.charts",
     "pgbeat.ui.performance",
+    "pgbeat.scheduling.lookback",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

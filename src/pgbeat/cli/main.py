@@ -25,7 +25,8 @@ Background jobs and replica-safe cron schedules on the PostgreSQL you already ru
 
 Run any number of schedulers and workers against one database: every period of a
 schedule is enqueued exactly once, and workers claim due jobs with SKIP LOCKED.
-Without DATABASE_URL (or --database-url), an embedded PostgreSQL under ./.pgbeat is used.
+Without DATABASE_URL (or --database-url), `pgbeat run` (the demo) and --embedded use an
+embedded PostgreSQL under ./.pgbeat; every other command says that no database is configured.
 """
 
 EPILOG = """\
@@ -65,7 +66,13 @@ def _common_flags() -> argparse.ArgumentParser:
     common.add_argument(
         "--database-url",
         metavar="URL",
-        help="PostgreSQL URL (default: $DATABASE_URL, else embedded in ./.pgbeat)",
+        help="PostgreSQL URL (default: $DATABASE_URL; none: an error, but for `pgbeat run`)",
+    )
+    common.add_argument(
+        "--embedded",
+        action="store_true",
+        help="without a database URL, start a throwaway PostgreSQL in ./.pgbeat "
+        "($PGBEAT_HOME); for trying pgbeat out, never for production",
     )
     common.add_argument(
         "--pooler",
@@ -103,8 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Every error is scrubbed against the URL in use: libpq quotes pieces of a password
     # it misreads (an unescaped "@" turns its tail into the host name).
     url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
+    embedded = getattr(args, "embedded", False) or args.command == "run"  # the demo: no server
     try:
-        code: int = args.func(args)
+        with connections.embedded_allowed(embedded):
+            code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
         message = connections.scrub(types.one_line(str(exc)), url)
         print(f"pgbeat: error: {message}", file=sys.stderr)

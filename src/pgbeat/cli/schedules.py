@@ -24,6 +24,7 @@ from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules, schedules_hash
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
+from pgbeat.scheduling.sync import load_for_reload
 from pgbeat.signals import handling_reload_signal
 from pgbeat.worker.worker import Worker
 
@@ -222,7 +223,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
         url,
         schedules,
         metrics=common.start_metrics(args, url, [s.kind for s in schedules or []]),
-        load=None if path is None else lambda: load_schedules(path),
+        load=None if path is None else lambda: load_for_reload(path),
         history_retention=args.history_retention,
     )
     with common.stop_on_signals([scheduler.stop]), handling_reload_signal(scheduler.reload):
@@ -255,7 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         url,
         schedules,
         metrics=metrics,
-        load=None if path is None else lambda: load_schedules(path),
+        load=None if path is None else lambda: load_for_reload(path),
         history_retention=args.history_retention,
     )
     worker = Worker(url, registry, common.worker_settings(args), metrics=metrics)

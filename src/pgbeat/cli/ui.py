@@ -64,6 +64,11 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         help="a Host name the dashboard answers to besides loopback (repeatable)",
     )
     p.add_argument(
+        "--replica-url",
+        metavar="URL",
+        help="a standby to read the pages from (actions always go to --database-url)",
+    )
+    p.add_argument(
         "--refresh",
         type=types.positive_int,
         default=5,
@@ -88,9 +93,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
     check_bind(args.host, token)
     url = connections.resolve_url(args.database_url)
     common.check_database(url)
+    replica = None
+    if args.replica_url:
+        replica = connections.resolve_url(args.replica_url)
+        common.check_database(replica)
     allowed, any_host = allowed_hosts_for(args.host, tuple(args.allowed_host))
     settings = UiSettings(
         database_url=url,
+        replica_url=replica,
         prefix=normalize_prefix(args.prefix),
         read_only=args.read_only,
         token=token,

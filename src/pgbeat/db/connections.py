@@ -1,12 +1,14 @@
 """Connections: which database to use, and psycopg errors as pgbeat's.
 
-When neither ``--database-url`` nor ``DATABASE_URL`` is given, pgbeat starts (or reuses) an
-embedded PostgreSQL under ``./.pgbeat/`` (db/embedded.py) so that the demo needs no server.
+When neither ``--database-url`` nor ``DATABASE_URL`` is given, only the demo (``pgbeat
+run``), the tests and ``--embedded`` start (or reuse) an embedded PostgreSQL under
+``./.pgbeat/`` (db/embedded.py); every other command says that no database is configured.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import re
@@ -78,21 +80,95 @@ def _passwords(url: str) -> list[str]:
     return sorted((p for p in found if p), key=len, reverse=True)
 
 
+# A piece of a password this short is replaced only where it stands alone (between
+# characters that are not letters or digits): anywhere, "a" would garble every word.
+_SHORT_PIECE = 6
+
+
 def scrub(message: str, url: str) -> str:
     """Remove the password of ``url`` (and any piece of it) from an error message."""
     for password in _passwords(url):
-        message = message.replace(password, "***")
+        if len(password) >= _SHORT_PIECE:
+            message = message.replace(password, "***")
+        else:
+            alone = rf"(?<![A-Za-z0-9]){re.escape(password)}(?![A-Za-z0-9])"
+            message = re.sub(alone, "***", message)
     return " ".join(message.split())
 
 
+# Only `pgbeat run` and `--embedded` (the CLI's main, through ``embedded_allowed``) or
+# PGBEAT_EMBEDDED=1 in the environment let a command without a database URL start the
+# embedded server.
+EMBEDDED_ENV = "PGBEAT_EMBEDDED"
+_embedded_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pgbeat_embedded_allowed", default=False
+)
+NO_DATABASE = (
+    "no database configured: set DATABASE_URL or pass --database-url "
+    "(--embedded starts a throwaway local PostgreSQL in ./.pgbeat, for trying pgbeat out)"
+)
+
+
 def resolve_url(explicit: str | None) -> str:
-    """``--database-url``, else ``DATABASE_URL``, else the embedded server's URL."""
-    url = explicit or os.environ.get("DATABASE_URL") or embedded_url()
+    """``--database-url``, else ``DATABASE_URL``, else (when allowed) the embedded server's.
+
+    A URL that cannot name a PostgreSQL database is refused in one line (``check_url``).
+    """
+    url = explicit or os.environ.get("DATABASE_URL")
+    if not url:
+        if not (_embedded_allowed.get() or os.environ.get(EMBEDDED_ENV) == "1"):
+            raise UserError(NO_DATABASE)
+        url = embedded_url()
     try:
         url.encode()
     except UnicodeEncodeError:  # undecodable bytes in argv or the environment
         raise UserError("the database URL is not valid UTF-8 text") from None
+    check_url(url)
     return url
+
+
+@contextlib.contextmanager
+def embedded_allowed(allowed: bool = True) -> Iterator[None]:
+    """Within the block, ``resolve_url`` may fall back to the embedded server."""
+    token = _embedded_allowed.set(allowed)
+    try:
+        yield
+    finally:
+        _embedded_allowed.reset(token)
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def check_url(url: str) -> None:
+    """Refuse, in one line that quotes no password, a URL that libpq would misread.
+
+    The usual pastes: SQLAlchemy's ``postgresql+psycopg://``, another database's scheme, and
+    a password with an unencoded ``@`` (libpq then takes the rest of it as the host).
+    """
+    match = _SCHEME.match(url)
+    if match is None:
+        return  # a key=value connection string (host=... dbname=...): libpq's own syntax
+    scheme = match.group(1).lower()
+    if scheme.startswith(("postgresql+", "postgres+")):
+        raise UserError(
+            f"the database URL starts with {scheme}:// (an SQLAlchemy URL): pgbeat takes "
+            f"libpq's, write postgresql:// instead"
+        )
+    if scheme not in ("postgresql", "postgres"):
+        raise UserError(
+            f"the database URL starts with {scheme}://: a PostgreSQL URL starts with "
+            f"postgresql:// or postgres://"
+        )
+    authority = url[match.end() :].partition("?")[0].partition("#")[0]
+    userinfo = authority.rpartition("@")[0]
+    if "@" in userinfo:
+        raise UserError(
+            "the database URL has more than one '@': percent-encode an '@' in the user name "
+            "or password as %40"
+        )
+    if ":" in userinfo and "/" in userinfo.partition(":")[2]:
+        raise UserError("the password in the database URL contains '/': percent-encode it as %2F")
 
 
 def connect(url: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
@@ -249,6 +325,7 @@ class Connector:
         self.backoff = backoff or ReconnectBackoff(url, log)
         self._options = session_options(url, settings)  # none behind a pooler
         self._conn: psycopg.Connection[Any] | None = None
+        self.opened = 0  # connections opened so far: a new number means a reconnect
 
     def get(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -260,6 +337,7 @@ class Connector:
                 options=self._options,
                 **connection_options(self._url),
             )
+            self.opened += 1
             if self._configure is not None:
                 self._configure(self._conn)
         return self._conn

@@ -21,7 +21,7 @@ import heapq
 import itertools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -31,6 +31,7 @@ from psycopg.rows import dict_row
 
 from pgbeat import client
 from pgbeat.db import schedule_queries as q
+from pgbeat.db.guarded import DECODE_ERRORS, guard, unreadable
 from pgbeat.scheduling.catchup import keep_for
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.state import validated_schedule
@@ -106,7 +107,7 @@ class Group:
         )
 
 
-def gaps_of(row: dict[str, Any]) -> Gaps:
+def gaps_of(row: Mapping[str, Any]) -> Gaps:
     """The spans whose periods a schedule never enqueues, as (after, until] pairs.
 
     The last pause (``paused_at`` to ``resumed_at``): resuming does not catch it up. For a
@@ -125,6 +126,27 @@ def gaps_of(row: dict[str, Any]) -> Gaps:
     if paused_at is not None and resumed_at is not None and resumed_at > paused_at:
         gaps.append((paused_at, resumed_at))
     return tuple(gaps)
+
+
+def _readable_schedule(row: Mapping[str, Any]) -> tuple[Schedule | None, str | None]:
+    """The row's ``Schedule``, or None and why: a value Python cannot hold, or a definition
+    that does not validate (or nests too deep to)."""
+    problem = unreadable(row)
+    if problem is not None:
+        return None, problem
+    try:
+        return validated_schedule(row)
+    except _ROW_ERRORS as exc:
+        return None, _row_error(exc)
+
+
+# What a row whose values decoded can still raise on its way into the copy (a payload
+# nested too deep to validate or to encode for its jobs).
+_ROW_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)
+
+
+def _row_error(exc: BaseException) -> str:
+    return f"cannot be read: {type(exc).__name__}: {str(exc)[:200]}"
 
 
 def outside(fires: Sequence[datetime], gaps: Gaps) -> Sequence[datetime]:
@@ -203,14 +225,31 @@ class Catalog:
         member = self.member(name)
         return None if member is None else member.kind
 
+    def longest_catch_up_window(self) -> timedelta | None:
+        """The longest catch-up window of the schedules in the copy (None: no schedule)."""
+        windows = [policy[4] for groups in (self._settled, self._fresh) for policy in groups]
+        return max(windows, default=None)
+
     def load(self, conn: psycopg.Connection[Any]) -> None:
-        """Replace the copy with every live row of the table (at start)."""
+        """Replace the copy with every live row of the table (at start).
+
+        A row with a value Python cannot hold (``guarded``) fails the fast read; the table
+        is then read again value by value, and that row skipped by name.
+        """
+        try:
+            self._load(conn, guarded=False)
+        except DECODE_ERRORS:
+            self._load(conn, guarded=True)
+
+    def _load(self, conn: psycopg.Connection[Any], *, guarded: bool) -> None:
         self._reset()
         # streamed (a server-side cursor): the whole result at once would double the memory
         with (
             conn.transaction(),
             conn.cursor("pgbeat_schedules_load", row_factory=dict_row) as cursor,
         ):
+            if guarded:
+                guard(cursor)
             cursor.itersize = 2000
             cursor.execute(q.SCHEDULES_ALL)
             for row in cursor:
@@ -219,13 +258,18 @@ class Catalog:
                     self._apply(row)
 
     def refresh(self, conn: psycopg.Connection[Any]) -> int:
-        """Apply the rows written since the last look; return how many schedules changed."""
+        """Apply the rows written since the last look; return how many schedules changed.
+
+        Read value by value (``guarded``): a few rows, and one that Python cannot hold
+        is skipped by name instead of stopping the replica.
+        """
         if self.snapshot is None:
             self.load(conn)
             return len(self)
         xmax, xip = self.snapshot
         changed = 0
         with conn.cursor(row_factory=dict_row) as cursor:
+            guard(cursor)
             cursor.execute(q.SCHEDULES_CHANGED, {"xmax": xmax, "xip": xip})
             for row in cursor:
                 self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
@@ -322,23 +366,52 @@ class Catalog:
         if row["deleted_at"] is not None:
             self.invalid.pop(name, None)
             return self._remove(name) if member is not None else 0
-        if member is not None and member.definition_hash == row["definition_hash"]:
-            gaps = gaps_of(row)  # a pause or resume: same periods
-            if gaps != member.gaps:
-                member.gaps = gaps
-                self.changes += 1
-            return 0
-        if member is not None:
-            self._remove(name)
-        schedule, problem = validated_schedule(row)
+        schedule, problem = _readable_schedule(row)
         if schedule is None:
+            if member is not None:
+                self._remove(name)
             self._report_invalid(name, problem or "invalid")
             return 1
+        if member is not None and member.definition_hash == row["definition_hash"]:
+            assert group is not None
+            if self._same(member, group, schedule):
+                gaps = gaps_of(row)  # a pause or resume: same periods
+                if gaps != member.gaps:
+                    member.gaps = gaps
+                    self.changes += 1
+                return 0
+            # The definition changed under an unchanged hash (edited with SQL): the row's
+            # definition is the one to run, here as on every replica that loads it.
+            log.warning(
+                "schedule %r: its definition changed but its definition_hash did not "
+                "(edited with SQL?); running the definition in the row",
+                name,
+            )
+        if member is not None:
+            self._remove(name)
+        try:
+            self._add(schedule, row)
+        except _ROW_ERRORS as exc:
+            self._report_invalid(name, _row_error(exc))
+            return 1
         self.invalid.pop(name, None)
-        self._add(schedule, row)
         return 1
 
-    def _add(self, schedule: Schedule, row: dict[str, Any]) -> None:
+    def _same(self, member: Member, group: Group, schedule: Schedule) -> bool:
+        """Whether ``schedule`` has the periods and jobs that ``member`` (of ``group``) has.
+
+        Everything ``_add`` takes from a definition is compared here.
+        """
+        return (
+            group.policy == policy_of(schedule)
+            and member.kind == schedule.kind
+            and member.jitter == schedule.jitter
+            and member.overlap == schedule.overlap
+            and self.templates.by_number[member.template] == Template.of(schedule)
+        )
+
+    def _add(self, schedule: Schedule, row: Mapping[str, Any]) -> None:
+        template = Template.of(schedule)  # first: it raises for a payload JSON cannot hold
         policy = policy_of(schedule)
         group = self._fresh.setdefault(policy, Group(policy))
         group.members[schedule.name] = Member(
@@ -347,7 +420,7 @@ class Catalog:
             jitter=schedule.jitter,
             overlap=schedule.overlap,
             definition_hash=row["definition_hash"],
-            template=self.templates.take(Template.of(schedule)),
+            template=self.templates.take(template),
             gaps=gaps_of(row),
             created_at=row["created_at"],
         )

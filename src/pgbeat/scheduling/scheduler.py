@@ -34,15 +34,17 @@ from pgbeat.db.connections import (
     is_connection_failure,
 )
 from pgbeat.db.pooler import pooler
+from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling import claiming, planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.definition import file_hash
+from pgbeat.scheduling.lookback import LookBack, retention_for
 from pgbeat.scheduling.periods import Claims, release_buffered
 from pgbeat.scheduling.schedule import Schedule
-from pgbeat.scheduling.sync import needs_sync, sync_file
+from pgbeat.scheduling.sync import SyncResult, freed_by_code, needs_sync, sync_file
 
 log = logging.getLogger("pgbeat.scheduler")
 
@@ -93,6 +95,8 @@ class Scheduler:
         self._file_hash = None if self._file is None else file_hash(self._file)
         self._load = load
         self._retention = history_retention
+        self._clamped_to = history_retention
+        self._left_to_code: list[str] = []  # names of the file that code owned at the sync
         self._heartbeat = (
             Heartbeat(
                 url,
@@ -114,10 +118,11 @@ class Scheduler:
             backoff=ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler")),
             # JIT compiled a 10,000-period claim for 300 ms, longer than it then ran for
             jit="off",
-            # A crash may lose the last claims acknowledged, never half of one: the periods
-            # are claimed again at restart (catch-up), as a tick that never ran would be.
-            synchronous_commit="off",
+            # A claim acknowledged is durable, on the standby too when replication is
+            # synchronous: after a failover no replica finds an "enqueued" period missing.
+            synchronous_commit="on",
         )
+        self._look_back = LookBack()
         self._loop = BackgroundLoop(
             "pgbeat-scheduler", self._step, on_exit=self._finish, on_failure=self._failed
         )
@@ -188,6 +193,11 @@ class Scheduler:
         return result
 
     def _tick_on(self, conn: psycopg.Connection[Any], started: float) -> float:
+        if self._look_back.reconnected(self._connector.opened) and self._started:
+            # After an outage (perhaps a failover to a standby that lacks the last claims),
+            # start over: the copy reloaded, each schedule looks back over its window.
+            log.info("reconnected: looking back for missed periods, as at start")
+            self._started, self._prepared = False, None
         if self._reload_asked.is_set():
             self._reload(conn)
         now = connections.database_now(conn)
@@ -291,7 +301,7 @@ class Scheduler:
     def _start(self, conn: psycopg.Connection[Any]) -> None:
         """Write this replica's file into the table (if it is the newest), then copy the table."""
         if self._file is not None:
-            result = sync_file(conn, self._file, replica=self.replica)
+            result = self._sync(conn)
             if not result.applied:
                 log.warning(
                     "schedules file %s is older than %s, held by another live replica: "
@@ -326,7 +336,7 @@ class Scheduler:
         if self._heartbeat is not None:
             self._heartbeat.set_schedules_hash(self._file_hash)
             self._heartbeat.next_beat = 0.0  # tell the others at once
-        result = sync_file(conn, schedules, replica=self.replica)
+        result = self._sync(conn)
         log.info(
             "reloaded the schedules file (%s, %d schedules): %s",
             result.file_hash,
@@ -339,15 +349,38 @@ class Scheduler:
         clock = time.monotonic()
         if self._file is not None and self._file_hash and clock >= self._next_file_check:
             self._next_file_check = clock + FILE_CHECK_EVERY
-            if needs_sync(conn, self._file_hash, replica=self.replica):
-                sync_file(conn, self._file, replica=self.replica)
+            if needs_sync(conn, self._file_hash, replica=self.replica) or freed_by_code(
+                conn, self._left_to_code
+            ):
+                self._sync(conn)
         if clock >= self._next_purge:
             self._next_purge = clock + PURGE_EVERY
             self.purge_history(conn)
 
+    def _sync(self, conn: psycopg.Connection[Any]) -> SyncResult:
+        """Write this replica's file into the table; remember the names code holds."""
+        assert self._file is not None
+        result = sync_file(conn, self._file, replica=self.replica)
+        self._left_to_code = result.left_to_code if result.applied else []
+        return result
+
     def purge_history(self, conn: psycopg.Connection[Any]) -> int:
-        """Delete history older than the retention, and old tombstones; return rows deleted."""
-        return claiming.purge_history(conn, self._retention)
+        """Delete history older than the retention, and old tombstones; return rows deleted.
+
+        Never history a schedule's look-back still reads: a retention shorter than a
+        catch-up window is lengthened to it (logged once), or a restart would find the
+        skipped periods of an old pause undecided and enqueue them.
+        """
+        older_than = retention_for(self._retention, self.catalog.longest_catch_up_window())
+        if older_than != self._retention and older_than != self._clamped_to:
+            log.warning(
+                "history retention %s is shorter than a schedule's catch-up window: "
+                "keeping history for %s",
+                format_duration(self._retention),
+                format_duration(older_than),
+            )
+        self._clamped_to = older_than
+        return claiming.purge_history(conn, older_than)
 
 
 def _replica_id() -> str:

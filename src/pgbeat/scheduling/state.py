@@ -23,6 +23,7 @@ from pgbeat import client
 from pgbeat.db import frameworks
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
+from pgbeat.db.guarded import Unreadable, guard, unreadable
 from pgbeat.errors import ScheduleNotFound
 from pgbeat.scheduling.backfill import (
     MAX_BACKFILL_PERIODS,
@@ -80,8 +81,8 @@ class ScheduleState:
     paused_at: datetime | None
     paused_by: str | None
     resumed_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
+    created_at: datetime | None  # None only in a row whose time cannot be read (``problem``)
+    updated_at: datetime | None
     updated_by: str | None
     definition_hash: str
     file_hash: str | None
@@ -96,13 +97,13 @@ def list_schedules(conn: object) -> list[ScheduleState]:
     One indexed lookup of the history per schedule (the newest row), so the cost grows with
     the number of schedules, not with their history.
     """
-    rows = _rows(conn, q.SCHEDULES_LIST, {"name": None})
+    rows = _rows(conn, q.SCHEDULES_LIST, {"name": None}, guarded=True)
     return [_state(row) for row in rows]
 
 
 def get_schedule(conn: object, name: str) -> ScheduleState | None:
     """The schedule ``name`` with its latest period, or None."""
-    rows = _rows(conn, q.SCHEDULES_LIST, {"name": name})
+    rows = _rows(conn, q.SCHEDULES_LIST, {"name": name}, guarded=True)
     return _state(rows[0]) if rows else None
 
 
@@ -139,13 +140,15 @@ def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
     recorded as skipped (paused) in the same transaction. Raises ``ScheduleNotFound`` when
     there is no such schedule.
     """
-    rows = _rows(conn, q.SCHEDULES_RESUME, {"name": name, "by": by})
+    rows = _rows(conn, q.SCHEDULES_RESUME, {"name": name, "by": by}, guarded=True)
     row = rows[0]
     if not row["found"]:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     if not row["changed"]:
         return False
-    schedule, _ = validated_schedule(row)
+    schedule = None
+    if unreadable(row) is None:  # a broken row runs no periods to record
+        schedule, _ = validated_schedule(row)
     if schedule is not None:
         start = max(row["paused_at"], row["resumed_at"] - schedule.catch_up_window)
         fires = last_fires_between(schedule, start, row["resumed_at"], MAX_CATCH_UP_PERIODS)
@@ -183,19 +186,34 @@ def _toggle(conn: object, query: Any, name: str, by: str | None) -> bool:
     return bool(row["changed"])
 
 
-def _rows(conn: object, query: Any, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _rows(
+    conn: object, query: Any, params: Mapping[str, Any], *, guarded: bool = False
+) -> list[dict[str, Any]]:
+    """The rows of ``query``; ``guarded``: a value Python cannot hold loads as ``Unreadable``."""
     sync_conn = frameworks.sync_connection(conn)
     if sync_conn is None:
         raise TypeError("pgbeat.scheduling.state needs a synchronous connection")
     with sync_conn.cursor(row_factory=dict_row) as cursor:
+        if guarded:
+            guard(cursor)
         cursor.execute(query, params)
         return cursor.fetchall() if cursor.description else []
 
 
 def _state(row: dict[str, Any]) -> ScheduleState:
-    schedule, problem = validated_schedule(row)
+    """A row of SCHEDULES_LIST as a ``ScheduleState``; one with a value Python cannot hold
+    (written with SQL) has no ``schedule``, its ``problem`` names the column, and the
+    unreadable times are None."""
+    problem = unreadable(row)
+    schedule = None
+    if problem is None:
+        try:
+            schedule, problem = validated_schedule(row)
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            problem = f"cannot be read: {type(exc).__name__}: {str(exc)[:200]}"
+    row = {k: None if isinstance(v, Unreadable) else v for k, v in row.items()}
     last = None
-    if row["last_fire_at"] is not None:
+    if row["last_fire_at"] is not None and row["last_inserted_at"] is not None:
         last = PeriodRecord(
             schedule=row["name"],
             fire_at=row["last_fire_at"],

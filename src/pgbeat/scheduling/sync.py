@@ -12,22 +12,27 @@ restarted with an old file does not undo a newer one. When no live replica holds
 in effect any more (a rollback has finished, or its replicas are gone), the newest of the
 remaining files takes over at its replicas' next check (``needs_sync``). A file sync never
 touches a schedule created from code: such a name in a file is left to the code, with a
-warning.
+warning, and taken back by the file once the code deletes it (``freed_by_code``). A reload
+refuses a file that declares no ``[schedules]`` table at all (``load_for_reload``).
 """
 
 from __future__ import annotations
 
 import logging
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from pgbeat.db import schedule_queries as q
+from pgbeat.errors import ConfigError
 from pgbeat.observe.liveness import STALE_AFTER
 from pgbeat.scheduling.definition import file_hash, schedule_values
+from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.schedule import Schedule
 
 log = logging.getLogger("pgbeat.scheduler")
@@ -77,6 +82,43 @@ def needs_sync(conn: psycopg.Connection[Any], fingerprint: str, *, replica: str)
     with conn.cursor(row_factory=dict_row) as cursor:
         files = _files(cursor, fingerprint, replica)
     return bool(files["newest"] == fingerprint and files["in_effect"] != fingerprint)
+
+
+def freed_by_code(conn: psycopg.Connection[Any], left_to_code: Sequence[str]) -> bool:
+    """True when a name the last sync left to code is no longer a live schedule from code
+    (the code deleted it): the caller syncs again so that the file's schedule runs."""
+    if not left_to_code:
+        return False
+    with conn.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(q.SCHEDULES_OWNED_BY_API, {"names": sorted(left_to_code)})
+        still = {row["name"] for row in cursor}
+    return bool(set(left_to_code) - still)
+
+
+def load_for_reload(path: str | Path) -> list[Schedule]:
+    """``load_schedules(path)`` for a reload (SIGHUP), refusing a file without schedules.
+
+    A file caught half-written by an editor, or truncated to zero bytes, would otherwise
+    delete every file schedule of the fleet. To remove them all on purpose, the file keeps
+    an empty ``[schedules]`` table.
+    """
+    schedules = load_schedules(path)
+    if schedules or _has_schedules_table(path):
+        return schedules
+    raise ConfigError(
+        [
+            f"{path} declares no schedules (empty, or caught while being written?); "
+            "to remove every file schedule on purpose, write an empty [schedules] table"
+        ]
+    )
+
+
+def _has_schedules_table(path: str | Path) -> bool:
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return False
+    return isinstance(document.get("schedules"), dict)
 
 
 def _files(cursor: psycopg.Cursor[dict[str, Any]], fingerprint: str, replica: str) -> Any:

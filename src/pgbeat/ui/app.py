@@ -39,7 +39,7 @@ from pgbeat.ui.security import (
     token_role,
 )
 from pgbeat.ui.settings import UiSettings, normalize_prefix
-from pgbeat.ui.store import Store
+from pgbeat.ui.store import PageReads, Store
 
 log = logging.getLogger("pgbeat.ui")
 
@@ -102,7 +102,8 @@ def create_app(
     return Starlette(
         routes=list(routes),
         middleware=[
-            Middleware(SecurityMiddleware, settings=settings, keys=ui.keys, throttle=ui.throttle)
+            Middleware(SecurityMiddleware, settings=settings, keys=ui.keys, throttle=ui.throttle),
+            Middleware(PageReads),
         ],
         exception_handlers={
             HTTPException: _http_error(ui),

@@ -20,6 +20,7 @@ class UiSettings:
     """Everything ``create_app`` needs; tokens are secrets and never printed."""
 
     database_url: str
+    replica_url: str | None = field(default=None, repr=False)  # a standby, for pages only
     prefix: str = ""
     read_only: bool = False
     token: str | None = field(default=None, repr=False)
