@@ -25,11 +25,11 @@ from typing import Any
 import psycopg
 
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.client import json_value
 from pgbeat.db import frameworks, queries, testing_queries
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
 from pgbeat.observe import tracing
+from pgbeat.payloads import json_value
 from pgbeat.registry import Registry
 from pgbeat.worker.executor import Run, call_handler, call_handler_async
 from pgbeat.worker.outcomes import _Batch as OutcomeWrite  # the worker's writer of outcomes

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from psycopg.rows import dict_row
 
-from pgbeat import client
+from pgbeat import payloads
 from pgbeat.db import frameworks
 from pgbeat.db import schedule_queries as q
 from pgbeat.errors import ConfigError, ScheduleConflict, ScheduleError
@@ -162,7 +162,7 @@ def _validated(name: str, **values: Any) -> Schedule:
     """The schedule these keyword values describe, or ``ScheduleError`` (one line)."""
     given = {key: value for key, value in values.items() if value is not None}
     if "payload" in given:
-        given["payload"] = client.json_value(given["payload"])
+        given["payload"] = payloads.json_value(given["payload"])
     try:
         return build_schedule(name, given)
     except ConfigError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from pgbeat import client
+from pgbeat import payloads
 from pgbeat.db import connections, frameworks
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
@@ -58,7 +58,7 @@ def backfill(
         "fire_ats": fires,
         "by": by,
         "reason": f"{_iso(start)}..{_iso(end)}",
-        "default_max_attempts": client.DEFAULT_MAX_ATTEMPTS,
+        "default_max_attempts": payloads.DEFAULT_MAX_ATTEMPTS,
         "keep_extra": ON_TIME + timedelta(minutes=1),
     }
     return len(sync_conn.execute(hq.HISTORY_BACKFILL, params).fetchall())

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg.rows import dict_row
 
-from pgbeat import client
+from pgbeat import payloads
 from pgbeat.db import schedule_queries as q
 from pgbeat.db.guarded import DECODE_ERRORS, guard, unreadable
 from pgbeat.scheduling.catchup import keep_for
@@ -57,7 +57,7 @@ class Template(NamedTuple):
     def of(cls, schedule: Schedule) -> Template:
         return cls(
             json.dumps(schedule.payload),
-            schedule.max_attempts or client.DEFAULT_MAX_ATTEMPTS,
+            schedule.max_attempts or payloads.DEFAULT_MAX_ATTEMPTS,
             keep_for(schedule).total_seconds(),
             schedule.queue,
             schedule.priority,

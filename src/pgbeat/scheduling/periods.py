@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from pgbeat import client
+from pgbeat import payloads
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.db.literals import number_array, text_array
@@ -321,7 +321,7 @@ def release_buffered(conn: psycopg.Connection[Any], replica: str) -> list[str]:
     """
     params = {
         "by": replica,
-        "default_max_attempts": client.DEFAULT_MAX_ATTEMPTS,
+        "default_max_attempts": payloads.DEFAULT_MAX_ATTEMPTS,
         "keep_extra": ON_TIME + timedelta(minutes=1),
     }
     with conn.transaction():

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from pgbeat import client
+from pgbeat import payloads
 from pgbeat.db import frameworks
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
@@ -171,7 +171,7 @@ def run_schedule_now(
         "name": name,
         "by": by,
         "reason": reason,
-        "default_max_attempts": client.DEFAULT_MAX_ATTEMPTS,
+        "default_max_attempts": payloads.DEFAULT_MAX_ATTEMPTS,
     }
     rows = _rows(conn, hq.HISTORY_RUN_NOW, params)
     if not rows:
