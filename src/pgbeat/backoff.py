@@ -36,3 +36,16 @@ def retry_delay(attempt: int, policy: BackoffPolicy, rng: random.Random) -> time
     exponent = min(max(attempt, 1) - 1, 62)
     full_s = min(policy.base.total_seconds() * (2**exponent), ceiling_s)
     return timedelta(seconds=full_s * (1.0 - policy.jitter * rng.random()))
+
+
+RECONNECT_FIRST = 0.5  # seconds before the first reconnect
+RECONNECT_MAX = 10.0  # seconds: an outage is never waited out longer between tries
+RECONNECT_JITTER = 0.1  # +/-10 %: processes that lost the database together spread out
+
+
+def reconnect_delay(failures: int, spread: float) -> float:
+    """Seconds before reconnect try number ``failures`` + 1: doubling from 0.5 s up to 10 s,
+    times 1 + 10 % of ``spread`` (a number in [-1, 1], random per process), so that every
+    process of a fleet does not knock at once when a restarted database comes back."""
+    base = min(RECONNECT_FIRST * 2.0 ** min(max(failures, 1) - 1, 6), RECONNECT_MAX)
+    return base * (1.0 + RECONNECT_JITTER * max(-1.0, min(1.0, spread)))

@@ -3,7 +3,7 @@ from datetime import timedelta
 
 import pytest
 
-from pgbeat.backoff import BackoffPolicy, retry_delay
+from pgbeat.backoff import BackoffPolicy, reconnect_delay, retry_delay
 
 DEFAULT = BackoffPolicy()
 
@@ -70,3 +70,23 @@ def test_attempt_zero_is_treated_as_first() -> None:
 def test_rejects_nonsense_policies(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         BackoffPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("failures", "base"), [(0, 0.5), (1, 0.5), (2, 1.0), (3, 2.0), (5, 8.0), (6, 10.0), (99, 10.0)]
+)
+def test_reconnects_double_from_half_a_second_to_ten(failures: int, base: float) -> None:
+    assert reconnect_delay(failures, 0.0) == pytest.approx(base)
+
+
+@pytest.mark.parametrize(("spread", "factor"), [(-1.0, 0.9), (1.0, 1.1), (-7.0, 0.9), (7.0, 1.1)])
+def test_reconnects_spread_by_ten_percent_either_way(spread: float, factor: float) -> None:
+    assert reconnect_delay(3, spread) == pytest.approx(2.0 * factor)
+
+
+def test_a_fleet_of_processes_does_not_reconnect_in_lockstep() -> None:
+    delays = {
+        round(reconnect_delay(4, random.Random(seed).uniform(-1, 1)), 6) for seed in range(50)
+    }
+    assert len(delays) == 50
+    assert min(delays) >= 3.6 and max(delays) <= 4.4

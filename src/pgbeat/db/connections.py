@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from urllib.parse import unquote
 import psycopg
 import psycopg_pool
 
+from pgbeat.backoff import reconnect_delay
 from pgbeat.db import queries
 from pgbeat.db.embedded import embedded_url
 from pgbeat.db.pooler import connection_options, session_options
@@ -266,22 +268,28 @@ def is_data_error(exc: BaseException) -> bool:
 class ReconnectBackoff:
     """Tracks a run of connection failures: one log line when it starts, one when it ends.
 
-    ``failed`` returns how long to wait before the next try (exponential, at most 10 s).
+    ``failed`` returns how long to wait before the next try (backoff.reconnect_delay:
+    exponential, at most 10 s, +/-10 % jitter so a fleet does not reconnect in lockstep).
     """
 
     def __init__(
-        self, url: str, logger: logging.Logger, on_recovered: Callable[[], None] | None = None
+        self,
+        url: str,
+        logger: logging.Logger,
+        on_recovered: Callable[[], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._url = url
         self._log = logger
         self._on_recovered = on_recovered
+        self._rng = rng or random.Random()
         self.failures = 0
 
     def failed(self, exc: BaseException) -> float:
         self.failures += 1
         if self.failures == 1:
             self._log.warning("%s; retrying with backoff", describe_failure(exc, self._url))
-        return float(min(0.25 * 2.0 ** min(self.failures, 6), 10.0))
+        return reconnect_delay(self.failures, self._rng.uniform(-1.0, 1.0))
 
     def succeeded(self) -> None:
         if self.failures:
