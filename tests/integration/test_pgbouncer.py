@@ -327,6 +327,9 @@ def test_a_dashboard_page_leaves_no_timeout_on_the_pooled_session(
     transaction. The control shows that a session-level SET would be seen."""
     from tests.integration.ui_support import dashboard
 
+    reason = unavailable_reason(server_url)  # as the module's bouncer fixture skips
+    if reason:
+        pytest.skip(reason)
     monkeypatch.setenv("PGBEAT_POOLER", "transaction")
     single = Pgbouncer(server_url, pool_size=1)
     try:
