@@ -1,0 +1,40 @@
+"""The five claim statements return one and the same row, the one worker/claiming.py decodes.
+
+Each is its own constant (SQL is never built from strings), so their RETURNING lists are
+copies: a column added to one and not the others would be decoded wrongly by the worker.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pgbeat.db import queries, queue_queries
+
+CLAIMS = {
+    "JOBS_CLAIM": queries.JOBS_CLAIM,
+    "JOBS_CLAIM_BY_QUEUE": queue_queries.JOBS_CLAIM_BY_QUEUE,
+    "JOBS_CLAIM_LIMITED": queue_queries.JOBS_CLAIM_LIMITED,
+    "JOBS_CLAIM_LIMITED_HEAD": queue_queries.JOBS_CLAIM_LIMITED_HEAD,
+    "JOBS_CLAIM_LIMITED_KEYS": queue_queries.JOBS_CLAIM_LIMITED_KEYS,
+}
+
+
+def returning(statement: str) -> str:
+    """The statement's RETURNING list, whitespace folded."""
+    found = re.search(r"RETURNING (id, kind, .*?job_key)", statement, re.DOTALL)
+    assert found is not None
+    return " ".join(found.group(1).split())
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_every_claim_returns_the_fast_claims_row(name: str) -> None:
+    assert returning(CLAIMS[name]) == returning(queries.JOBS_CLAIM)
+
+
+def test_the_claimed_row_is_decodable_text_and_guarded_dates() -> None:
+    row = returning(queries.JOBS_CLAIM)
+    assert row.startswith("id, kind, payload::text AS payload, attempts, max_attempts,")
+    assert row.endswith("unique_key, queue, priority, limit_key, job_key")
+    assert row.count("BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'") == 2
