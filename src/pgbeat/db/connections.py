@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -195,17 +196,53 @@ def describe_failure(exc: BaseException, url: str) -> str:
 def make_pool(
     url: str, *, max_size: int = 2, name: str = "pgbeat"
 ) -> psycopg_pool.ConnectionPool[Any]:
-    """A small autocommit pool that replaces connections the server has dropped."""
+    """A small autocommit pool that replaces connections the server has dropped.
+
+    Take its connections with ``checked_connection``, which checks each one first.
+    """
     return psycopg_pool.ConnectionPool(
         url,
         min_size=1,
         max_size=max_size,
         # application_name: visible in pg_stat_activity
         kwargs={"autocommit": True, "application_name": name, **connection_options(url)},
-        check=psycopg_pool.ConnectionPool.check_connection,
         name=name,
         open=False,
     )
+
+
+@contextlib.contextmanager
+def checked_connection(
+    pool: psycopg_pool.ConnectionPool[Any], timeout: float
+) -> Iterator[psycopg.Connection[Any]]:
+    """A pooled connection that answered an empty query, within ``timeout`` seconds.
+
+    The pool's own ``check`` waits 1, 2, 4, 8, 16 s between connections that fail it, so
+    when backends keep being terminated (a failover, an operator's kill) one waiting
+    handler passes its whole timeout asleep while fresh connections sit in the pool. The
+    wait here grows to 0.5 s at most; a broken connection given back is replaced by the
+    pool.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        conn = pool.getconn(timeout=max(0.001, deadline - time.monotonic()))
+        try:
+            conn.execute("")
+            break
+        except psycopg.Error:
+            pool.putconn(conn)
+            if time.monotonic() + delay >= deadline:
+                raise psycopg_pool.PoolTimeout(
+                    f"couldn't get a working connection after {timeout:.2f} sec"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    try:
+        with conn:
+            yield conn
+    finally:
+        pool.putconn(conn)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,13 @@ import psycopg_pool
 
 from pgbeat.background import BackgroundLoop
 from pgbeat.db import pooler
-from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, make_pool
+from pgbeat.db.connections import (
+    Connector,
+    Outage,
+    ReconnectBackoff,
+    checked_connection,
+    make_pool,
+)
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
 from pgbeat.observe import tracing
@@ -341,7 +347,7 @@ class Worker:
                     self._url, max_size=self.settings.concurrency, name="pgbeat-handlers"
                 )
                 self._handler_pool.open()
-        return self._handler_pool.connection(timeout=30.0)
+        return checked_connection(self._handler_pool, timeout=30.0)
 
     def _reap(self, conn: psycopg.Connection[Any]) -> None:
         for job_id, kind, status in operations.reap_expired(conn):
