@@ -13,12 +13,16 @@ interleaved so that a machine's load drifts over all of them alike:
 Prints the median jobs/s of each and its ratio to ``before``. ``--executor`` measures the
 executor alone instead (a no-op handler's runs through ``Executor``, no database): the CPU
 path that tracing and middleware touch, without the database's noise on a shared machine.
+``--instructions`` counts that path's instructions per job under valgrind's callgrind (the
+runs of 2,200 jobs minus those of 200, so start-up and imports cancel out): the same count
+whatever else the machine does, where the timings above move by 20 % between rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -99,6 +103,52 @@ def drain_once(url: str, src: Path, jobs: int, otel: str, script: str) -> tuple[
     return float(wall), float(cpu)
 
 
+VALGRIND = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null")
+
+
+def instructions_per_job(src: Path, otel: str, runs: int = 2000) -> float:
+    """The executor path's instructions per job (callgrind), start-up subtracted."""
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
+    counts = []
+    for jobs in (200, 200 + runs):
+        done = subprocess.run(
+            [*VALGRIND, sys.executable, "-c", EXECUTOR_CHILD, str(jobs), otel],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO_ROOT,
+            timeout=900,
+            check=True,
+        )
+        collected = re.search(r"Collected : (\d+)", done.stderr)
+        if collected is None:
+            raise SystemExit(f"valgrind printed no count: {done.stderr[-500:]}")
+        counts.append(int(collected.group(1)))
+    return (counts[1] - counts[0]) / runs
+
+
+def count_instructions(base: str, rounds: int, no_api: bool) -> None:
+    """Print the executor path's instructions per job of each variant."""
+    with tempfile.TemporaryDirectory() as folder:
+        variants = {
+            "before": (extract_source(base, Path(folder)), "allow"),
+            "after": (REPO_ROOT / "src", "block"),
+            "after+api": (REPO_ROOT / "src", "allow"),
+        }
+        if no_api:
+            del variants["after+api"]
+        counts: dict[str, list[float]] = {name: [] for name in variants}
+        for round_number in range(1, rounds + 1):
+            for name, (src, otel) in variants.items():
+                counts[name].append(instructions_per_job(src, otel))
+                log(f"round {round_number}: {name} {counts[name][-1]:,.0f} instructions per job")
+    print(f"executor path, instructions per no-op job (callgrind), median of {rounds} rounds")
+    before = statistics.median(counts["before"])
+    for name, values in counts.items():
+        median = statistics.median(values)
+        print(f"  {name:10} {median:10,.0f} ({median / before:5.3f} x before)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.tracing_overhead", description=__doc__)
     parser.add_argument("--base", default="HEAD~1", help="the git revision to compare with")
@@ -106,7 +156,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--executor", action="store_true", help="the executor alone, no database")
     parser.add_argument("--no-api", action="store_true", help="leave out the after+api variant")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count the executor's instructions (valgrind)"
+    )
     args = parser.parse_args()
+    if args.instructions:
+        count_instructions(args.base, args.rounds, args.no_api)
+        return
     script = EXECUTOR_CHILD if args.executor else CHILD
     admin = database.admin_url()
     with tempfile.TemporaryDirectory() as folder, database.fresh_database(admin, "otel") as url:
