@@ -8,15 +8,6 @@ import importlib
 from typing import Any
 
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.client import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
-from pgbeat.control import (
-    CancelResult,
-    JobResult,
-    cancel_job,
-    cancel_job_async,
-    wait,
-    wait_async,
-)
 from pgbeat.db.migrate import apply_migrations
 from pgbeat.errors import (
     DatabaseUnavailable,
@@ -33,7 +24,16 @@ from pgbeat.errors import (
     UnknownKind,
 )
 from pgbeat.job import Job, JobContext
-from pgbeat.job_keys import (
+from pgbeat.jobs.control import (
+    CancelResult,
+    JobResult,
+    cancel_job,
+    cancel_job_async,
+    wait,
+    wait_async,
+)
+from pgbeat.jobs.enqueue import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from pgbeat.jobs.keys import (
     Cancelled,
     LiveJob,
     cancel,
@@ -43,7 +43,7 @@ from pgbeat.job_keys import (
     reschedule,
     reschedule_async,
 )
-from pgbeat.queues import QueueSettings, configure_queue, pause_queue, resume_queue
+from pgbeat.jobs.queues import QueueSettings, configure_queue, pause_queue, resume_queue
 from pgbeat.registry import Registry
 from pgbeat.scheduling.api import (
     delete_schedule,

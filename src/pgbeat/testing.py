@@ -28,8 +28,8 @@ from pgbeat.backoff import BackoffPolicy
 from pgbeat.db import frameworks, queries, testing_queries
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
+from pgbeat.jobs.payloads import json_value
 from pgbeat.observe import tracing
-from pgbeat.payloads import json_value
 from pgbeat.registry import Registry
 from pgbeat.worker.executor import Run, call_handler, call_handler_async
 from pgbeat.worker.outcomes import _Batch as OutcomeWrite  # the worker's writer of outcomes

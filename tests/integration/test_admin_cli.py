@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat import admin
+from pgbeat.jobs import actions
 from pgbeat.worker import operations
 from tests.helpers import run_cli, statuses
 
@@ -171,7 +171,7 @@ def test_purge_keeps_young_jobs_and_guarded_scheduled_jobs(
 def test_purge_in_batches(conn: psycopg.Connection[Any]) -> None:
     pgbeat.enqueue_many(conn, [pgbeat.NewJob("a") for _ in range(25)])
     conn.execute("UPDATE jobs SET status = 'done', finished_at = now() - interval '2 days'")
-    assert admin.purge_jobs(conn, timedelta(days=1), batch=10) == 25
+    assert actions.purge_jobs(conn, timedelta(days=1), batch=10) == 25
     assert statuses(conn) == {}
 
 

@@ -21,9 +21,9 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat import admin
 from pgbeat.job import Job
-from pgbeat.job_keys import OnConflict
+from pgbeat.jobs import actions
+from pgbeat.jobs.keys import OnConflict
 from pgbeat.worker import operations
 from tests.helpers import wait_for
 
@@ -411,7 +411,7 @@ def test_retry_failed_never_aborts_on_a_key_taken_meanwhile(
         def operator(conn: psycopg.Connection[Any]) -> list[int]:
             revived = []
             for _ in range(3):
-                revived += admin.retry_failed(conn, KIND).ids
+                revived += actions.retry_failed(conn, KIND).ids
             return revived
 
         def application(conn: psycopg.Connection[Any], key: str) -> None:

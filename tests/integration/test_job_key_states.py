@@ -28,10 +28,10 @@ from hypothesis.stateful import (
 )
 
 import pgbeat
-from pgbeat import admin
 from pgbeat.errors import Refused
 from pgbeat.job import Job
-from pgbeat.job_keys import OnConflict
+from pgbeat.jobs import actions
+from pgbeat.jobs.keys import OnConflict
 from pgbeat.worker import operations
 
 KIND = "remind"
@@ -233,7 +233,7 @@ class JobKeyMachine(RuleBasedStateMachine):
 
     @rule()
     def retry_failed(self) -> None:
-        result = admin.retry_failed(self.conn, None)
+        result = actions.retry_failed(self.conn, None)
         failed = sorted(i for i, job in self.jobs.items() if job.status == "failed")
         newest = {self.jobs[i].key: i for i in failed}  # ids ascend: the last is the newest
         revived = sorted(i for key, i in newest.items() if self.live(key) is None)
@@ -250,7 +250,7 @@ class JobKeyMachine(RuleBasedStateMachine):
         job_id = ended[pick % len(ended)]
         allowed = self.live(self.jobs[job_id].key) is None
         try:
-            admin.retry_job(self.conn, job_id)
+            actions.retry_job(self.conn, job_id)
         except Refused:
             assert not allowed
             return

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat import admin
 from pgbeat.job import Job
+from pgbeat.jobs import actions
 from pgbeat.worker import operations
 from tests.helpers import run_cli, wait_for
 from tests.integration.test_worker import RunningWorker
@@ -457,7 +457,7 @@ def test_retry_failed_revives_one_job_per_key_and_none_whose_key_is_live(
     plain = pgbeat.enqueue(conn, "plain", {})
     run = claim_one(conn)
     operations.fail_jobs(conn, [(run, "boom")])
-    retried = admin.retry_failed(conn, None)
+    retried = actions.retry_failed(conn, None)
     assert plain is not None
     assert sorted(retried.ids) == sorted([newer, plain])
     assert retried.kept == 2
@@ -466,9 +466,9 @@ def test_retry_failed_revives_one_job_per_key_and_none_whose_key_is_live(
         taken,
     }
     with pytest.raises(pgbeat.PgbeatError, match=f"job {holder} is the live job"):
-        admin.retry_job(conn, taken)
+        actions.retry_job(conn, taken)
     pgbeat.cancel(conn, "remind", "b")
-    admin.retry_job(conn, taken)  # the key is free again
+    actions.retry_job(conn, taken)  # the key is free again
     assert row(conn, taken)["status"] == "pending"
 
 
@@ -490,7 +490,7 @@ def test_a_revived_superseded_job_holds_its_key_again(conn: psycopg.Connection[A
     run, newer = superseded_run(conn)
     operations.release_jobs(conn, [run])
     assert pgbeat.cancel(conn, "remind", "u1") == pgbeat.Cancelled(newer, False)
-    admin.retry_job(conn, run.id)
+    actions.retry_job(conn, run.id)
     found = row(conn, run.id)
     assert (found["status"], found["superseded_at"]) == ("pending", None)
     live = pgbeat.find(conn, "remind", "u1")
@@ -500,12 +500,12 @@ def test_a_revived_superseded_job_holds_its_key_again(conn: psycopg.Connection[A
 def test_cancelled_is_no_failure_and_is_purged(conn: psycopg.Connection[Any]) -> None:
     remind(conn, {})
     pgbeat.cancel(conn, "remind", "u1")
-    stats = admin.stats(conn)
+    stats = actions.stats(conn)
     assert stats.totals()["cancelled"] == 1
     assert stats.totals()["failed"] == 0 and stats.failed_last_hour == 0
-    assert admin.list_jobs(conn, status="failed", kind=None, limit=10) == []
+    assert actions.list_jobs(conn, status="failed", kind=None, limit=10) == []
     conn.execute("UPDATE jobs SET finished_at = now() - interval '2 days'")
-    assert admin.purge_jobs(conn, timedelta(days=1)) == 1
+    assert actions.purge_jobs(conn, timedelta(days=1)) == 1
 
 
 # -- the command line -------------------------------------------------------------------------

@@ -24,9 +24,9 @@ import pytest
 from psycopg import sql
 
 import pgbeat
-from pgbeat import admin
 from pgbeat.db import queries
 from pgbeat.job import Job
+from pgbeat.jobs import actions
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.worker import operations
@@ -120,9 +120,9 @@ ACTIONS: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
     "scheduler heartbeat": _beat("scheduler"),
     "insert periods (scheduler tick)": _tick,
     "upsert a schedule": lambda c: pgbeat.upsert_schedule(c, "api", every="1h", kind="noop"),
-    "retry a failed job": lambda c: admin.retry_job(c, _job(c, "failed").id),
-    "cancel a pending job": lambda c: admin.cancel_job(c, _job(c, "pending").id, "test"),
-    "purge (delete jobs)": lambda c: admin.purge_jobs(c, timedelta(0)),
+    "retry a failed job": lambda c: actions.retry_job(c, _job(c, "failed").id),
+    "cancel a pending job": lambda c: actions.cancel_job(c, _job(c, "pending").id, "test"),
+    "purge (delete jobs)": lambda c: actions.purge_jobs(c, timedelta(0)),
     "migrate (alter jobs)": lambda c: c.execute("ALTER TABLE jobs ADD COLUMN probe int"),
     "create a table": lambda c: c.execute("CREATE TABLE sneaky (x int)"),
 }

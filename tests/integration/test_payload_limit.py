@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat.client import DEFAULT_MAX_PAYLOAD_BYTES
+from pgbeat.jobs.enqueue import DEFAULT_MAX_PAYLOAD_BYTES
 from tests.helpers import run_cli
 
 

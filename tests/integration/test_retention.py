@@ -20,7 +20,7 @@ import pytest
 from prometheus_client import generate_latest
 
 import pgbeat
-from pgbeat import admin
+from pgbeat.jobs import actions
 from pgbeat.observe.metrics import PrometheusMetrics, read_depth
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.retention_policy import RetentionPolicy
@@ -216,7 +216,7 @@ def test_a_batch_skips_a_locked_row_and_counts_by_status(
 
 def test_purge_shares_the_statement_and_its_guards(conn: psycopg.Connection[Any]) -> None:
     plant(conn)
-    deleted = admin.purge_jobs(conn, timedelta(days=2), ("done", "failed"), batch=100)
+    deleted = actions.purge_jobs(conn, timedelta(days=2), ("done", "failed"), batch=100)
     assert deleted == BULK + 5  # the 2 old done, the 3 failed older than 2d
     left = survivors(conn)
     assert {"pending_old", "running_old", "done_protected", "failed_protected"} <= left

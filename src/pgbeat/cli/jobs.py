@@ -17,11 +17,11 @@ from typing import Any
 
 import psycopg
 
-from pgbeat import admin, client, job_keys
 from pgbeat.cli import common, types
 from pgbeat.cli.common import print_json
 from pgbeat.db import connections
 from pgbeat.errors import JobNotFound, UserError
+from pgbeat.jobs import actions, enqueue, keys
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -50,7 +50,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--on-conflict",
-        choices=job_keys.ON_CONFLICT_MODES,
+        choices=keys.ON_CONFLICT_MODES,
         default="ignore",
         help="when the job key's job is live (default ignore)",
     )
@@ -80,7 +80,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("list", parents=[common], help="the newest jobs")
-    p.add_argument("--status", choices=admin.STATUSES)
+    p.add_argument("--status", choices=actions.STATUSES)
     p.add_argument("--kind")
     p.add_argument("--limit", type=types.positive_int, default=50, metavar="N")
     p.add_argument("--json", action="store_true")
@@ -115,7 +115,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--status",
         type=_finished_statuses,
-        default=admin.FINISHED,
+        default=actions.FINISHED,
         metavar="done,failed,cancelled",
     )
     p.set_defaults(func=cmd_purge)
@@ -133,7 +133,7 @@ def _job_id(text: str) -> int:
 
 def _finished_statuses(text: str) -> tuple[str, ...]:
     statuses = tuple(s.strip() for s in text.split(",") if s.strip())
-    bad = [s for s in statuses if s not in admin.FINISHED]
+    bad = [s for s in statuses if s not in actions.FINISHED]
     if not statuses or bad:
         raise argparse.ArgumentTypeError(f"purge takes done, failed and/or cancelled, got {text!r}")
     return statuses
@@ -151,7 +151,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     if args.job_key is None and (args.on_conflict != "ignore" or args.max_wait is not None):
         raise UserError("--on-conflict and --max-wait go with --job-key")
     with _connection(args) as conn:
-        job_id = client.enqueue(
+        job_id = enqueue.enqueue(
             conn,
             args.kind,
             args.payload,
@@ -180,7 +180,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
-        stats = admin.stats(conn)
+        stats = actions.stats(conn)
     if args.json:
         print_json(
             {
@@ -193,24 +193,24 @@ def cmd_stats(args: argparse.Namespace) -> int:
         )
         return 0
     totals = stats.totals()
-    print("  ".join(f"{status}: {totals[status]}" for status in admin.STATUSES))
+    print("  ".join(f"{status}: {totals[status]}" for status in actions.STATUSES))
     print(
         f"due and unclaimed: {stats.due_unclaimed}   oldest waiting: "
-        f"{admin.age_text(stats.oldest_due_age_s)}   failed in the last hour: "
+        f"{actions.age_text(stats.oldest_due_age_s)}   failed in the last hour: "
         f"{stats.failed_last_hour}"
     )
     kinds = sorted({kind for by_kind in stats.counts.values() for kind in by_kind})
     if kinds:
-        print(f"\n{'kind':<24}" + "".join(f"{s:>10}" for s in admin.STATUSES))
+        print(f"\n{'kind':<24}" + "".join(f"{s:>10}" for s in actions.STATUSES))
         for kind in kinds:
-            row = "".join(f"{stats.counts.get(s, {}).get(kind, 0):>10}" for s in admin.STATUSES)
+            row = "".join(f"{stats.counts.get(s, {}).get(kind, 0):>10}" for s in actions.STATUSES)
             print(f"{kind:<24}{row}")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
-        rows = admin.list_jobs(conn, status=args.status, kind=args.kind, limit=args.limit)
+        rows = actions.list_jobs(conn, status=args.status, kind=args.kind, limit=args.limit)
     if args.json:
         print_json(rows)
         return 0
@@ -227,7 +227,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
-        row = admin.show_job(conn, args.id)
+        row = actions.show_job(conn, args.id)
     if args.json:
         print_json(row)
         return 0
@@ -248,14 +248,14 @@ def cmd_retry(args: argparse.Namespace) -> int:
         raise UserError("--kind goes with --failed")
     with _connection(args) as conn:
         if args.failed:
-            retried = admin.retry_failed(conn, args.kind)
+            retried = actions.retry_failed(conn, args.kind)
             print(f"{len(retried.ids)} failed jobs back to pending")
             if retried.kept:
                 print(
                     f"{retried.kept} stay failed: one job per job key comes back, if none is live"
                 )
             return 0
-        admin.retry_job(conn, args.id)
+        actions.retry_job(conn, args.id)
     print(f"job {args.id} back to pending")
     return 0
 
@@ -267,12 +267,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     reason = f"pgbeat jobs cancel, by {_operator()}"
     with _connection(args) as conn:
         if not by_key:
-            if admin.cancel_job(conn, args.id, reason).previous_status == "running":
+            if actions.cancel_job(conn, args.id, reason).previous_status == "running":
                 print(f"job {args.id} is running: its handler is told to stop; it ends cancelled")
             else:
                 print(f"job {args.id} cancelled")
             return 0
-        cancelled = job_keys.cancel(conn, args.kind, args.key, reason=reason)
+        cancelled = keys.cancel(conn, args.kind, args.key, reason=reason)
     if cancelled is None:
         raise JobNotFound(f"no live {args.kind} job with job key {args.key!r}")
     if cancelled.was_running:
@@ -296,6 +296,6 @@ def _operator() -> str:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
-        deleted = admin.purge_jobs(conn, args.older_than, args.status)
+        deleted = actions.purge_jobs(conn, args.older_than, args.status)
     print(f"deleted {deleted} jobs")
     return 0

@@ -1,6 +1,6 @@
 """``pgbeat queues list|set|pause|resume``: queue limits and pauses, kept in the database.
 
-Each command is one call of ``pgbeat.queues`` on an autocommit connection: it commits at
+Each command is one call of ``pgbeat.jobs.queues`` on an autocommit connection: it commits at
 once, and every worker's next claim obeys it.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pgbeat import queues
 from pgbeat.cli import common, types
 from pgbeat.db import connections
 from pgbeat.flow import UNSET
-from pgbeat.queues import QueueSettings
+from pgbeat.jobs import queues
+from pgbeat.jobs.queues import QueueSettings
 
 LIMITS = ("concurrency", "key_concurrency", "rate", "key_rate")
 

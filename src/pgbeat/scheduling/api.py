@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from psycopg.rows import dict_row
 
-from pgbeat import payloads
 from pgbeat.db import frameworks
 from pgbeat.db import schedule_queries as q
 from pgbeat.errors import ConfigError, ScheduleConflict, ScheduleError
+from pgbeat.jobs import payloads
 from pgbeat.scheduling.definition import schedule_values
 from pgbeat.scheduling.file import build_schedule
 from pgbeat.scheduling.schedule import CatchUp, Overlap, Schedule

@@ -15,11 +15,11 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from pgbeat import payloads
 from pgbeat.db import connections, frameworks
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.errors import ScheduleError, ScheduleNotFound
+from pgbeat.jobs import payloads
 from pgbeat.scheduling.catchup import ON_TIME
 from pgbeat.scheduling.definition import schedule_from_row
 from pgbeat.scheduling.schedule import Schedule, periods_between

@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg.rows import dict_row
 
-from pgbeat import payloads
 from pgbeat.db import schedule_queries as q
 from pgbeat.db.guarded import DECODE_ERRORS, guard, unreadable
+from pgbeat.jobs import payloads
 from pgbeat.scheduling.catchup import keep_for
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.state import validated_schedule

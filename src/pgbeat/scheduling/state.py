@@ -19,12 +19,12 @@ from typing import Any, Literal
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from pgbeat import payloads
 from pgbeat.db import frameworks
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.db.guarded import Unreadable, guard, unreadable
 from pgbeat.errors import ScheduleNotFound
+from pgbeat.jobs import payloads
 from pgbeat.scheduling.backfill import (
     MAX_BACKFILL_PERIODS,
     BackfillPlan,

@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pgbeat.db import ui_queries
-from pgbeat.payloads import DEFAULT_MAX_ATTEMPTS
+from pgbeat.jobs.payloads import DEFAULT_MAX_ATTEMPTS
 from pgbeat.ui import charts, jobs_pages, pages, performance_pages, queue_pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog

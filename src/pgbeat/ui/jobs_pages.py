@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pgbeat import control
 from pgbeat.errors import JobNotFound
+from pgbeat.jobs import control
 from pgbeat.ui import jobs_data
 from pgbeat.ui.context import Ui, first, redirect
 from pgbeat.ui.filters import (

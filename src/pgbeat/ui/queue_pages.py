@@ -1,5 +1,5 @@
 """The Queues page: pending and running jobs per queue, its limits, its busiest limit keys,
-and pause/resume, through the same calls as `pgbeat queues` (pgbeat.queues)."""
+and pause/resume, through the same calls as `pgbeat queues` (pgbeat.jobs.queues)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pgbeat import flow, queues
+from pgbeat import flow
+from pgbeat.jobs import queues
 from pgbeat.ui import jobs_data
 from pgbeat.ui.context import Ui, redirect
 

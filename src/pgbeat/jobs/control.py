@@ -18,8 +18,8 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from pgbeat.db import frameworks, outcome_queries, pooler, queries
+from pgbeat.db.runner import Plan, run_async, run_on
 from pgbeat.errors import JobNotFound
-from pgbeat.job_keys import Plan, run_async, run_on
 
 FINAL_STATUSES = ("done", "failed", "cancelled")
 POLL_FIRST = 0.02  # seconds between looks when polling, doubling up to POLL_MAX

@@ -13,10 +13,10 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
 
-from pgbeat import control
-from pgbeat.control import CancelResult
 from pgbeat.db import queries, retention_queries
 from pgbeat.errors import JobNotFound, Refused
+from pgbeat.jobs import control
+from pgbeat.jobs.control import CancelResult
 
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")

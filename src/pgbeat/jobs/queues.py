@@ -14,7 +14,7 @@ import psycopg
 
 from pgbeat import flow
 from pgbeat.db import queue_queries
-from pgbeat.job_keys import Plan, run_on
+from pgbeat.db.runner import Plan, run_on
 
 _NAMES = ("concurrency", "key_concurrency", "rate", "key_rate")
 

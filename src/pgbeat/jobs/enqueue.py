@@ -14,13 +14,13 @@ from typing import Any, overload
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgbeat import flow, job_inputs, job_keys, limits
-from pgbeat.db import frameworks, queries, schema_errors
+from pgbeat import flow, job_inputs, limits
+from pgbeat.db import frameworks, queries, runner, schema_errors
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.errors import NotMigrated
-from pgbeat.job_keys import OnConflict
-from pgbeat.observe import tracing
-from pgbeat.payloads import (
+from pgbeat.jobs import keys
+from pgbeat.jobs.keys import OnConflict
+from pgbeat.jobs.payloads import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_ENV,
@@ -28,7 +28,8 @@ from pgbeat.payloads import (
     json_value,
     max_payload_bytes,
 )
-from pgbeat.payloads import encoded as _encoded
+from pgbeat.jobs.payloads import encoded as _encoded
+from pgbeat.observe import tracing
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -203,7 +204,7 @@ def enqueue(
     the kind; when one exists, ``on_conflict`` decides: ``"ignore"`` returns ``None``, and
     ``"replace"``, ``"keep_earliest"``, ``"keep_latest"`` give a pending job the new payload
     and the new, earlier or later ``run_at`` (at most ``max_wait`` after its first request),
-    or supersede a running one with a new job, and return the live job's id (job_keys.py).
+    or supersede a running one with a new job, and return the live job's id (keys.py).
     ``queue``, ``priority`` (higher runs first among due jobs, -32768..32767) and
     ``limit_key`` (what a queue's per-key limits count by) are docs/flow-control.md's.
     ``conn`` may also be a SQLAlchemy session or connection or Django's connection
@@ -227,14 +228,14 @@ def enqueue(
             priority=priority,
             limit_key=limit_key,
         )
-    job_keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
+    keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
     flow_fields = flow.check_flow(queue, priority, limit_key)
     if job_key is not None:
         keyed = _keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
         )
         with _migrated():
-            return job_keys.run(sync_conn, job_keys.enqueue_one_plan(keyed))
+            return runner.run(sync_conn, keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields)
     with _migrated():
         row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
@@ -260,14 +261,14 @@ async def enqueue_async(
 ) -> int | None:
     """``enqueue`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one), awaited."""
     async_conn = await frameworks.async_connection(conn)
-    job_keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
+    keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
     flow_fields = flow.check_flow(queue, priority, limit_key)
     if job_key is not None:
         keyed = _keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
         )
         with _migrated():
-            return await job_keys.run_async(async_conn, job_keys.enqueue_one_plan(keyed))
+            return await runner.run_async(async_conn, keys.enqueue_one_plan(keyed))
     params = _insert_params(kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields)
     with _migrated():
         cursor = await async_conn.execute(queries.JOBS_INSERT, params)
@@ -275,9 +276,9 @@ async def enqueue_async(
     return None if row is None else int(row[0])
 
 
-def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[job_keys.KeyedJob]]:
+def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[keys.KeyedJob]]:
     """The unkeyed jobs as one array literal per column (arrays.py says why); the keyed ones."""
-    keyed: list[job_keys.KeyedJob] = []
+    keyed: list[keys.KeyedJob] = []
     limit = max_payload_bytes()  # read once per call, not per job
     kinds: list[str] = []
     payloads: list[str] = []
@@ -290,7 +291,7 @@ def _many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[job_keys.
     limit_keys: list[str | None] = []
     for job in jobs:
         if job.job_key is not None or job.on_conflict != "ignore" or job.max_wait is not None:
-            job_keys.check_keyed(job.job_key, job.unique_key, job.on_conflict, job.max_wait)
+            keys.check_keyed(job.job_key, job.unique_key, job.on_conflict, job.max_wait)
             keyed.append(_keyed_new_job(job))
             continue
         _check_job(job.kind, job.run_at, job.delay, job.max_attempts, job.unique_key)
@@ -329,9 +330,9 @@ def _keyed_job(
     on_conflict: OnConflict,
     max_wait: timedelta | None,
     flow_fields: tuple[str, int, str | None] = (flow.DEFAULT_QUEUE, 0, None),
-) -> job_keys.KeyedJob:
+) -> keys.KeyedJob:
     _check_job(kind, run_at, delay, max_attempts, job_key, "job_key")
-    return job_keys.KeyedJob(
+    return keys.KeyedJob(
         kind,
         job_key,
         encode_payload(payload),
@@ -344,7 +345,7 @@ def _keyed_job(
     )
 
 
-def _keyed_new_job(job: NewJob) -> job_keys.KeyedJob:
+def _keyed_new_job(job: NewJob) -> keys.KeyedJob:
     assert job.job_key is not None  # check_keyed refused the rest
     return _keyed_job(
         job.kind,
@@ -388,11 +389,11 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
             return []
         with _migrated():
             return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
-    with _migrated(), job_keys.own_transaction(sync_conn):  # one call, one commit
+    with _migrated(), runner.own_transaction(sync_conn):  # one call, one commit
         ids = []
         if params["kinds"] != "{}":
             ids = [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
-        ids.extend(job_keys.run(sync_conn, job_keys.enqueue_plan(keyed)).values())
+        ids.extend(runner.run(sync_conn, keys.enqueue_plan(keyed)).values())
     return ids
 
 
@@ -408,11 +409,11 @@ async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
             cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
             return [int(row[0]) for row in await cursor.fetchall()]
     with _migrated():
-        async with job_keys.own_transaction_async(async_conn):  # one call, one commit
+        async with runner.own_transaction_async(async_conn):  # one call, one commit
             ids = []
             if params["kinds"] != "{}":
                 cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
                 ids = [int(row[0]) for row in await cursor.fetchall()]
-            keyed_ids = await job_keys.run_async(async_conn, job_keys.enqueue_plan(keyed))
+            keyed_ids = await runner.run_async(async_conn, keys.enqueue_plan(keyed))
             ids.extend(keyed_ids.values())
     return ids

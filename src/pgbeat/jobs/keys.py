@@ -10,18 +10,15 @@ as a generator and driven by a sync or an async runner, so the two cannot drift 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Coroutine, Generator, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, LiteralString, TypeVar, get_args, overload
-
-import psycopg
-from psycopg.pq import TransactionStatus
+from typing import Any, Literal, get_args, overload
 
 from pgbeat import job_inputs
-from pgbeat.db import frameworks, key_queries, schema_errors
+from pgbeat.db import frameworks, key_queries
 from pgbeat.db.literals import number_array, text_array
+from pgbeat.db.runner import Plan, run_on, run_on_async
 from pgbeat.errors import KeyContended
 from pgbeat.observe import tracing
 
@@ -31,9 +28,6 @@ ON_CONFLICT_MODES: tuple[str, ...] = get_args(OnConflict)
 # committed a new job for the key and a worker claimed it. Past this many, give up loudly.
 SUPERSEDE_TURNS = 10
 
-T = TypeVar("T")
-Statement = tuple[LiteralString, dict[str, Any]]
-Plan = Generator[Statement, list[tuple[Any, ...]], T]
 Key = tuple[str, str]  # (kind, job_key)
 
 
@@ -208,76 +202,6 @@ def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
     return None if not rows else LiveJob(*rows[0])
 
 
-# -- runners ---------------------------------------------------------------------------------
-
-
-@schema_errors.translate
-def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
-    """Run ``plan``'s statements on ``conn``, in its current transaction.
-
-    On an autocommit connection the first statement commits alone (most calls have only
-    one), and the rest in one transaction of their own: a supersede never commits without
-    the job that replaces it.
-    """
-    try:
-        statement = plan.send(conn.execute(*next(plan)).fetchall())
-    except StopIteration as finished:
-        return _returned(finished, plan)
-    with own_transaction(conn):
-        while True:
-            try:
-                statement = plan.send(conn.execute(*statement).fetchall())
-            except StopIteration as finished:
-                return _returned(finished, plan)
-
-
-@schema_errors.translate
-async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
-    """``run`` on an async connection."""
-    try:
-        cursor = await conn.execute(*next(plan))
-        statement = plan.send(await cursor.fetchall())
-    except StopIteration as finished:
-        return _returned(finished, plan)
-    async with own_transaction_async(conn):
-        while True:
-            try:
-                cursor = await conn.execute(*statement)
-                statement = plan.send(await cursor.fetchall())
-            except StopIteration as finished:
-                return _returned(finished, plan)
-
-
-def _returned(finished: StopIteration, plan: Plan[T]) -> T:
-    """What ``plan`` returned: the value of the StopIteration that ended it."""
-    value: T = finished.value
-    return value
-
-
-def own_transaction(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
-    """A transaction for statements that must commit together, unless one is open."""
-    idle = conn.info.transaction_status == TransactionStatus.IDLE
-    return conn.transaction() if conn.autocommit and idle else nullcontext()
-
-
-def own_transaction_async(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
-    """``own_transaction`` for an async connection."""
-    idle = conn.info.transaction_status == TransactionStatus.IDLE
-    return conn.transaction() if conn.autocommit and idle else nullcontext()
-
-
-def run_on(conn: object, plan: Plan[T]) -> T | Awaitable[T]:
-    """Run ``plan`` on any connection ``enqueue`` takes; an async one returns a coroutine."""
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _resolve_and_run(conn, plan)
-    return run(sync_conn, plan)
-
-
-async def _resolve_and_run(conn: object, plan: Plan[T]) -> T:
-    return await run_async(await frameworks.async_connection(conn), plan)
-
-
 # -- the public calls ------------------------------------------------------------------------
 # Each takes what ``pgbeat.enqueue`` takes: a psycopg connection (the overload types it),
 # an async one (a coroutine comes back), or a SQLAlchemy or Django connection.
@@ -311,7 +235,7 @@ async def cancel_async(
     conn: object, kind: str, job_key: str, *, reason: str | None = None
 ) -> Cancelled | None:
     """``cancel`` on an async connection, awaited."""
-    return await _resolve_and_run(conn, cancel_plan(kind, job_key, reason))
+    return await run_on_async(conn, cancel_plan(kind, job_key, reason))
 
 
 @overload
@@ -358,7 +282,7 @@ async def reschedule_async(
     delay: timedelta | None = None,
 ) -> int | None:
     """``reschedule`` on an async connection, awaited."""
-    return await _resolve_and_run(conn, reschedule_plan(kind, job_key, run_at, delay))
+    return await run_on_async(conn, reschedule_plan(kind, job_key, run_at, delay))
 
 
 @overload
@@ -378,4 +302,4 @@ def find(conn: object, kind: str, job_key: str) -> Any:
 
 async def find_async(conn: object, kind: str, job_key: str) -> LiveJob | None:
     """``find`` on an async connection, awaited."""
-    return await _resolve_and_run(conn, find_plan(kind, job_key))
+    return await run_on_async(conn, find_plan(kind, job_key))
