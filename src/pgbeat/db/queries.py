@@ -168,19 +168,23 @@ SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at
        locked_until, keep_until, result
 FROM jobs WHERE id = %(id)s"""
 
-# Puts one finished or waiting job back to pending, due now, with its attempts reset
-# (primary key). Running jobs are left alone: their worker still holds them. A job whose
-# job_key another live job holds now is left alone too (jobs_live_key): two live jobs of
-# one key would break the key's promise (and its unique index).
-JOBS_RETRY_ONE: LiteralString = """
+# -- operators' actions: one statement each, which the CLI and the dashboard both run -----
+# (jobs/actions.py). Each takes ids and re-checks the status in its WHERE clause, so a job
+# whose status changed since the operator looked is skipped, never acted on.
+
+# Retry: jobs that are not running back to pending, due now, attempts reset (primary key).
+# Of the given jobs of one job_key only the newest, and none whose key another live job
+# holds (jobs_live_key): a key has one live job. A running job is its worker's.
+JOBS_RETRY: LiteralString = """
 UPDATE jobs AS j
 SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL,
     superseded_at = NULL, cancel_requested_at = NULL, result = NULL
-WHERE j.id = %(id)s AND j.status <> 'running'
-  AND NOT EXISTS (
-      SELECT FROM jobs AS live
-      WHERE live.kind = j.kind AND live.job_key = j.job_key AND live.id <> j.id
-        AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status <> 'running'
+  AND (j.job_key IS NULL OR NOT EXISTS (
+      SELECT FROM jobs AS other
+      WHERE other.kind = j.kind AND other.job_key = j.job_key AND other.id <> j.id
+        AND ((other.superseded_at IS NULL AND other.status IN ('pending', 'running'))
+             OR (other.id > j.id AND other.id = ANY(%(ids)s::bigint[])))))
 RETURNING id"""
 
 # The failed jobs (of one kind, if given) that `jobs retry --failed` puts back, oldest
@@ -195,23 +199,10 @@ FROM (
     WHERE status = 'failed' AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
 ) AS failed"""
 
-# Puts these failed jobs back to pending with attempts reset (primary key), but not one whose
-# job_key another live job holds (jobs_live_key): that one stays failed.
-JOBS_RETRY_FAILED: LiteralString = """
-UPDATE jobs AS j
-SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL,
-    superseded_at = NULL, cancel_requested_at = NULL, result = NULL
-WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'failed'
-  AND NOT EXISTS (
-      SELECT FROM jobs AS live
-      WHERE live.kind = j.kind AND live.job_key = j.job_key
-        AND live.superseded_at IS NULL AND live.status IN ('pending', 'running'))
-RETURNING id"""
-
-# Cancels one job (primary key): a pending one is cancelled at once; a running one is asked
-# to stop (cancel_requested_at), and NOTIFY pgbeat_cancel, payload the job's id, tells its
-# worker at commit; its outcome then ends it cancelled. Who or why goes to last_error.
-# Returns the status it left (cancelled or running); no row: the job is not live.
+# Cancel (primary key): a pending job is cancelled at once; a running one is asked to stop
+# (cancel_requested_at), and NOTIFY pgbeat_cancel, payload the job's id, tells its worker at
+# commit; its outcome then ends it cancelled. Who or why goes to last_error. Returns each
+# job's status after it (cancelled, or running: told to stop); no row: the job is not live.
 JOBS_CANCEL: LiteralString = """
 UPDATE jobs
 SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
@@ -220,10 +211,20 @@ SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
                           ELSE cancel_requested_at END,
     last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
                       ELSE last_error END
-WHERE id = %(id)s AND status IN ('pending', 'running')
-RETURNING status,
+WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('pending', 'running')
+RETURNING id, status,
           pg_notify(CASE status WHEN 'running' THEN 'pgbeat_cancel' ELSE 'pgbeat_finished' END,
                     id::text)"""
+
+# Run now: pending jobs due now (primary key).
+JOBS_RUN_NOW: LiteralString = """
+UPDATE jobs SET run_at = now()
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
+
+# Delete: finished (done, failed, cancelled) jobs, gone with their record (primary key).
+JOBS_DELETE: LiteralString = """
+DELETE FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('done', 'failed', 'cancelled')
+RETURNING id"""
 
 # Which live job holds a key, to explain a refused retry (jobs_live_key).
 JOBS_KEY_HOLDER: LiteralString = """

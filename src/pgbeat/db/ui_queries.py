@@ -87,61 +87,12 @@ JOBS_COUNT_MATCHING = sql.SQL("""
 SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {filter} LIMIT %(cap)s + 1) AS matching
 """).format(filter=_JOBS_FILTER)
 
-# -- actions: each re-checks the status in its WHERE clause -----------------------------------
+# -- actions: the ids an all-matching action runs on (jobs/actions.py acts on them) ---------
 
-# Checked rows: run pending jobs now (primary key).
-JOBS_RUN_NOW_IDS: LiteralString = """
-UPDATE jobs SET run_at = now()
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
-
-# Checked rows: failed jobs back to pending, due now, attempts reset (primary key). Of the
-# failed jobs of one job_key only the newest, and none whose key a live job holds
-# (jobs_live_key): a key has one live job, and a collision would abort the whole action.
-JOBS_RETRY_IDS: LiteralString = """
-UPDATE jobs AS j SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
-                finished_at = NULL, superseded_at = NULL
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'failed'
-  AND (j.job_key IS NULL OR NOT EXISTS (
-      SELECT FROM jobs AS other
-      WHERE other.kind = j.kind AND other.job_key = j.job_key AND other.id <> j.id
-        AND ((other.superseded_at IS NULL AND other.status IN ('pending', 'running'))
-             OR (other.status = 'failed' AND other.id > j.id))))
-RETURNING id"""
-
-# Checked rows: pending jobs cancelled, keeping the record (primary key).
-JOBS_CANCEL_IDS: LiteralString = """
-UPDATE jobs SET status = 'cancelled', last_error = %(reason)s, finished_at = now()
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
-
-# Checked rows: finished (done, failed, cancelled) jobs deleted (primary key).
-JOBS_DELETE_IDS: LiteralString = """
-DELETE FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('done', 'failed', 'cancelled')
-RETURNING id"""
-
-# Every job matching the filter (never above %(max_id)s, the newest id when the operator
-# confirmed), with the action's own status test: a job that changed status is skipped.
-JOBS_RUN_NOW_MATCHING = sql.SQL("""
-UPDATE jobs SET run_at = now()
-WHERE {filter} AND status = 'pending' RETURNING id""").format(filter=_JOBS_FILTER)
-
-JOBS_RETRY_MATCHING = sql.SQL("""
-UPDATE jobs AS j SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL,
-                finished_at = NULL, superseded_at = NULL
-WHERE {filter} AND status = 'failed'
-  AND (j.job_key IS NULL OR NOT EXISTS (
-      SELECT FROM jobs AS other
-      WHERE other.kind = j.kind AND other.job_key = j.job_key AND other.id <> j.id
-        AND ((other.superseded_at IS NULL AND other.status IN ('pending', 'running'))
-             OR (other.status = 'failed' AND other.id > j.id))))
-RETURNING id""").format(filter=_JOBS_FILTER)
-
-JOBS_CANCEL_MATCHING = sql.SQL("""
-UPDATE jobs SET status = 'cancelled', last_error = %(reason)s, finished_at = now()
-WHERE {filter} AND status = 'pending' RETURNING id""").format(filter=_JOBS_FILTER)
-
-JOBS_DELETE_MATCHING = sql.SQL("""
-DELETE FROM jobs WHERE {filter} AND status IN ('done', 'failed', 'cancelled') RETURNING id
-""").format(filter=_JOBS_FILTER)
+# Every job matching the filter, never above %(max_id)s (the newest id when the operator
+# confirmed): the action's own statement then re-checks each one's status.
+JOBS_MATCHING_IDS = sql.SQL("""
+SELECT id FROM jobs WHERE {filter} ORDER BY id""").format(filter=_JOBS_FILTER)
 
 # /healthz: the database answers (no table).
 UI_PING: LiteralString = "SELECT 1"

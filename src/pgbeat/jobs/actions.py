@@ -1,10 +1,13 @@
-"""Operators' actions on jobs: statistics, listing, retry, cancel, purge. One statement each.
+"""Operators' actions on jobs: statistics, listing, retry, cancel, run now, delete, purge.
 
-These run on demand from ``pgbeat jobs ...``; nothing here is on a worker's hot path.
+The one home of each: ``pgbeat jobs ...`` and the dashboard both call these, and each
+action is one statement of ``db/queries.py`` on a list of ids, so the two faces cannot
+drift apart. Nothing here is on a worker's hot path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, LiteralString
@@ -20,7 +23,7 @@ from pgbeat.jobs.control import CancelResult
 
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
-RETRY_BATCH = 1000  # failed jobs put back per statement by retry_failed
+RETRY_BATCH = 1000  # jobs put back per statement by retry
 
 
 @dataclass(frozen=True)
@@ -69,60 +72,97 @@ class Retried:
     kept: int  # failed jobs left failed: another job of their job_key is live
 
 
+@dataclass(frozen=True)
+class Cancelled:
+    ids: list[int]  # pending jobs now cancelled
+    stopping: list[int]  # running jobs told to stop: each ends cancelled
+
+    @property
+    def count(self) -> int:
+        return len(self.ids) + len(self.stopping)
+
+
+# -- the actions: one statement each, on ids, for every face -------------------------------
+
+
+def retry(conn: psycopg.Connection[Any], ids: Sequence[int]) -> list[int]:
+    """These jobs, unless running, back to pending, due now, attempts reset; the ids retried.
+
+    Of the jobs of one job_key only the newest given, and none whose key another live job
+    holds. In batches of ``RETRY_BATCH``; a batch that meets a key taken meanwhile (a unique
+    violation) is retried job by job, so one taken key never aborts the rest.
+    """
+    revived: list[int] = []
+    for start in range(0, len(ids), RETRY_BATCH):
+        revived += _retry_batch(conn, list(ids[start : start + RETRY_BATCH]))
+    return revived
+
+
+def cancel(conn: psycopg.Connection[Any], ids: Sequence[int], reason: str) -> Cancelled:
+    """Pending jobs cancelled, running ones told to stop (they end cancelled); ``reason``
+    (who, why) in last_error. Finished jobs are left as they are."""
+    rows = conn.execute(queries.JOBS_CANCEL, {"ids": list(ids), "reason": reason}).fetchall()
+    return Cancelled(
+        [int(r[0]) for r in rows if r[1] != "running"],
+        [int(r[0]) for r in rows if r[1] == "running"],
+    )
+
+
+def run_now(conn: psycopg.Connection[Any], ids: Sequence[int]) -> list[int]:
+    """Pending jobs due now; the ids moved."""
+    return _ids(conn, queries.JOBS_RUN_NOW, ids)
+
+
+def delete(conn: psycopg.Connection[Any], ids: Sequence[int]) -> list[int]:
+    """Finished jobs deleted with their record; the ids deleted."""
+    return _ids(conn, queries.JOBS_DELETE, ids)
+
+
+def _ids(conn: psycopg.Connection[Any], query: LiteralString, ids: Sequence[int]) -> list[int]:
+    return [int(r[0]) for r in conn.execute(query, {"ids": list(ids)}).fetchall()]
+
+
+def _retry_batch(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
+    try:
+        with conn.transaction():  # a savepoint inside the caller's transaction
+            return _ids(conn, queries.JOBS_RETRY, ids)
+    except psycopg.errors.UniqueViolation:  # a key taken between the check and the write
+        if len(ids) == 1:
+            return []
+        return [job_id for one in ids for job_id in _retry_batch(conn, [one])]
+
+
+# -- the CLI's forms of them: one job by id, with the reason of a refusal -----------------
+
+
 def retry_job(conn: psycopg.Connection[Any], job_id: int) -> None:
-    """Back to pending, due now, attempts reset; refused while the job is running, or while
-    another live job holds its job_key."""
-    if not _revived(conn, queries.JOBS_RETRY_ONE, {"id": job_id}):
-        holder = conn.execute(queries.JOBS_KEY_HOLDER, {"id": job_id}).fetchone()
-        if holder is not None:
-            raise Refused(
-                f"cannot retry job {job_id}: job {holder[0]} is the live job of its "
-                f"job_key {holder[1]!r}"
-            )
-        _explain(conn, job_id, "retry", "it is running; cancel it or wait for its outcome")
+    """``retry`` of one job; ``Refused`` while it is running or another live job holds its
+    job_key, ``JobNotFound`` when there is none."""
+    if retry(conn, [job_id]):
+        return
+    holder = conn.execute(queries.JOBS_KEY_HOLDER, {"id": job_id}).fetchone()
+    if holder is not None:
+        raise Refused(
+            f"cannot retry job {job_id}: job {holder[0]} is the live job of its "
+            f"job_key {holder[1]!r}"
+        )
+    _explain(conn, job_id, "retry", "it is running; cancel it or wait for its outcome")
 
 
 def retry_failed(conn: psycopg.Connection[Any], kind: str | None) -> Retried:
     """Every failed job (of ``kind``) back to pending, but one per job_key, and none whose
-    key another live job holds (those stay failed and are counted).
-
-    Batches of ``RETRY_BATCH``; a batch that meets a key taken meanwhile (a unique
-    violation) is retried job by job, so one taken key never aborts the rest.
-    """
+    key another live job holds (those stay failed and are counted)."""
     row = conn.execute(queries.JOBS_FAILED_TO_RETRY, {"kind": kind}).fetchone()
     assert row is not None
     candidates, failed = row
-    revived: list[int] = []
-    for start in range(0, len(candidates), RETRY_BATCH):
-        revived += _revive_failed(conn, candidates[start : start + RETRY_BATCH])
+    revived = retry(conn, candidates)
     return Retried(revived, int(failed) - len(revived))
 
 
-def _revive_failed(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
-    rows = _revived(conn, queries.JOBS_RETRY_FAILED, {"ids": ids})
-    if rows is not None:
-        return [int(r[0]) for r in rows]
-    if len(ids) == 1:
-        return []
-    return [job_id for one in ids for job_id in _revive_failed(conn, [one])]
-
-
-def _revived(
-    conn: psycopg.Connection[Any], query: LiteralString, params: dict[str, Any]
-) -> list[tuple[Any, ...]] | None:
-    """Rows of a statement that puts jobs back in ``jobs_live_key``, run in a savepoint;
-    None when a key was taken between its check and its write (a unique violation)."""
-    try:
-        with conn.transaction():
-            return conn.execute(query, params).fetchall()
-    except psycopg.errors.UniqueViolation:
-        return None
-
-
 def cancel_job(conn: psycopg.Connection[Any], job_id: int, reason: str) -> CancelResult:
-    """A pending job goes to cancelled, a running one is told to stop and ends cancelled
-    (``control.cancel_job``), ``reason`` (who, why) in last_error as 'cancelled: <reason>';
-    a finished one is refused."""
+    """``cancel`` of one job (``control.cancel_job``, the API's call, runs the same
+    statement), ``reason`` (who, why) in last_error as 'cancelled: <reason>'; a finished
+    one is refused."""
     result: CancelResult = control.cancel_job(conn, job_id, reason=reason)
     if not result.accepted:
         raise Refused(f"cannot cancel job {job_id}: it is {result.previous_status}")

@@ -82,9 +82,9 @@ def _seconds(timeout: object) -> float:
 def cancel_plan(job_id: int, reason: str | None) -> Plan[CancelResult]:
     """Cancel one job: a pending one at once, a running one by asking its worker."""
     why = f"cancelled: {reason}" if reason else "cancelled by pgbeat.cancel_job()"
-    rows = yield queries.JOBS_CANCEL, {"id": job_id, "reason": why}
+    rows = yield queries.JOBS_CANCEL, {"ids": [job_id], "reason": why}
     if rows:
-        return CancelResult(job_id, "running" if rows[0][0] == "running" else "pending")
+        return CancelResult(job_id, "running" if rows[0][1] == "running" else "pending")
     rows = yield queries.JOBS_STATUS, {"id": job_id}
     if not rows:
         raise JobNotFound(f"no job with id {job_id}")

@@ -23,13 +23,14 @@ SEARCH_WINDOW = 200_000  # ids searched per page when no partial index narrows t
 MAX_TEXT = 500
 MAX_PAYLOAD_DEPTH = 32  # levels of nesting in a payload filter
 # Which actions each status allows, and the status an action requires.
-ACTIONS = {"run_now": "pending", "cancel": "pending", "retry": "failed", "delete": "finished"}
+# The statements behind them (jobs/actions.py) are the CLI's: retry takes any job that is
+# not running, cancel a pending or a running one (a running one is told to stop).
 ACTIONS_FOR_STATUS = {
     "pending": ("run_now", "cancel"),
-    "running": (),
-    "done": ("delete",),
+    "running": ("cancel",),
+    "done": ("retry", "delete"),
     "failed": ("retry", "delete"),
-    "cancelled": ("delete",),
+    "cancelled": ("retry", "delete"),
 }
 ACTION_WORDS = {"run_now": "Run now", "cancel": "Cancel", "retry": "Retry", "delete": "Delete"}
 ACTION_DONE = {

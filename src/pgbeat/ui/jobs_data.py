@@ -14,24 +14,12 @@ import psycopg
 
 from pgbeat.db import attempt_queries
 from pgbeat.db import ui_queries as q
+from pgbeat.jobs import actions
 from pgbeat.ui.filters import SEARCH_WINDOW, JobFilter
 from pgbeat.ui.store import one, rows
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
-
-_BY_IDS = {
-    "run_now": q.JOBS_RUN_NOW_IDS,
-    "retry": q.JOBS_RETRY_IDS,
-    "cancel": q.JOBS_CANCEL_IDS,
-    "delete": q.JOBS_DELETE_IDS,
-}
-_MATCHING = {
-    "run_now": q.JOBS_RUN_NOW_MATCHING,
-    "retry": q.JOBS_RETRY_MATCHING,
-    "cancel": q.JOBS_CANCEL_MATCHING,
-    "delete": q.JOBS_DELETE_MATCHING,
-}
 
 
 @dataclass(frozen=True)
@@ -91,9 +79,18 @@ def count_matching(
 def act_on_ids(
     conn: psycopg.Connection[Any], action: str, ids: list[int], reason: str
 ) -> list[int]:
-    """Apply ``action`` to these jobs where their status still allows it; the ids acted on."""
-    result = conn.execute(_BY_IDS[action], {"ids": ids, "reason": reason}).fetchall()
-    return [int(r[0]) for r in result]
+    """Apply ``action`` (jobs/actions.py, as the CLI does) to these jobs where their status
+    still allows it; the ids acted on (for a cancel, running jobs told to stop too)."""
+    if action == "cancel":
+        cancelled = actions.cancel(conn, ids, reason)
+        return cancelled.ids + cancelled.stopping
+    if action == "retry":
+        return actions.retry(conn, ids)
+    if action == "run_now":
+        return actions.run_now(conn, ids)
+    if action == "delete":
+        return actions.delete(conn, ids)
+    raise ValueError(f"no action {action!r}")
 
 
 def act_on_matching(
@@ -104,11 +101,13 @@ def act_on_matching(
     kind_of_schedule: str | None,
     reason: str,
 ) -> list[int]:
-    """Apply ``action`` to every job with an id in [floor, max_id] the filter matches now."""
+    """Apply ``action`` to every job with an id in [floor, max_id] the filter matches now,
+    in one transaction."""
     params = job_filter.params(kind_of_schedule)
-    params.update(floor=id_range[0], max_id=id_range[1], reason=reason)
+    params.update(floor=id_range[0], max_id=id_range[1])
     with conn.transaction():
-        return [int(r[0]) for r in conn.execute(_MATCHING[action], params).fetchall()]
+        ids = [int(r[0]) for r in conn.execute(q.JOBS_MATCHING_IDS, params).fetchall()]
+        return act_on_ids(conn, action, ids, reason)
 
 
 def job_detail(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:

@@ -24,7 +24,6 @@ from pgbeat.ui.context import Ui, first, redirect
 from pgbeat.ui.filters import (
     ACTION_DONE,
     ACTION_WORDS,
-    ACTIONS,
     ACTIONS_FOR_STATUS,
     FilterError,
     JobFilter,
@@ -125,7 +124,7 @@ class JobPages:
         del form
         job_id = int(request.path_params["job_id"])
         action = str(request.path_params["action"]).replace("-", "_")
-        if action not in ACTIONS:
+        if action not in ACTION_WORDS:
             raise HTTPException(404, f"no action {action!r}")
         if action == "cancel":  # pending or running: the one cancel every face uses
             message = await run_in_threadpool(self._cancel_one, request, job_id)
@@ -142,7 +141,7 @@ class JobPages:
 
     def confirm(self, request: Request) -> Response:
         action = request.query_params.get("action", "")
-        if action not in ACTIONS or not self.ui.can_act(request):
+        if action not in ACTION_WORDS or not self.ui.can_act(request):
             raise HTTPException(400 if self.ui.can_act(request) else 403, "no such action")
         try:
             job_filter = JobFilter.from_query(
@@ -177,7 +176,7 @@ class JobPages:
     async def bulk(self, request: Request) -> Response:
         form = await self.ui.read_form(request)
         action = first(form, "action")
-        if action not in ACTIONS:
+        if action not in ACTION_WORDS:
             raise HTTPException(400, "no such action")
         flat = {name: values[0] for name, values in form.items() if values}
         try:
@@ -254,7 +253,7 @@ class JobPages:
         return f"Job {job_id} was not cancelled: it is {found.previous_status}."
 
     def _reason(self, request: Request) -> str:
-        return f"cancelled via the dashboard by {self.ui.identity(request).who}"
+        return f"cancelled: via the dashboard by {self.ui.identity(request).who}"
 
     def _schedule_kind(self, conn: psycopg.Connection[Any], job_filter: JobFilter) -> str | None:
         if job_filter.schedule is None:
@@ -282,8 +281,8 @@ _SHOWN_FIELDS = {
 
 
 def _job_actions(status: str) -> tuple[str, ...]:
-    """The actions a job's own page offers: the list's, and Cancel for a running job."""
-    return ("cancel",) if status == "running" else ACTIONS_FOR_STATUS.get(status, ())
+    """The actions a job's own page offers: those of the list filtered on its status."""
+    return ACTIONS_FOR_STATUS.get(status, ())
 
 
 def _result(action: str, acted: int, skipped: int) -> str:
