@@ -79,7 +79,6 @@ def seeded_site(server_url: str) -> Iterator[tuple[str, str]]:
                 url,
                 token=ADMIN_TOKEN,
                 viewer_token=VIEWER_TOKEN,
-                schedules_path=str(schedules),
                 refresh_seconds=0,
             ) as ui:
                 yield ui.url, url

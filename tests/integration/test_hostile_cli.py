@@ -164,7 +164,7 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
                                "--to", "2026-01-01T00:00:03Z", "--dry-run"],
         "scheduler": ["scheduler", "--schedules", schedules, "--metrics-port", "9998"],
         "run": ["run", APP, "--schedules", schedules, *worker_flags],
-        "ui": ["ui", "--port", "9997", "--prefix", "/pgbeat", "--schedules", schedules,
+        "ui": ["ui", "--port", "9997", "--prefix", "/pgbeat",
                "--refresh", "5", "--allowed-host", "example.org"],
     }  # fmt: skip
 

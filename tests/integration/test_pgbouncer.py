@@ -341,7 +341,7 @@ def test_a_dashboard_page_leaves_no_timeout_on_the_pooled_session(
             with pooled_connection(url) as next_client:
                 assert next_client.execute("SHOW statement_timeout").fetchone() == ("300ms",)
             other.execute("RESET statement_timeout")
-        with dashboard(url, statement_timeout_ms=300, schedules_path=None) as ui:
+        with dashboard(url, statement_timeout_ms=300) as ui:
             page = httpx.get(f"{ui.origin}/jobs", timeout=10)
             assert page.status_code == 200, page.text[:300]
             with pooled_connection(url) as next_client:

@@ -20,7 +20,7 @@ CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
 
 @pytest.fixture(scope="module")
 def open_local(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
-    with dashboard(ui_database, schedules_path=str(schedules_file)) as running:
+    with dashboard(ui_database) as running:
         yield running
 
 

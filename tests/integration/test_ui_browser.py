@@ -50,7 +50,6 @@ def ui(
         prefix=request.param,
         token=ADMIN_TOKEN,
         viewer_token=VIEWER_TOKEN,
-        schedules_path=str(schedules_file),
         refresh_seconds=1,
     ) as running:
         yield running
@@ -222,7 +221,7 @@ def test_a_cross_site_form_cannot_act_on_a_local_dashboard(
     """An open loopback dashboard (no token) is what a hostile page would target."""
     [job] = failed_jobs(ui_database, "csrf_probe", 1)
     page = browser.new_page()
-    with dashboard(ui_database, schedules_path=str(schedules_file)) as local:
+    with dashboard(ui_database) as local:
         page.goto(f"{local.url}/jobs/{job}")
         csrf = page.locator("input[name=csrf]").first.get_attribute("value")  # the worst case
         (tmp_path / "attack.html").write_text(

@@ -46,7 +46,7 @@ SCHEDULE_PARAMETERS = ["from", "before", "n", "state", "page"]
 
 @pytest.fixture(scope="module")
 def ui(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
-    with dashboard(ui_database, schedules_path=str(schedules_file), hide_payloads=False) as running:
+    with dashboard(ui_database, hide_payloads=False) as running:
         yield running
 
 
@@ -99,7 +99,7 @@ def test_a_filter_on_a_masked_or_hidden_field_is_refused(
         allowed = _get(client, "/jobs", "payload", '{"tenant": "acme"}')
         assert "looks like a secret" not in allowed.text
     with (
-        dashboard(ui_database, hide_payloads=True, schedules_path=str(schedules_file)) as hidden,
+        dashboard(ui_database, hide_payloads=True) as hidden,
         httpx.Client(base_url=hidden.origin, timeout=10) as client,
     ):
         page = _get(client, "/jobs", "payload", '{"tenant": "acme"}')

@@ -37,7 +37,6 @@ def secured(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
         ui_database,
         token=ADMIN_TOKEN,
         viewer_token=VIEWER_TOKEN,
-        schedules_path=str(schedules_file),
     ) as running:
         yield running
 
@@ -45,7 +44,7 @@ def secured(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
 @pytest.fixture(scope="module")
 def open_local(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
     """No token, as on a developer's machine: only loopback, and only this origin."""
-    with dashboard(ui_database, schedules_path=str(schedules_file), hide_payloads=False) as running:
+    with dashboard(ui_database, hide_payloads=False) as running:
         yield running
 
 
@@ -201,7 +200,7 @@ def test_read_only_hides_and_refuses_every_action(
             check(client, job, ui_database)
         return
     with (
-        dashboard(ui_database, read_only=True, schedules_path=str(schedules_file)) as ui,
+        dashboard(ui_database, read_only=True) as ui,
         httpx.Client(base_url=ui.origin) as client,
     ):
         check(client, job, ui_database)
@@ -267,7 +266,7 @@ def test_payload_secrets_are_masked_and_hide_payloads_hides_them(
     assert "api_key" in rows and "sk-live-" not in page  # the key shows, its value does not
     every = _rows(httpx.get(f"{open_local.origin}/jobs").text)
     assert "globex" in every and "acme" in every  # the same view shows payloads at all
-    with dashboard(ui_database, hide_payloads=True, schedules_path=str(schedules_file)) as ui:
+    with dashboard(ui_database, hide_payloads=True) as ui:
         hidden = httpx.get(f"{ui.origin}/jobs").text
         job = httpx.get(f"{ui.origin}/jobs/1").text
     for text in (_rows(hidden), job):
@@ -330,7 +329,7 @@ def test_every_link_form_and_asset_stays_under_the_prefix(
     ui_database: str, schedules_file: Path
 ) -> None:
     with (
-        dashboard(ui_database, prefix="/pgbeat", schedules_path=str(schedules_file)) as ui,
+        dashboard(ui_database, prefix="/pgbeat") as ui,
         httpx.Client(base_url=ui.origin) as client,
     ):
         assert client.get("/").headers["location"] == "/pgbeat/"
@@ -429,7 +428,7 @@ def _login(client: httpx.Client, token: str) -> httpx.Response:
 
 def test_logout_revokes_the_session(ui_database: str, schedules_file: Path) -> None:
     with (
-        dashboard(ui_database, token=ADMIN_TOKEN, schedules_path=str(schedules_file)) as ui,
+        dashboard(ui_database, token=ADMIN_TOKEN) as ui,
         httpx.Client(base_url=ui.origin) as client,
     ):
         assert _login(client, ADMIN_TOKEN).status_code == 303
@@ -446,7 +445,7 @@ def test_failed_logins_are_throttled_and_bearer_failures_logged(
 ) -> None:
     with (
         caplog.at_level(logging.WARNING, logger="pgbeat.ui"),
-        dashboard(ui_database, token=ADMIN_TOKEN, schedules_path=str(schedules_file)) as ui,
+        dashboard(ui_database, token=ADMIN_TOKEN) as ui,
         httpx.Client(base_url=ui.origin) as client,
     ):
         bearer = client.get("/jobs", headers={"Authorization": "Bearer not-the-token-at-all"})

@@ -56,7 +56,6 @@ def site(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
         ui_database,
         token=ADMIN_TOKEN,
         viewer_token=VIEWER_TOKEN,
-        schedules_path=str(schedules_file),
         refresh_seconds=0,  # no live refresh swapping regions while axe reads them
     ) as running:
         yield running

@@ -54,7 +54,7 @@ def test_pages_read_from_the_standby_and_actions_write_to_the_primary(
         job = pgbeat.enqueue(conn, "replica_probe", {}, delay=timedelta(hours=1))
     wait_for(pair.standby_caught_up, timeout=15, message="the standby to replay the job")
     with (
-        dashboard(primary, replica_url=standby, schedules_path=None) as ui,
+        dashboard(primary, replica_url=standby) as ui,
         httpx.Client(base_url=ui.origin, timeout=10) as client,
     ):
         page = client.get(f"{ui.url}/jobs/{job}")

@@ -88,10 +88,10 @@ def _pages(url: str, job: int) -> list[str]:
 def test_the_viewer_role_serves_every_page_read_only(
     roles_database: tuple[str, dict[str, str], Path],
 ) -> None:
-    owner, logins, schedules = roles_database
+    owner, logins, _schedules = roles_database
     job = _job(owner, "failed")
     with (
-        dashboard(logins["ui_viewer"], read_only=True, schedules_path=str(schedules)) as ui,
+        dashboard(logins["ui_viewer"], read_only=True) as ui,
         httpx.Client(base_url=ui.origin, timeout=10) as client,
     ):
         for path in _pages(owner, job):
@@ -103,13 +103,13 @@ def test_the_viewer_role_serves_every_page_read_only(
 def test_the_admin_role_serves_every_page_and_every_action(
     roles_database: tuple[str, dict[str, str], Path],
 ) -> None:
-    owner, logins, schedules = roles_database
+    owner, logins, _schedules = roles_database
     pending, cancel, failed, done = (
         _job(owner, s) for s in ("pending", "pending", "failed", "done")
     )
     bulk = [_job(owner, "failed") for _ in range(2)]
     with (
-        dashboard(logins["ui_admin"], schedules_path=str(schedules)) as ui,
+        dashboard(logins["ui_admin"]) as ui,
         httpx.Client(base_url=ui.origin, timeout=10) as client,
     ):
         for path in _pages(owner, failed):
@@ -163,10 +163,10 @@ def test_the_viewer_role_asked_to_act_answers_403_and_changes_nothing(
 ) -> None:
     """Served without --read-only, the buttons show, but the database refuses: a 403 page
     that says why, not a 500."""
-    owner, logins, schedules = roles_database
+    owner, logins, _schedules = roles_database
     job = _job(owner, "failed")
     with (
-        dashboard(logins["ui_viewer"], schedules_path=str(schedules)) as ui,
+        dashboard(logins["ui_viewer"]) as ui,
         httpx.Client(base_url=ui.origin, timeout=10) as client,
     ):
         token = CSRF.search(client.get("/jobs").text)

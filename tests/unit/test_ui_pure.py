@@ -146,23 +146,6 @@ def test_the_dst_badge_looks_seven_days_ahead() -> None:
     assert timeline.next_dst_change(ZoneInfo("UTC"), at("2027-03-25 00:00")) is None
 
 
-@pytest.mark.parametrize(
-    ("age", "status", "newest", "enabled", "state"),
-    [
-        (timedelta(hours=1), "done", True, True, "done"),
-        (timedelta(seconds=3), None, True, True, "due"),
-        (timedelta(minutes=5), None, True, True, "overdue"),
-        (timedelta(days=1), None, False, True, "missed"),
-        (timedelta(days=1), None, True, False, "skipped"),
-    ],
-)
-def test_period_states(
-    age: timedelta, status: str | None, newest: bool, enabled: bool, state: str
-) -> None:
-    now = at("2027-01-01 12:00")
-    assert timeline.period_state(now - age, status, now, newest=newest, enabled=enabled) == state
-
-
 # -- filters ---------------------------------------------------------------------------------
 
 

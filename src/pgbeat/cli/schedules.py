@@ -21,7 +21,7 @@ from pgbeat.cli import common, schedule_admin, types
 from pgbeat.db import connections, migrate
 from pgbeat.errors import ConfigError, PgbeatError, UserError
 from pgbeat.scheduling import state
-from pgbeat.scheduling.file import load_schedules, schedules_hash
+from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
 from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
 from pgbeat.scheduling.sync import load_for_reload
@@ -109,13 +109,12 @@ def _add_retention_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _load(path: str | Path) -> tuple[list[Schedule], str]:
-    """Validated schedules and the fingerprint of the file they came from."""
+def _load(path: str | Path) -> list[Schedule]:
+    """Validated schedules of a file, or one line saying what is wrong with it."""
     try:
-        schedules = load_schedules(path)
+        return load_schedules(path)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
-    return schedules, schedules_hash(Path(path).read_text(encoding="utf-8"))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -167,7 +166,7 @@ def _preview_schedules(args: argparse.Namespace) -> tuple[list[Schedule], str]:
     url = args.database_url or os.environ.get("DATABASE_URL")
     from_file: list[Schedule] = []
     if url is None or args.schedules != DEFAULT_SCHEDULES or Path(args.schedules).exists():
-        from_file, _ = _load(args.schedules)
+        from_file = _load(args.schedules)
     if url is None:
         return from_file, args.schedules
     try:
@@ -216,7 +215,7 @@ def _fire_json(schedule: Schedule, fire: datetime) -> dict[str, Any]:
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     path = _scheduler_schedules_path(args.schedules)
-    schedules = _load(path)[0] if path is not None else None
+    schedules = _load(path) if path is not None else None
     url = connections.resolve_url(args.database_url)
     common.check_database(url)
     scheduler = Scheduler(
@@ -242,7 +241,7 @@ def _scheduler_schedules_path(given: str | None) -> Path | None:
 def cmd_run(args: argparse.Namespace) -> int:
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
-    schedules = _load(path)[0] if path is not None else None
+    schedules = _load(path) if path is not None else None
     url = connections.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
         migrate.apply_migrations(conn)

@@ -51,12 +51,6 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         help="mark the session cookie Secure (behind a proxy that terminates TLS)",
     )
     p.add_argument(
-        "--schedules",
-        default="schedules.toml",
-        metavar="PATH",
-        help="the schedules file the scheduler runs (default ./schedules.toml)",
-    )
-    p.add_argument(
         "--allowed-host",
         action="append",
         default=[],
@@ -106,7 +100,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
         token=token,
         viewer_token=viewer_token,
         hide_payloads=args.hide_payloads,
-        schedules_path=args.schedules,
         allowed_hosts=allowed,
         any_host=any_host,
         refresh_seconds=args.refresh,

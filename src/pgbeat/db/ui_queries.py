@@ -126,12 +126,6 @@ LIMIT 200"""
 
 # -- schedules -------------------------------------------------------------------------------
 
-# The jobs of some periods, one probe per (kind, unique key) pair (jobs_unique).
-JOBS_OF_PERIODS: LiteralString = """
-SELECT kind, unique_key, id, status, created_at, run_at, finished_at, attempts
-FROM jobs
-WHERE (kind, unique_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(keys)s::text[]))"""
-
 # Whether migration 0005 (schedules in the database) is applied.
 SCHEDULES_TABLE_EXISTS: LiteralString = "SELECT to_regclass('pgbeat_schedules') IS NOT NULL"
 

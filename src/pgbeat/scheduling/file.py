@@ -7,7 +7,6 @@ so a scheduler never starts on a bad file. Pure except ``load_schedules``, which
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 import reprlib
 import tomllib
@@ -32,11 +31,6 @@ _TOML_POSITION = re.compile(r"(.*) \(at (?:line (\d+), column \d+|end of documen
 _TOML_DUPLICATE = re.compile(r"Cannot declare \('schedules', '(.*)'\) twice")
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40
-
-
-def schedules_hash(text: str) -> str:
-    """A short fingerprint of a schedules file, to spot replicas running different versions."""
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def load_schedules(path: str | Path) -> list[Schedule]:

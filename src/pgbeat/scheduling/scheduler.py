@@ -82,13 +82,11 @@ class Scheduler:
         url: str,
         schedules: Sequence[Schedule] | None,
         *,
-        schedules_hash: str | None = None,
         metrics: Metrics | None = None,
         heartbeat: bool = True,
         load: Callable[[], Sequence[Schedule]] | None = None,
         history_retention: timedelta = HISTORY_RETENTION,
     ) -> None:
-        del schedules_hash  # the fingerprint is the definitions' (definition.file_hash)
         self._url = url
         self._metrics = metrics or Metrics()
         self._file = None if schedules is None else [s for s in schedules if s.enabled]

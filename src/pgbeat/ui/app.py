@@ -72,7 +72,7 @@ def create_app(
         keys=Keys(),
         throttle=LoginThrottle(),
         store=Store(settings),
-        schedules=ScheduleCatalog(settings.schedules_path),
+        schedules=ScheduleCatalog(),
         templates=environment,
         asset_version=asset_version(),
     )

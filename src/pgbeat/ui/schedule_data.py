@@ -20,7 +20,6 @@ from pgbeat.scheduling.schedule import (
     fire_times_after,
     has_ended,
     next_fire_after,
-    unique_key,
 )
 from pgbeat.ui import timeline
 from pgbeat.ui.describe import describe_cron, describe_every
@@ -106,67 +105,7 @@ def views(
     strip: int = STRIP,
 ) -> list[ScheduleView]:
     """The state of each schedule at ``now`` (the database's clock)."""
-    if entries and entries[0].state is not None:
-        return _views_from_history(conn, entries, now, strip)
-    result = [
-        ScheduleView(
-            entry=e,
-            description=describe(e.schedule),
-            next_fire=next_period(e.schedule, now),
-            dst_change=timeline.next_dst_change(e.schedule.zone, now),
-            ended=has_ended(e.schedule, now),
-        )
-        for e in entries
-    ]
-    fires = {v.schedule.name: timeline.last_periods(v.schedule, now, strip) for v in result}
-    jobs = periods_jobs(conn, [(v.schedule, fires[v.schedule.name]) for v in result])
-    for view in result:
-        view.periods = make_periods(view.entry, fires[view.schedule.name], jobs, now)
-    return result
-
-
-def periods_jobs(
-    conn: psycopg.Connection[Any], wanted: list[tuple[Schedule, list[datetime]]]
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """The jobs of these periods, by (kind, unique key); absent periods have no entry."""
-    kinds, keys = [], []
-    for schedule, fires in wanted:
-        for fire in fires:
-            kinds.append(schedule.kind)
-            keys.append(unique_key(schedule, fire))
-    if not keys:
-        return {}
-    found = rows(conn, q.JOBS_OF_PERIODS, {"kinds": kinds, "keys": keys})
-    return {(row["kind"], row["unique_key"]): row for row in found}
-
-
-def make_periods(
-    entry: ScheduleEntry,
-    fires: list[datetime],
-    jobs: dict[tuple[str, str], dict[str, Any]],
-    now: datetime,
-) -> list[Period]:
-    """Periods newest first, each with its job or what its absence means.
-
-    A period older than the oldest one with a job is "none" (no record), not "missed":
-    the schedule may not have run yet, or its jobs were purged.
-    """
-    keys = [unique_key(entry.schedule, fire) for fire in fires]
-    found = [jobs.get((entry.schedule.kind, key)) for key in keys]
-    recorded = max((i for i, job in enumerate(found) if job is not None), default=0)
-    periods = []
-    for index, (fire, key, job) in enumerate(zip(fires, keys, found, strict=True)):
-        state = timeline.period_state(
-            fire,
-            None if job is None else str(job["status"]),
-            now,
-            newest=index == 0,
-            enabled=not entry.paused,
-        )
-        if state == "missed" and index > recorded:
-            state = "none"
-        periods.append(Period(fire, key, state, job))
-    return periods
+    return _views_from_history(conn, entries, now, strip)
 
 
 def _views_from_history(

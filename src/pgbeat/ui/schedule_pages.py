@@ -1,9 +1,8 @@
 """The schedules list and a schedule's page: next fires with DST notes, period history,
-and (with schedules in the database) pause, resume, run now and backfill with a preview.
+pause, resume, run now and backfill with a preview.
 
 Fire times are computed by the scheduler's own functions at the database's ``now``. The
-history is the one the scheduler replicas write (``pgbeat_schedule_history``); before
-migration 0005 it is derived from the jobs each period's unique key names.
+history is the one the scheduler replicas write (``pgbeat_schedule_history``).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from pgbeat.ui.context import Ui, redirect
 from pgbeat.ui.schedule_source import ScheduleEntry
 
 HISTORY_PAGE = 50
-PERIOD_STATES = ("done", "failed", "running", "pending", "missed", "overdue", "skipped", "none")
 # the history's outcomes, in the database
 OUTCOMES = ("enqueued", "skipped", "missed", "manual", "backfill", "buffered")
 ACTIONS = {"pause": "Paused", "resume": "Resumed", "run": "Run now", "backfill": "Backfilled"}
@@ -61,7 +59,6 @@ class SchedulePages:
             now=now,
             views=views,
             notice=loaded.notice,
-            in_database=loaded.in_database,
             total=len(entries),
             start=start,
             page_size=schedule_data.PAGE,
@@ -78,14 +75,13 @@ class SchedulePages:
             entry = loaded.find(name)
             if entry is None:
                 raise HTTPException(404, f"no schedule named {name!r}")
-            states = OUTCOMES if loaded.in_database else PERIOD_STATES
-            if state is not None and state not in states:
-                raise HTTPException(400, f"state: one of {', '.join(states)}")
+            if state is not None and state not in OUTCOMES:
+                raise HTTPException(400, f"state: one of {', '.join(OUTCOMES)}")
             now, _ = jobs_data.clock(conn)
             view = schedule_data.views(conn, [entry], now)[0]
-            periods, older = self._history(conn, entry, now, before, state, loaded.in_database)
+            periods, older = self._history(conn, entry, now, before, state)
             backfill, backfill_error = _backfill_preview(
-                conn, name, params.get("bf_from"), params.get("bf_to"), loaded.in_database
+                conn, name, params.get("bf_from"), params.get("bf_to")
             )
         start, start_error = _start(params.get("from"), entry.schedule.zone, now)
         return self.ui.render(
@@ -101,9 +97,8 @@ class SchedulePages:
             from_value=params.get("from") or "",
             periods=periods,
             state=state,
-            states=states,
+            states=OUTCOMES,
             older=older,
-            in_database=loaded.in_database,
             backfill=backfill,
             backfill_error=backfill_error,
             backfill_from=params.get("bf_from") or "",
@@ -117,30 +112,16 @@ class SchedulePages:
         now: datetime,
         before: datetime | None,
         state: str | None,
-        in_database: bool,
     ) -> tuple[list[schedule_data.Period], datetime | None]:
         """One page of the schedule's periods, newest first, and the cursor of the next."""
-        schedule = entry.schedule
-        if in_database:
-            found = schedule_data.history_rows(
-                conn, [schedule.name], HISTORY_PAGE, outcome=state, before=before
-            ).get(schedule.name, [])
-            periods = schedule_data.periods_from_history(
-                entry, found, now, newest=before is None and state is None
-            )
-            older = found[-1]["fire_at"] if len(found) == HISTORY_PAGE else None
-            return periods, older
-        fires = (
-            timeline.last_periods(schedule, now, HISTORY_PAGE)
-            if before is None
-            else timeline.periods_before(schedule, before, HISTORY_PAGE)
+        found = schedule_data.history_rows(
+            conn, [entry.schedule.name], HISTORY_PAGE, outcome=state, before=before
+        ).get(entry.schedule.name, [])
+        periods = schedule_data.periods_from_history(
+            entry, found, now, newest=before is None and state is None
         )
-        jobs = schedule_data.periods_jobs(conn, [(schedule, fires)])
-        periods = schedule_data.make_periods(entry, fires, jobs, now)
-        if before is not None and periods and periods[0].state == "overdue":
-            periods[0].state = "missed"  # only the newest period of all can be overdue
-        shown = [p for p in periods if state is None or p.state == state]
-        return shown, fires[-1] if len(fires) == HISTORY_PAGE else None
+        older = found[-1]["fire_at"] if len(found) == HISTORY_PAGE else None
+        return periods, older
 
     async def act(self, request: Request) -> Response:
         form = await self.ui.read_form(request)
@@ -153,8 +134,6 @@ class SchedulePages:
     def _act(self, request: Request, name: str, action: str, form: dict[str, list[str]]) -> str:
         by = f"ui:{self.ui.identity(request).who}"
         with self.ui.store.connection() as conn:
-            if not self.ui.schedules.load(conn).in_database:
-                raise HTTPException(409, "pause, resume and run now need migration 0005")
             try:
                 if action == "run":
                     job_id = state_api.run_schedule_now(conn, name, by=by)
@@ -197,10 +176,10 @@ def _start(text: str | None, zone: Any, now: datetime) -> tuple[datetime, str | 
 
 
 def _backfill_preview(
-    conn: Any, name: str, start: str | None, end: str | None, in_database: bool
+    conn: Any, name: str, start: str | None, end: str | None
 ) -> tuple[state_api.BackfillPlan | None, str | None]:
     """What a backfill of the asked range would enqueue, or why it cannot run."""
-    if not in_database or not (start or end):
+    if not (start or end):
         return None, None
     try:
         return state_api.preview_backfill(conn, name, _aware(start), _aware(end)), None

@@ -26,7 +26,6 @@ class UiSettings:
     token: str | None = field(default=None, repr=False)
     viewer_token: str | None = field(default=None, repr=False)
     hide_payloads: bool = False
-    schedules_path: str | None = "schedules.toml"
     allowed_hosts: tuple[str, ...] = ()
     any_host: bool = False  # a wildcard bind with a token and no --allowed-host
     refresh_seconds: int = 5

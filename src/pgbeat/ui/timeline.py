@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from pgbeat.observe.liveness import is_overdue
 from pgbeat.scheduling import dst
 from pgbeat.scheduling.catchup import last_fires_between
 from pgbeat.scheduling.schedule import Schedule, next_fire_after
@@ -117,29 +116,6 @@ def last_periods(schedule: Schedule, now: datetime, count: int) -> list[datetime
     """The fire times of the last ``count`` periods due by ``now``, newest first."""
     fires = last_fires_between(schedule, now - HISTORY_LOOK_BACK, now, count)
     return fires[::-1]
-
-
-def periods_before(schedule: Schedule, before: datetime, count: int) -> list[datetime]:
-    """Up to ``count`` fire times strictly before ``before``, newest first (history paging)."""
-    return last_periods(schedule, before - timedelta(microseconds=1), count)
-
-
-def period_state(
-    fire_at: datetime,
-    job_status: str | None,
-    now: datetime,
-    *,
-    newest: bool,
-    enabled: bool = True,
-) -> str:
-    """What happened to one period: the job's status, or missed / overdue / skipped."""
-    if job_status is not None:
-        return job_status
-    if not enabled:
-        return "skipped"
-    if not is_overdue(fire_at, now):
-        return "due"  # the scheduler has a few seconds to insert it
-    return "overdue" if newest else "missed"
 
 
 def _minute_hour(cron: str) -> tuple[set[int], set[int]]:
