@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pgbeat.cli.main import main
-from pgbeat.db import connections
-from pgbeat.db.connections import check_url, resolve_url, scrub
+from pgbeat.db import urls
+from pgbeat.db.urls import check_url, resolve_url, scrub
 from pgbeat.errors import UserError
 
 
@@ -53,7 +53,7 @@ def test_no_url_is_an_error_unless_the_embedded_server_is_asked_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.delenv(connections.EMBEDDED_ENV, raising=False)
+    monkeypatch.delenv(urls.EMBEDDED_ENV, raising=False)
     with pytest.raises(UserError, match="no database configured"):
         resolve_url(None)
     monkeypatch.setenv("DATABASE_URL", "mysql://db/app")
@@ -64,7 +64,7 @@ def test_no_url_is_an_error_unless_the_embedded_server_is_asked_for(
 
 def test_a_short_password_is_masked_where_it_stands_not_inside_words() -> None:
     url = "postgresql://app:a@127.0.0.1:1/db"
-    message = f"database unavailable ({connections.redact(url)}): password 'a' rejected"
+    message = f"database unavailable ({urls.redact(url)}): password 'a' rejected"
     assert scrub(message, url) == (
         "database unavailable (postgresql://app:***@127.0.0.1:1/db): password '***' rejected"
     )
@@ -93,7 +93,7 @@ def test_a_command_without_a_database_says_so_and_starts_no_server(
 ) -> None:
     """A missing or misspelt DATABASE_URL: one line, exit 1, no ./.pgbeat created."""
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.delenv(connections.EMBEDDED_ENV, raising=False)
+    monkeypatch.delenv(urls.EMBEDDED_ENV, raising=False)
     monkeypatch.setenv("DATABASE_ULR", "postgresql://db/app")  # the misspelling
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 1

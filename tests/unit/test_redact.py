@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgbeat.db.connections import redact, scrub
+from pgbeat.db.urls import redact, scrub
 
 CASES = [
     # (url, a message libpq writes for it, every secret piece)

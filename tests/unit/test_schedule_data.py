@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pgbeat.scheduling.catalog import gaps_of, outside
 from pgbeat.scheduling.catchup import due_periods, missed_periods
 from pgbeat.scheduling.definition import definition_hash, file_hash
+from pgbeat.scheduling.groups import gaps_of, outside
 from pgbeat.scheduling.jitter import jitter_offset
 from pgbeat.scheduling.schedule import Schedule
 

@@ -19,7 +19,7 @@ import psycopg
 
 from pgbeat.cli import common, types
 from pgbeat.cli.common import print_json
-from pgbeat.db import connections
+from pgbeat.db import urls
 from pgbeat.errors import JobNotFound, UserError
 from pgbeat.jobs import actions, enqueue, keys
 
@@ -141,7 +141,7 @@ def _finished_statuses(text: str) -> tuple[str, ...]:
 
 @contextmanager
 def _connection(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
-    with common.migrated_database(connections.resolve_url(args.database_url)) as conn:
+    with common.migrated_database(urls.resolve_url(args.database_url)) as conn:
         yield conn
 
 

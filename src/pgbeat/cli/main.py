@@ -16,7 +16,7 @@ import psycopg
 
 from pgbeat.cli import jobs, queues, schedules, status, types, ui, worker
 from pgbeat.cli.common import Parser
-from pgbeat.db import connections, pooler
+from pgbeat.db import pooler, urls
 from pgbeat.errors import PgbeatError
 from pgbeat.observe import logs
 
@@ -112,14 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
     embedded = getattr(args, "embedded", False) or args.command == "run"  # the demo: no server
     try:
-        with connections.embedded_allowed(embedded):
+        with urls.embedded_allowed(embedded):
             code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
-        message = connections.scrub(types.one_line(str(exc)), url)
+        message = urls.scrub(types.one_line(str(exc)), url)
         print(f"pgbeat: error: {message}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:  # a database error that is not the user's input
-        message = connections.scrub(types.one_line(str(exc)), url)
+        message = urls.scrub(types.one_line(str(exc)), url)
         print(f"pgbeat: error: database error: {type(exc).__name__}: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

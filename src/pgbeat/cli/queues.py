@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from pgbeat.cli import common, types
-from pgbeat.db import connections
+from pgbeat.db import urls
 from pgbeat.flow import UNSET
 from pgbeat.jobs import queues
 from pgbeat.jobs.queues import QueueSettings
@@ -51,7 +51,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         found = queues.list_queues(conn)
     if args.json:
@@ -83,7 +83,7 @@ def cmd_set(args: argparse.Namespace) -> int:
         raise ValueError(
             "give at least one of --concurrency, --key-concurrency, --rate, --key-rate"
         )
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         settings = queues.configure_queue(conn, args.name, **given)
     print(_summary(settings))
@@ -91,7 +91,7 @@ def cmd_set(args: argparse.Namespace) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         queues.pause_queue(conn, args.name)
     print(f"paused queue {args.name}")
@@ -99,7 +99,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         queues.resume_queue(conn, args.name)
     print(f"resumed queue {args.name}")

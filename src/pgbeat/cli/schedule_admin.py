@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgbeat.cli import common, types
-from pgbeat.db import connections
+from pgbeat.db import connections, urls
 from pgbeat.durations import format_duration
 from pgbeat.errors import ScheduleNotFound, UserError
 from pgbeat.scheduling import state
@@ -70,7 +70,7 @@ def _who() -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         now = connections.database_now(conn)
         schedules = state.list_schedules(conn)
@@ -88,7 +88,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         changed = state.pause_schedule(conn, args.name, by=_who())
     print(f"paused {args.name}" if changed else f"{args.name} was already paused")
@@ -96,7 +96,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         changed = state.resume_schedule(conn, args.name, by=_who())
     print(f"resumed {args.name}" if changed else f"{args.name} was not paused")
@@ -104,7 +104,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_run_now(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         job_id = state.run_schedule_now(conn, args.name, by=_who())
     print(job_id)
@@ -112,7 +112,7 @@ def cmd_run_now(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         try:
             if args.dry_run:
@@ -134,7 +134,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         found = state.get_schedule(conn, args.name)
         records = state.schedule_history(conn, args.name, limit=args.limit)

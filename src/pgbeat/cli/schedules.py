@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.cli import common, schedule_admin, types
-from pgbeat.db import connections, migrate
+from pgbeat.db import connections, migrate, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
@@ -216,7 +216,7 @@ def _fire_json(schedule: Schedule, fire: datetime) -> dict[str, Any]:
 def cmd_scheduler(args: argparse.Namespace) -> int:
     path = _scheduler_schedules_path(args.schedules)
     schedules = _load(path) if path is not None else None
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     common.check_database(url)
     scheduler = Scheduler(
         url,
@@ -242,7 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
     schedules = _load(path) if path is not None else None
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
         migrate.apply_migrations(conn)
         if args.app is None:

@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 
 from pgbeat import flow
 from pgbeat.cli import common, types
-from pgbeat.db import connections, migrate, queries, queue_queries
+from pgbeat.db import connections, migrate, queries, queue_queries, urls
 from pgbeat.db import history_queries as hq
 from pgbeat.db import retention_queries as rq
 from pgbeat.db import schedule_queries as sq
@@ -62,7 +62,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if args.print_sql:
         sys.stdout.write(migrate.migration_script())
         return 0
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
         applied = migrate.apply_migrations(conn)
     for migration in applied:
@@ -73,14 +73,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     try:
         with common.migrated_database(url, timeout=3) as conn:
             row = conn.execute(
                 queries.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
             ).fetchone()
     except Exception as exc:
-        print(f"unhealthy: {connections.scrub(types.one_line(str(exc)), url)}")
+        print(f"unhealthy: {urls.scrub(types.one_line(str(exc)), url)}")
         return 1
     workers = int(row[0]) if row else 0
     if workers == 0:
@@ -93,7 +93,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     schedules, problem = _schedules_if_any(args.schedules)
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         now = connections.database_now(conn)
         with conn.cursor(row_factory=dict_row) as cursor:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pgbeat.cli import common, types
-from pgbeat.db import connections
+from pgbeat.db import urls
 from pgbeat.errors import UserError
 
 log = logging.getLogger("pgbeat.ui")
@@ -85,11 +85,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     token = _secret(args.token_file, TOKEN_ENV)
     viewer_token = _secret(args.viewer_token_file, VIEWER_TOKEN_ENV)
     check_bind(args.host, token)
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     common.check_database(url)
     replica = None
     if args.replica_url:
-        replica = connections.resolve_url(args.replica_url)
+        replica = urls.resolve_url(args.replica_url)
         common.check_database(replica)
     allowed, any_host = allowed_hosts_for(args.host, tuple(args.allowed_host))
     settings = UiSettings(

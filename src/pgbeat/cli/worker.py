@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from pgbeat.cli import common, types
-from pgbeat.db import connections
+from pgbeat.db import urls
 from pgbeat.durations import format_duration
 from pgbeat.errors import UserError
 from pgbeat.worker import supervisor
@@ -47,7 +47,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UserError("--processes cannot be given to a worker process started by --processes")
     _check_metrics_ports(args)
     registry = common.load_registry(args.app)
-    url = connections.resolve_url(args.database_url)
+    url = urls.resolve_url(args.database_url)
     common.check_database(url)
     if args.processes > 1:
         return supervisor.run_supervised(

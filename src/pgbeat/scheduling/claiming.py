@@ -17,7 +17,8 @@ from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as sq
 from pgbeat.db.connections import is_connection_failure, is_data_error
 from pgbeat.observe.metrics import Metrics
-from pgbeat.scheduling.catalog import Catalog, Group
+from pgbeat.scheduling.catalog import Catalog
+from pgbeat.scheduling.groups import Group
 from pgbeat.scheduling.periods import Claims, PeriodBatch
 from pgbeat.scheduling.planning import Plan
 

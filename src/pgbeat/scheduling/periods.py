@@ -24,8 +24,8 @@ from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.jobs import payloads
-from pgbeat.scheduling.catalog import Group, Member, Template, outside
 from pgbeat.scheduling.catchup import ON_TIME
+from pgbeat.scheduling.groups import Group, Member, Template, outside
 from pgbeat.scheduling.jitter import jitter_offset
 from pgbeat.scheduling.schedule import unique_key_suffix
 

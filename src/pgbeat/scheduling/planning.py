@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from pgbeat.scheduling.catalog import Catalog, Group, Policy
+from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.catchup import ON_TIME, due_periods, missed_periods
+from pgbeat.scheduling.groups import Group, Policy
 from pgbeat.scheduling.periods import PeriodBatch
 from pgbeat.scheduling.schedule import Schedule, fire_times_between, next_fire_after
 

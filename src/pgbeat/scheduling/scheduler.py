@@ -27,12 +27,7 @@ import psycopg
 from pgbeat.background import BackgroundLoop
 from pgbeat.db import connections
 from pgbeat.db import schedule_queries as sq
-from pgbeat.db.connections import (
-    Connector,
-    Outage,
-    ReconnectBackoff,
-    is_connection_failure,
-)
+from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, is_connection_failure
 from pgbeat.db.pooler import pooler
 from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError

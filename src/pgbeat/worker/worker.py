@@ -24,13 +24,7 @@ import psycopg_pool
 
 from pgbeat.background import BackgroundLoop
 from pgbeat.db import pooler
-from pgbeat.db.connections import (
-    Connector,
-    Outage,
-    ReconnectBackoff,
-    checked_connection,
-    make_pool,
-)
+from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, checked_connection, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
 from pgbeat.observe import tracing

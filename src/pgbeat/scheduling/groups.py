@@ -1,0 +1,150 @@
+"""What a scheduler replica's catalog holds: schedules as members of groups that fire alike
+(one policy: cron or interval, zone and catch-up), the job templates they share, and the
+spans (pauses, start/end windows) whose periods a member never enqueues.
+
+Rows in, values out, no statements: the catalog (catalog.py) keeps them in step with the table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+from pgbeat.jobs import payloads
+from pgbeat.scheduling.catchup import keep_for
+from pgbeat.scheduling.schedule import Schedule
+
+Policy = tuple[Any, ...]  # (cron, every, timezone, catch_up, catch_up_window)
+Gaps = tuple[tuple[datetime | None, datetime], ...]  # (after, until] spans, None: always
+
+
+_MICROSECOND = timedelta(microseconds=1)
+_END_OF_TIME = datetime.max.replace(tzinfo=UTC)
+
+
+class Template(NamedTuple):
+    """What a schedule's jobs have in common with other schedules' (often all of it)."""
+
+    payload: str  # JSON
+    max_attempts: int
+    keep_seconds: float
+    queue: str
+    priority: int
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> Template:
+        return cls(
+            json.dumps(schedule.payload),
+            schedule.max_attempts or payloads.DEFAULT_MAX_ATTEMPTS,
+            keep_for(schedule).total_seconds(),
+            schedule.queue,
+            schedule.priority,
+        )
+
+
+@dataclass(eq=False, slots=True)
+class Member:
+    """One schedule of a group: what its periods need beside the group's fire times.
+
+    Small on purpose (no ``Schedule`` object): a replica keeps 100,000 of them.
+    """
+
+    name: str
+    kind: str
+    jitter: timedelta | None
+    overlap: str
+    definition_hash: str
+    template: int
+    gaps: Gaps  # spans whose periods are never enqueued (gaps_of)
+    created_at: datetime  # no period before it is reported missed
+
+
+@dataclass(eq=False, slots=True)
+class Group:
+    """Schedules with one policy and one last tick: their due periods are the same."""
+
+    policy: Policy
+    members: dict[str, Member] = field(default_factory=dict)
+    last_tick: datetime | None = None
+    next_fire: datetime | None = None
+    alive: bool = True
+
+    @property
+    def first(self) -> Schedule:
+        """The group's timing as a ``Schedule``, for the fire-time functions (built on demand:
+        tens of thousands of groups would otherwise each keep one)."""
+        cron, every, timezone, catch_up, window = self.policy
+        return Schedule.model_construct(
+            name="group",
+            kind="group",
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            catch_up=catch_up,
+            catch_up_window=window,
+        )
+
+
+def gaps_of(row: Mapping[str, Any]) -> Gaps:
+    """The spans whose periods a schedule never enqueues, as (after, until] pairs.
+
+    The last pause (``paused_at`` to ``resumed_at``): resuming does not catch it up. For a
+    schedule created from code, everything until its creation. A file's schedules existed
+    in the file before the table had them: a replica catches up their missed periods as it
+    always did. Everything before ``start_at`` and after ``end_at``.
+    """
+    gaps: list[tuple[datetime | None, datetime]] = []
+    if row.get("start_at") is not None:
+        gaps.append((None, row["start_at"] - _MICROSECOND))
+    if row.get("end_at") is not None:
+        gaps.append((row["end_at"], _END_OF_TIME))
+    if row["source"] == "api":
+        gaps.append((None, row["created_at"]))
+    paused_at, resumed_at = row["paused_at"], row["resumed_at"]
+    if paused_at is not None and resumed_at is not None and resumed_at > paused_at:
+        gaps.append((paused_at, resumed_at))
+    return tuple(gaps)
+
+
+def outside(fires: Sequence[datetime], gaps: Gaps) -> Sequence[datetime]:
+    """The fire times in none of the gaps."""
+    if not gaps:
+        return fires
+    return [f for f in fires if not any((a is None or f > a) and f <= b for a, b in gaps)]
+
+
+def policy_of(schedule: Schedule) -> Policy:
+    return (
+        schedule.cron,
+        schedule.every,
+        schedule.timezone,
+        schedule.catch_up,
+        schedule.catch_up_window,
+    )
+
+
+@dataclass
+class Templates:
+    """Templates by number (from 1), counted by use so that unused ones are forgotten."""
+
+    numbers: dict[Template, int] = field(default_factory=dict)
+    by_number: dict[int, Template] = field(default_factory=dict)
+    uses: dict[int, int] = field(default_factory=dict)
+    _next: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def take(self, template: Template) -> int:
+        number = self.numbers.get(template)
+        if number is None:
+            number = self.numbers[template] = next(self._next)
+            self.by_number[number] = template
+        self.uses[number] = self.uses.get(number, 0) + 1
+        return number
+
+    def release(self, number: int) -> None:
+        self.uses[number] -= 1
+        if not self.uses[number]:
+            del self.uses[number], self.numbers[self.by_number.pop(number)]
