@@ -39,10 +39,11 @@ TARGET_MS = 300.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # Statuses by row number: 4 % failed, 3 % pending due, 2 % pending later, 1 % running,
-# the rest done; finished and created times spread over the last 7 days, newest last.
+# the rest done; finished and created times spread over the last 7 days, newest last. Jobs
+# that ran started 0 to 0.95 s after they were due (migration 0013's started_at).
 BUILD = """
 INSERT INTO jobs (kind, payload, status, attempts, max_attempts, run_at, created_at,
-                  finished_at, last_error, unique_key, locked_until)
+                  finished_at, last_error, unique_key, locked_until, started_at)
 SELECT 'kind_' || (i %% %(kinds)s),
        jsonb_build_object('user_id', i %% 100000, 'n', i, 'token', 'secret'),
        s.status,
@@ -57,7 +58,9 @@ SELECT 'kind_' || (i %% %(kinds)s),
                    'KeyError: missing field '])[1 + i %% 3] || (i %% 977)
             || E'\\nTraceback (most recent call last):\\n  File "app.py", line 12' END,
        CASE WHEN i %% 50 = 0 THEN 'sched_' || (i %% 20) || '@' || i END,
-       CASE WHEN s.status = 'running' THEN now() + interval '5 min' END
+       CASE WHEN s.status = 'running' THEN now() + interval '5 min' END,
+       CASE WHEN s.status IN ('done', 'failed', 'running')
+            THEN t.created + (i %% 20) * interval '50 ms' END
 FROM generate_series(1, %(rows)s) AS i,
      LATERAL (SELECT now() - interval '7 days' * (1 - i::float8 / %(rows)s) AS created) AS t,
      LATERAL (SELECT CASE WHEN i %% 100 < 4 THEN 'failed'
@@ -129,7 +132,10 @@ def build(url: str, rows: int) -> None:
             hours = HISTORY_DAYS * 24
             conn.execute(HISTORY, {"rows": rows, "hours": hours})
         have = conn.execute("SELECT count(*) FROM jobs").fetchone()
-        if have and have[0] == rows:
+        timed = conn.execute(  # a table built before started_at (0013) is built again
+            "SELECT 1 FROM jobs WHERE status = 'done' AND started_at IS NOT NULL LIMIT 1"
+        ).fetchone()
+        if have and have[0] == rows and timed:
             attempts = conn.execute("SELECT 1 FROM pgbeat_job_attempts LIMIT 1").fetchone()
             if attempts is None:
                 conn.execute(ATTEMPTS)
@@ -145,6 +151,10 @@ def build(url: str, rows: int) -> None:
         print(f"built in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
 
+# The requests of the page's own live refresh (pgbeat.js), which skip what it does not redraw.
+HEADERS = {"overview, live refresh": {"X-Pgbeat-Live": "1"}}
+
+
 def pages(url: str) -> list[tuple[str, str]]:
     """(label, path) of every page measured, with ids taken from the data."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -154,6 +164,7 @@ def pages(url: str) -> list[tuple[str, str]]:
     group = "status=failed&kind=kind_7&signature=" + quote("KeyError: missing field N")
     return [
         ("overview", "/"),
+        ("overview, live refresh", "/"),
         ("jobs, all", "/jobs"),
         ("jobs, page 2", f"/jobs?before={failed_id}"),
         ("jobs, failed", "/jobs?status=failed"),
@@ -237,12 +248,13 @@ def measure(url: str, repeat: int, only: str | None = None) -> list[dict[str, An
             for label, path in pages(url):
                 if only and only not in label:
                     continue
-                client.get(path).raise_for_status()  # warm the cache
+                headers = HEADERS.get(label)
+                client.get(path, headers=headers).raise_for_status()  # warm the cache
                 cpu_before = backend_cpu(url)
                 times = []
                 for _ in range(repeat):
                     started = time.perf_counter()
-                    response = client.get(path)
+                    response = client.get(path, headers=headers)
                     times.append((time.perf_counter() - started) * 1000)
                     response.raise_for_status()
                 cpu_ms = (backend_cpu(url) - cpu_before) / repeat * 1000
@@ -278,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['page']:<32} {r['median_ms']:>7.1f}ms {r['max_ms']:>7.1f}ms "
             f"{r['db_cpu_ms']:>7.1f}ms{flag}"
         )
-    overview = next((r for r in results if r["page"] == "overview"), None)
+    by_page = {r["page"]: r for r in results}
+    overview = by_page.get("overview, live refresh", by_page.get("overview"))  # a refresh
     if overview is None:
         return 0
     per_minute = overview["db_cpu_ms"] * 12

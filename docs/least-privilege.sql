@@ -153,6 +153,10 @@ BEGIN
                AND attname = 'result' AND NOT attisdropped) THEN  -- migration 0007
         GRANT UPDATE (result, cancel_requested_at) ON jobs TO pgbeat_worker;
     END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'started_at' AND NOT attisdropped) THEN  -- migration 0013
+        GRANT UPDATE (started_at) ON jobs TO pgbeat_worker;  -- a claim records its start
+    END IF;
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
     END IF;

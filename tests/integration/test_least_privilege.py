@@ -307,7 +307,8 @@ STATEMENTS: dict[str, str] = {
     ),
     "claim pending jobs": (
         "UPDATE jobs SET status = 'running', attempts = attempts + 1, "
-        "locked_until = now() + interval '5 minutes' WHERE status = 'pending'"
+        "locked_until = now() + interval '5 minutes', started_at = now() "
+        "WHERE status = 'pending'"
     ),
     "claim pending jobs with an endless lease": (
         "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_until = 'infinity' "

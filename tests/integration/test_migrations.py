@@ -35,6 +35,7 @@ EXPECTED_COLUMNS = {
     "result": ("jsonb", "YES", None),
     "meta": ("jsonb", "YES", None),
     "cancel_requested_at": ("timestamp with time zone", "YES", None),
+    "started_at": ("timestamp with time zone", "YES", None),
 }
 
 
@@ -100,6 +101,26 @@ def test_migrated_schema_is_what_the_code_expects(conn: psycopg.Connection[Any])
     assert {"id", "role", "host", "pid", "version", "heartbeat_at", "schedules_hash"} <= {
         r[0] for r in processes
     }
+
+
+def test_the_start_column_is_added_without_rewriting_a_filled_table(
+    empty_database_url: str,
+) -> None:
+    """Migration 0013 on a table with rows: the same file afterwards, so no rewrite, and
+    the rows have no start (the performance view leaves them out)."""
+    [start] = [m for m in available_migrations() if m.name == "started_at"]
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        apply_migrations(conn)
+        conn.execute("ALTER TABLE jobs DROP COLUMN started_at")
+        conn.execute(
+            "INSERT INTO jobs (kind, payload) SELECT 'k', '{}' FROM generate_series(1, 50)"
+        )
+        query = "SELECT pg_relation_filenode('jobs')"
+        before = conn.execute(query).fetchone()
+        conn.execute(start.sql.encode())
+        assert conn.execute(query).fetchone() == before
+        assert conn.execute("SELECT count(started_at) FROM jobs").fetchone() == (0,)
+    assert start.version == 13
 
 
 def test_migrations_are_idempotent(empty_database_url: str) -> None:

@@ -5,36 +5,49 @@ and a real worker process whose running jobs the processes page counts.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+import pgbeat
+from pgbeat.ui.timefmt import duration_text
 from tests.helpers import start_cli, wait_for
+from tests.integration.test_worker import RunningWorker
 from tests.integration.ui_support import Dashboard, dashboard, fresh_database, sync_schedules
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.jobs_app:registry"
 
-# kind "fast": four done jobs, two seconds from due to finished, one attempt each.
-# kind "flaky": two done after one retry each (attempts of 1 s and 3 s), one failed after
-# three attempts (0.5, 1.5, 2.5 s), one cancelled, and a release (not a duration).
-# kind "old": done two days ago, so only in the 7 d window.
+# kind "fast": four done jobs, started 0.5 s after due and finished 1.5 s later, one
+# attempt each.
+# kind "flaky": two done after one retry each (attempts of 1 s and 3 s, last runs of 2 s and
+# 4 s, started 58 s and 56 s after due), one failed after three attempts (0.5, 1.5, 2.5 s;
+# its last run started 117.5 s after due), a release (not a duration), and one cancelled
+# while pending whose start is an earlier run's (counted in neither durations nor waits).
+# kind "old": done two days ago, before starts were recorded, so only in the 7 d window.
 SEED = """
-INSERT INTO jobs (kind, payload, status, attempts, run_at, finished_at)
+INSERT INTO jobs (kind, payload, status, attempts, run_at, started_at, finished_at)
 SELECT 'fast', '{}', 'done', 1, now() - interval '10 min',
-       now() - interval '10 min' + interval '2 s'
+       now() - interval '10 min' + interval '0.5 s', now() - interval '10 min' + interval '2 s'
 FROM generate_series(1, 4);
-INSERT INTO jobs (kind, payload, status, attempts, run_at, finished_at) VALUES
-  ('flaky', '{}', 'done', 2, now() - interval '5 min', now() - interval '4 min'),
-  ('flaky', '{}', 'done', 2, now() - interval '5 min', now() - interval '4 min'),
-  ('flaky', '{}', 'failed', 3, now() - interval '5 min', now() - interval '3 min'),
-  ('flaky', '{}', 'cancelled', 0, now() - interval '5 min', now() - interval '3 min'),
-  ('old', '{}', 'done', 1, now() - interval '2 days', now() - interval '2 days');
+INSERT INTO jobs (kind, payload, status, attempts, run_at, started_at, finished_at) VALUES
+  ('flaky', '{}', 'done', 2, now() - interval '5 min', now() - interval '4 min 2 s',
+   now() - interval '4 min'),
+  ('flaky', '{}', 'done', 2, now() - interval '5 min', now() - interval '4 min 4 s',
+   now() - interval '4 min'),
+  ('flaky', '{}', 'failed', 3, now() - interval '5 min', now() - interval '3 min 2.5 s',
+   now() - interval '3 min'),
+  ('flaky', '{}', 'cancelled', 0, now() - interval '5 min', now() - interval '1 hour',
+   now() - interval '3 min'),
+  ('old', '{}', 'done', 1, now() - interval '2 days', NULL, now() - interval '2 days');
 INSERT INTO pgbeat_job_attempts (job_id, attempt, outcome, duration_s)
 SELECT id, 1, 'retry', CASE WHEN id = (SELECT min(id) FROM jobs WHERE kind = 'flaky')
                             THEN 1.0 ELSE 3.0 END
@@ -103,10 +116,11 @@ def test_per_kind_counts_failure_rate_retries_and_timings_over_the_last_hour(
 ) -> None:
     rows = performance_rows(ui, "window=1h")
     assert set(rows) == {"fast", "flaky"}
-    # finished, failure rate, retries, attempt p50 / p95 / max, due->finished p50 / p95
-    assert rows["fast"] == ["4", "0 %", "0", "-", "-", "-", "2.0s", "2.0s"]
-    # durations 0.5, 1, 1.5, 2.5, 3 (the release is not one): p95 interpolates to 2.9 s.
-    assert rows["flaky"] == ["4", "33 % (1)", "4", "1.5s", "2.9s", "3.0s", "1m00s", "1m00s"]
+    # finished, failure rate, retries, duration p50 / p95 / max, wait p50 / p95
+    assert rows["fast"] == ["4", "0 %", "0", "1.5s", "1.5s", "1.5s", "500ms", "500ms"]
+    # durations 0.5, 1, 1.5, 2, 2.5, 3, 4 (the done jobs' last runs are two of them, the
+    # release none): p95 interpolates to 3.7 s. Waits 56, 58, 117.5 s: p95 111.55 s.
+    assert rows["flaky"] == ["4", "33 % (1)", "4", "2.0s", "3.7s", "4.0s", "58.0s", "1m51s"]
 
 
 def test_the_week_includes_older_jobs_and_each_column_sorts(ui: Dashboard) -> None:
@@ -116,10 +130,13 @@ def test_the_week_includes_older_jobs_and_each_column_sorts(ui: Dashboard) -> No
     # Larger first by default; kinds with no value come last in either order.
     assert list(performance_rows(ui, "window=7d&sort=retries")) == ["flaky", "fast", "old"]
     assert list(performance_rows(ui, "window=7d&sort=duration_p95&order=asc")) == [
-        "flaky",
         "fast",
+        "flaky",
         "old",
     ]
+    assert list(performance_rows(ui, "window=7d&sort=wait_p95")) == ["flaky", "fast", "old"]
+    # Jobs finished before starts were recorded count in neither durations nor waits.
+    assert performance_rows(ui, "window=7d")["old"][3:] == ["-"] * 5
     page = httpx.get(f"{ui.url}/performance?window=7d&sort=retries", timeout=10).text
     assert 'aria-sort="descending"' in page
     assert "sort=retries&amp;order=asc" in page  # the active heading's link reverses it
@@ -141,23 +158,65 @@ def test_a_kinds_page_draws_its_charts_with_their_numbers_in_tables(ui: Dashboar
     html = response.text
     assert html.count('<svg class="chart"') == 3
     assert "Jobs finished per 5 minutes (jobs per 5 minutes): done 2, failed 1" in html
+    assert "Run duration" in html and "Queue wait (due to started)" in html
     tables = Tables(html).tables
-    outcomes, durations, latency = tables
+    outcomes, durations, wait = tables
     assert len(outcomes) == 1 + 12 and outcomes[-1][1:] == ["2", "1"]
     assert durations[0] == ["UTC, newest right", "p50", "p95"]
-    assert durations[-1][1:] == ["1.5s", "2.9s"]
-    assert latency[-1][1:] == ["1m00s", "1m00s"]
+    assert durations[-1][1:] == ["2.0s", "3.7s"]
+    assert wait[0] == ["UTC, newest right", "p50", "p95"]
+    assert wait[-1][1:] == ["58.0s", "1m51s"]
 
 
-def test_the_overview_chart_has_axes_and_a_table_and_the_24h_chart_is_on_performance(
+def test_the_overview_charts_the_last_hour_per_minute_and_the_last_day_per_hour(
     ui: Dashboard,
 ) -> None:
     overview = httpx.get(f"{ui.url}/", timeout=10).text
     assert "Jobs finished per minute, last hour (jobs per minute): done 6, failed 1" in overview
     assert 'class="axis-title"' in overview and "Numbers of this chart" in overview
-    day = httpx.get(f"{ui.url}/performance?window=24h", timeout=10).text
-    assert "Jobs finished per hour, last 24 hours (jobs per hour)" in day
-    assert "done or cancelled 7, failed 1" in day
+    for page in (overview, httpx.get(f"{ui.url}/performance?window=24h", timeout=10).text):
+        assert "Jobs finished per hour, last 24 hours (jobs per hour)" in page
+        assert "done or cancelled 7, failed 1" in page
+    # A live refresh replaces the per-minute chart only, so it skips the 24 hours' counts.
+    assert '<figure class="chart-box" id="per-minute" data-live>' in overview
+    assert '<figure class="chart-box" id="per-hour">' in overview
+    live = httpx.get(f"{ui.url}/", headers={"X-Pgbeat-Live": "1"}, timeout=10).text
+    assert 'id="per-minute" data-live' in live and 'id="per-hour"' not in live
+
+
+def test_a_real_workers_run_shows_its_duration_and_its_wait(
+    server_url: str, template_name: str
+) -> None:
+    registry = pgbeat.Registry()
+
+    @registry.handler("timed")
+    def timed(payload: Any, job: pgbeat.JobContext) -> None:
+        time.sleep(0.25)  # the work whose duration the view shows
+
+    settings = pgbeat.WorkerSettings(heartbeat=False)
+    with fresh_database(server_url, template_name) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            job_id = pgbeat.enqueue(conn, "timed", {}, run_at=datetime.now(UTC) - timedelta(1))
+
+            def done() -> bool:
+                found = conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,))
+                return found.fetchone() == ("done",)
+
+            with RunningWorker(pgbeat.Worker(url, registry, settings)):
+                wait_for(done, timeout=15, message="the job done")
+            row = conn.execute(
+                "SELECT extract(epoch FROM finished_at - started_at)::float8,"
+                " extract(epoch FROM started_at - run_at)::float8, started_at > created_at"
+                " FROM jobs WHERE id = %s",
+                (job_id,),
+            ).fetchone()
+        assert row is not None
+        duration, wait, claimed_after_insert = row
+        assert duration >= 0.25 and wait >= 86400 and claimed_after_insert
+        with dashboard(url, refresh_seconds=0) as ui:
+            figures = performance_rows(ui, "window=1h")["timed"]
+    assert figures[3:] == [duration_text(duration)] * 3 + [duration_text(wait)] * 2
+    assert figures[3].endswith("ms") and figures[6].startswith("1d")
 
 
 SCHEDULER_FILES = """

@@ -88,17 +88,20 @@ def seed_jobs(conn: psycopg.Connection[Any]) -> None:
 
 
 # An hour and a day of work for the charts and the performance view: three kinds finishing
-# every minute or so, a few retries and failures with the attempts the workers record, the
-# heartbeat schedule's last 40 periods (a failure, a skip and a miss among them), one
-# worker and two schedulers registered: one holding the file in effect (seeded after the
-# file's sync), one an older file.
+# every minute or so (each job's last run started between its due time and its finish), a
+# few retries and failures with the attempts the workers record, the heartbeat schedule's
+# last 40 periods (a failure, a skip and a miss among them), one worker and two schedulers
+# registered: one holding the file in effect (seeded after the file's sync), one an older
+# file.
 ACTIVITY = """
-INSERT INTO jobs (kind, payload, status, attempts, run_at, created_at, finished_at, last_error)
+INSERT INTO jobs (kind, payload, status, attempts, run_at, created_at, finished_at, last_error,
+                  started_at)
 SELECT k.kind, jsonb_build_object('n', i),
        CASE WHEN i % k.fail_every = 0 THEN 'failed' ELSE 'done' END,
        CASE WHEN i % k.fail_every = 0 THEN 3 WHEN i % 7 = 0 THEN 2 ELSE 1 END,
        t.at - k.wait, t.at - k.wait, t.at + (i % 5) * interval '1 s',
-       CASE WHEN i % k.fail_every = 0 THEN 'TimeoutError: upstream took ' || (i % 40) || 's' END
+       CASE WHEN i % k.fail_every = 0 THEN 'TimeoutError: upstream took ' || (i % 40) || 's' END,
+       t.at - k.wait * (i % 4) / 8
 FROM (VALUES ('send_email', 9, interval '2 s'), ('build_report', 13, interval '40 s'),
              ('sync_crm', 23, interval '5 s')) AS k(kind, fail_every, wait),
      generate_series(1, 600) AS i,
@@ -116,11 +119,12 @@ WITH periods AS (
     FROM generate_series(1, 40) AS n
 ), beats AS (
     INSERT INTO jobs (kind, payload, status, attempts, run_at, created_at, finished_at,
-                      unique_key, last_error)
+                      unique_key, last_error, started_at)
     SELECT 'beat', '{}', CASE WHEN n % 13 = 5 THEN 'failed' ELSE 'done' END, 1, fire_at,
            fire_at + interval '120 ms', fire_at + interval '1 s',
            'heartbeat@' || to_char(fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-           CASE WHEN n % 13 = 5 THEN 'ConnectionError: ping failed' END
+           CASE WHEN n % 13 = 5 THEN 'ConnectionError: ping failed' END,
+           fire_at + interval '300 ms'
     FROM periods WHERE n % 17 <> 8 AND n % 19 <> 4
     RETURNING id, run_at
 )

@@ -2,6 +2,8 @@
 
 Each is its own constant (SQL is never built from strings), so their RETURNING lists are
 copies: a column added to one and not the others would be decoded wrongly by the worker.
+The same goes for what they set: every claim, pgbeat.testing's included, records the run's
+start (started_at) by the clock of its lease.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import re
 
 import pytest
 
-from pgbeat.db import queries, queue_queries
+from pgbeat.db import queries, queue_queries, testing_queries
 
 CLAIMS = {
     "JOBS_CLAIM": queries.JOBS_CLAIM,
@@ -38,3 +40,24 @@ def test_the_claimed_row_is_decodable_text_and_guarded_dates() -> None:
     assert row.startswith("id, kind, payload::text AS payload, attempts, max_attempts,")
     assert row.endswith("unique_key, queue, priority, limit_key, job_key")
     assert row.count("BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'") == 2
+
+
+def set_clause(statement: str) -> str:
+    """The SET list of the statement's UPDATE that makes jobs running, whitespace folded."""
+    found = re.search(r"SET (status = 'running',.*?)\s+WHERE ", statement, re.DOTALL)
+    assert found is not None
+    return " ".join(found.group(1).split())
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_every_claim_records_the_runs_start_by_the_leases_clock(name: str) -> None:
+    assert set_clause(CLAIMS[name]).endswith(
+        "locked_until = now() + %(lease)s::interval, started_at = now()"
+    )
+
+
+def test_the_testing_drain_records_its_start_at_the_time_it_was_given() -> None:
+    assert set_clause(testing_queries.JOBS_CLAIM_NEXT_DUE).endswith(
+        "locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval, "
+        "started_at = coalesce(%(now)s::timestamptz, now())"
+    )

@@ -198,6 +198,21 @@ def test_sorting_puts_rows_without_a_value_last_either_way_and_breaks_ties_by_ki
     assert [r["kind"] for r in up] == ["a", "b", "d", "c"]
 
 
+def test_the_table_has_duration_and_wait_columns_and_sorts_by_the_wait() -> None:
+    assert [label for _, label, _ in performance.COLUMNS][4:] == [
+        "Duration p50", "Duration p95", "Duration max", "Wait p50", "Wait p95",
+    ]  # fmt: skip
+    assert performance.sort_of("wait_p95", None) == ("wait_p95", True)
+    rows: list[dict[str, object]] = [
+        {"kind": "a", "wait_p95": 0.5},
+        {"kind": "b", "wait_p95": None},  # finished before migration 0013: no start
+        {"kind": "c", "wait_p95": 60.0},
+    ]
+    assert [r["kind"] for r in performance.sorted_rows(rows, "wait_p95", True)] == ["c", "a", "b"]
+    with pytest.raises(ValueError, match="sort: one of"):
+        performance.sort_of("latency_p50", None)
+
+
 def test_the_minute_chart_puts_the_newest_minute_right_with_clock_labels() -> None:
     chart = performance.minute_chart([{"minutes_ago": 0, "done": 5, "failed": 1}], NOW)
     assert len(chart.x_labels) == 60
@@ -216,13 +231,17 @@ def test_a_kinds_charts_have_one_position_per_bucket_and_gaps_without_timings() 
     window = performance.WINDOWS["7d"]
     found = [
         {"bucket": 0, "done": 2, "failed": 1, "duration_p50": 0.5, "duration_p95": 0.9,
-         "latency_p50": 3.0, "latency_p95": 7.0},
+         "wait_p50": 3.0, "wait_p95": 7.0},
     ]  # fmt: skip
-    outcomes, durations, latency = performance.kind_charts(found, window, NOW)
+    outcomes, durations, wait = performance.kind_charts(found, window, NOW)
     assert len(outcomes.x_labels) == 28 and outcomes.x_labels[-1] == "12-01 18h"
     assert outcomes.title == "Jobs finished per 6 hours"
+    assert durations.title == "Run duration" and durations.durations
     assert durations.series[0].values[-1] == 0.5 and durations.series[0].values[0] is None
-    assert latency.series[1].values[-1] == 7.0 and latency.durations
+    assert wait.title == "Queue wait (due to started)" and wait.durations
+    assert [s.name for s in wait.series] == ["p50", "p95"]
+    assert wait.series[0].values[-1] == 3.0 and wait.series[1].values[-1] == 7.0
+    assert wait.series[1].values[0] is None
     hour = performance.kind_charts([], performance.WINDOWS["1h"], NOW)[0]
     assert hour.title == "Jobs finished per 5 minutes" and hour.x_labels[-1] == "18:30"
 

@@ -83,15 +83,17 @@ RETURNING id"""
 # Queues that are paused or limited are left to JOBS_CLAIM_LIMITED: the scan skips those
 # the worker saw last (%(held)s, a constant the planner can estimate; a subquery there made
 # it expect almost no rows and sort the backlog), and the update re-checks pgbeat_queues,
-# so a queue paused or limited since is never claimed here. The lease is set and committed
-# at once: no lock outlives this statement. `id = ANY(ARRAY(...))` keeps the plan a
-# primary-key lookup even before ANALYZE has seen the table (a join here turned into a
-# sequential scan per claim on a fresh table). Dates outside years 1-9999 come back NULL
-# and the payload as text: the worker decodes each row alone, so one row the driver could
-# not read fails alone instead of every claim.
+# so a queue paused or limited since is never claimed here. The lease and the run's start
+# (started_at, migration 0013) are set and committed at once: no lock outlives this
+# statement. `id = ANY(ARRAY(...))` keeps the plan a primary-key lookup even before ANALYZE
+# has seen the table (a join here turned into a sequential scan per claim on a fresh
+# table). Dates outside years 1-9999 come back NULL and the payload as text: the worker
+# decodes each row alone, so one row the driver could not read fails alone instead of
+# every claim.
 JOBS_CLAIM: LiteralString = """
 UPDATE jobs
-SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
+    started_at = now()
 WHERE id = ANY(ARRAY(
     SELECT id FROM jobs
     WHERE status = 'pending' AND run_at <= now()

@@ -108,7 +108,8 @@ picked AS (
     WHERE wanted.q <> ALL(%(held)s::text[])
 )
 UPDATE jobs
-SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
+    started_at = now()
 WHERE id = ANY(ARRAY(SELECT id FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))
   AND queue <> ALL(ARRAY(
       SELECT name FROM pgbeat_queues
@@ -176,7 +177,8 @@ WITH picked AS (
 ),
 claimed AS (
     UPDATE jobs
-    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
+        started_at = now()
     WHERE id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
               CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
@@ -241,7 +243,8 @@ picked AS (
 ),
 claimed AS (
     UPDATE jobs
-    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
+        started_at = now()
     WHERE id = ANY(ARRAY(SELECT id FROM picked))
       AND CASE status WHEN 'pending' THEN true ELSE false END
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
@@ -303,7 +306,8 @@ picked AS (
 ),
 claimed AS (
     UPDATE jobs
-    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval
+    SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
+        started_at = now()
     WHERE id = ANY(ARRAY(SELECT id FROM picked))
       AND CASE status WHEN 'pending' THEN true ELSE false END
     RETURNING id, kind, payload::text AS payload, attempts, max_attempts,

@@ -23,7 +23,8 @@ LIMIT %(limit)s"""
 JOBS_CLAIM_NEXT_DUE: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1,
-    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval
+    locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    started_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = (
     SELECT id FROM jobs
     WHERE status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())

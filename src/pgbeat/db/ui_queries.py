@@ -172,48 +172,61 @@ SELECT h.hours_ago,
 FROM generate_series(0, 23) AS h(hours_ago)"""
 
 # Per kind, over the newest %(cap)s jobs finished in the window (jobs_finished, newest first):
-# counts by outcome, retries (attempts beyond the first), the time from due to finished of
-# the done ones, and the durations of the attempts the workers recorded (retries and
-# failures, not releases: pgbeat_job_attempts_job, probed for the jobs that had more than one
-# attempt or failed, the only ones with rows). Also the scan's oldest finish time and size.
+# counts by outcome, retries (attempts beyond the first), the durations of its runs and the
+# queue wait of its last run, and the scan's oldest finish time and size. A run's duration
+# is a done job's last run (finished_at - started_at, from the rows already scanned) or an
+# attempt the workers recorded (retries, failures, snoozes, cancels; not releases:
+# pgbeat_job_attempts_job, probed for the jobs that had more than one attempt or failed,
+# the only ones with rows). The wait (started_at - run_at) is of done and failed jobs only:
+# a cancelled one may not have run since its last start (migration 0013); a start before
+# run_at (due again after the reaper, then completed by its first worker) counts as none.
+# Rows finished before migration 0013 have no start and count in neither. The jobs and the
+# attempts are one stream (`job` tells them apart), sorted and grouped once. Seconds come
+# from date_part (float8): extract's numeric made the statement 1.5 times as slow on the
+# bench table. greatest() ignores a NULL, hence the explicit test of started_at.
 JOBS_PERFORMANCE_BY_KIND: LiteralString = """
 WITH recent AS MATERIALIZED (
-    SELECT id, kind, status, attempts, run_at, finished_at
+    SELECT id, kind, status, attempts, run_at, started_at, finished_at
     FROM jobs
     WHERE finished_at > now() - %(window)s::interval
     ORDER BY finished_at DESC
     LIMIT %(cap)s
 ), timed AS (
-    SELECT r.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p50,
-           percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p95,
-           max(a.duration_s) AS duration_max, count(a.duration_s) AS timed_attempts
+    SELECT true AS job, kind, status, attempts, finished_at,
+           CASE WHEN status = 'done' THEN date_part('epoch', finished_at - started_at)
+           END AS duration_s,
+           CASE WHEN status IN ('done', 'failed') AND started_at IS NOT NULL
+                THEN greatest(date_part('epoch', started_at - run_at), 0) END AS wait_s
+    FROM recent
+    UNION ALL
+    SELECT false, r.kind, NULL, NULL, NULL, a.duration_s, NULL
     FROM pgbeat_job_attempts AS a JOIN recent AS r ON r.id = a.job_id
     WHERE a.job_id = ANY(ARRAY(SELECT id FROM recent WHERE attempts > 1 OR status = 'failed'))
       AND a.duration_s IS NOT NULL AND a.outcome <> 'released'
-    GROUP BY r.kind
 )
-SELECT r.kind, count(*) AS finished,
-       count(*) FILTER (WHERE r.status = 'done') AS done,
-       count(*) FILTER (WHERE r.status = 'failed') AS failed,
-       count(*) FILTER (WHERE r.status = 'cancelled') AS cancelled,
-       coalesce(sum(greatest(r.attempts - 1, 0)), 0) AS retries,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.run_at))
-           FILTER (WHERE r.status = 'done') AS latency_p50,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.run_at))
-           FILTER (WHERE r.status = 'done') AS latency_p95,
-       min(t.duration_p50) AS duration_p50, min(t.duration_p95) AS duration_p95,
-       min(t.duration_max) AS duration_max, coalesce(min(t.timed_attempts), 0) AS timed_attempts,
-       min(min(r.finished_at)) OVER () AS scanned_from, sum(count(*)) OVER () AS scanned
-FROM recent AS r LEFT JOIN timed AS t USING (kind)
-GROUP BY r.kind
-ORDER BY finished DESC, r.kind
+SELECT kind, count(*) FILTER (WHERE job) AS finished,
+       count(*) FILTER (WHERE status = 'done') AS done,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+       coalesce(sum(greatest(attempts - 1, 0)), 0) AS retries,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_s) AS duration_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_s) AS duration_p95,
+       max(duration_s) AS duration_max,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_s) AS wait_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_s) AS wait_p95,
+       min(min(finished_at)) OVER () AS scanned_from,
+       sum(count(*) FILTER (WHERE job)) OVER () AS scanned
+FROM timed
+GROUP BY kind
+ORDER BY finished DESC, kind
 LIMIT 2000"""
 
-# One kind over time: the same figures per bucket of %(bucket_s)s seconds (0 = newest), over
-# the newest %(cap)s jobs finished in the window (jobs_finished), then those of the kind.
+# One kind over time: the same durations and waits per bucket of %(bucket_s)s seconds
+# (0 = newest), over the newest %(cap)s jobs finished in the window (jobs_finished), then
+# those of the kind.
 JOBS_PERFORMANCE_OF_KIND: LiteralString = """
 WITH recent AS MATERIALIZED (
-    SELECT id, kind, status, attempts, run_at, finished_at
+    SELECT id, kind, status, attempts, run_at, started_at, finished_at
     FROM jobs
     WHERE finished_at > now() - %(window)s::interval
     ORDER BY finished_at DESC
@@ -222,22 +235,26 @@ WITH recent AS MATERIALIZED (
     SELECT *, floor(extract(epoch FROM now() - finished_at) / %(bucket_s)s)::int AS bucket
     FROM recent WHERE kind = %(kind)s
 ), timed AS (
-    SELECT m.bucket, percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p50,
-           percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_s) AS duration_p95
+    SELECT bucket, status,
+           CASE WHEN status = 'done' THEN date_part('epoch', finished_at - started_at)
+           END AS duration_s,
+           CASE WHEN status IN ('done', 'failed') AND started_at IS NOT NULL
+                THEN greatest(date_part('epoch', started_at - run_at), 0) END AS wait_s
+    FROM mine
+    UNION ALL
+    SELECT m.bucket, NULL, a.duration_s, NULL
     FROM pgbeat_job_attempts AS a JOIN mine AS m ON m.id = a.job_id
     WHERE a.job_id = ANY(ARRAY(SELECT id FROM mine WHERE attempts > 1 OR status = 'failed'))
       AND a.duration_s IS NOT NULL AND a.outcome <> 'released'
-    GROUP BY m.bucket
 )
-SELECT m.bucket, count(*) FILTER (WHERE m.status = 'done') AS done,
-       count(*) FILTER (WHERE m.status = 'failed') AS failed,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM m.finished_at - m.run_at))
-           FILTER (WHERE m.status = 'done') AS latency_p50,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM m.finished_at - m.run_at))
-           FILTER (WHERE m.status = 'done') AS latency_p95,
-       min(t.duration_p50) AS duration_p50, min(t.duration_p95) AS duration_p95
-FROM mine AS m LEFT JOIN timed AS t USING (bucket)
-GROUP BY m.bucket"""
+SELECT bucket, count(*) FILTER (WHERE status = 'done') AS done,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_s) AS duration_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_s) AS duration_p95,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY wait_s) AS wait_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_s) AS wait_p95
+FROM timed
+GROUP BY bucket"""
 
 # -- processes: schedules files ---------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """The performance view's figures: windows, sorting, failure rates and the charts of a kind
 and of the overview, from the rows the dashboard's statements return.
 
-Pure: rows and ``now`` in, values out. Durations are those of the attempts the workers
-record (retries and failures); a successful run's own duration is not stored by the jobs
-table, so "due to finished" (finished_at - run_at: queue wait plus run time) stands beside it.
+Pure: rows and ``now`` in, values out. A duration is one run's: a done job's last run
+(finished_at - started_at) or an attempt the workers recorded (retries and failures); the
+wait is a job's time in the queue before its last run started (started_at - run_at). Jobs
+finished before migration 0013 have no start, so they count in neither.
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ COLUMNS = (
     ("finished", "Finished", True),
     ("failure_rate", "Failure rate", True),
     ("retries", "Retries", True),
-    ("duration_p50", "Attempt p50", True),
-    ("duration_p95", "Attempt p95", True),
-    ("duration_max", "Attempt max", True),
-    ("latency_p50", "Due→finished p50", True),
-    ("latency_p95", "Due→finished p95", True),
+    ("duration_p50", "Duration p50", True),
+    ("duration_p95", "Duration p95", True),
+    ("duration_max", "Duration max", True),
+    ("wait_p50", "Wait p50", True),
+    ("wait_p95", "Wait p95", True),
 )
 SORT_KEYS = {key for key, _, _ in COLUMNS}
 
@@ -166,7 +167,7 @@ def hour_chart(rows: Sequence[Mapping[str, Any]], now: datetime) -> Chart:
 
 
 def kind_charts(rows: Sequence[Mapping[str, Any]], window: Window, now: datetime) -> list[Chart]:
-    """A kind's outcomes, attempt durations and due-to-finished times per bucket."""
+    """A kind's outcomes, run durations and queue waits per bucket."""
     count = max(1, int(window.span / window.bucket))
     values = _positions(rows, count, "bucket")
     labels = tuple(_label(now - window.bucket * b, window.bucket) for b in range(count - 1, -1, -1))
@@ -187,7 +188,7 @@ def kind_charts(rows: Sequence[Mapping[str, Any]], window: Window, now: datetime
         ),
         Chart(
             key="kind-durations",
-            title="Attempt duration (retried and failed attempts)",
+            title="Run duration",
             unit="duration",
             x_title="UTC, newest right",
             x_labels=labels,
@@ -200,14 +201,14 @@ def kind_charts(rows: Sequence[Mapping[str, Any]], window: Window, now: datetime
             x_every=every,
         ),
         Chart(
-            key="kind-latency",
-            title="Due to finished (wait plus run) of done jobs",
+            key="kind-wait",
+            title="Queue wait (due to started)",
             unit="duration",
             x_title="UTC, newest right",
             x_labels=labels,
             series=(
-                Series("p50", "c-p50", values("latency_p50")),
-                Series("p95", "c-p95", values("latency_p95")),
+                Series("p50", "c-p50", values("wait_p50")),
+                Series("p95", "c-p95", values("wait_p95")),
             ),
             style="lines",
             durations=True,

@@ -1,0 +1,17 @@
+-- When a job's current run started, so the dashboard's performance view can show how long
+-- a successful run took (finished_at - started_at; the attempts table holds only runs that
+-- did not succeed) and how long a job waited in its queue (started_at - run_at).
+-- (Version 0011 is left unused.)
+--
+-- Set by every claim, in the UPDATE that makes the job running, from the clock that claim
+-- sets the lease by (now(); pgbeat.testing's drain takes its given time). Nothing else
+-- writes it: a job put back to pending (retry, snooze, release, the reaper, a retry from
+-- the dashboard or the CLI) keeps the start of its last run until its next claim replaces
+-- it, so the outcome statements stay as they are. Read it only for running and finished
+-- jobs: for a pending job it is NULL (never run) or the start of an earlier run. A job
+-- ended without a run (cancelled while pending) keeps such a start too, which is why the
+-- performance view times only done and failed jobs. Rows finished before this migration
+-- have NULL, and the view leaves them out.
+--
+-- No default: PostgreSQL adds a column without one at once, rewriting nothing.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS started_at timestamptz;

@@ -1,0 +1,89 @@
+"""Every claim records when its run started (migration 0013), by the clock of its lease, and
+a job put back to pending keeps its last start until its next claim replaces it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, LiteralString
+
+import psycopg
+import pytest
+
+import pgbeat
+from pgbeat.db import queries, queue_queries, testing_queries
+from pgbeat.worker import operations
+
+LEASE = timedelta(minutes=5)
+CLAIMS: dict[str, LiteralString] = {
+    "JOBS_CLAIM": queries.JOBS_CLAIM,
+    "JOBS_CLAIM_BY_QUEUE": queue_queries.JOBS_CLAIM_BY_QUEUE,
+    "JOBS_CLAIM_LIMITED": queue_queries.JOBS_CLAIM_LIMITED,
+    "JOBS_CLAIM_LIMITED_HEAD": queue_queries.JOBS_CLAIM_LIMITED_HEAD,
+    "JOBS_CLAIM_LIMITED_KEYS": queue_queries.JOBS_CLAIM_LIMITED_KEYS,
+    "JOBS_CLAIM_NEXT_DUE": testing_queries.JOBS_CLAIM_NEXT_DUE,
+}
+# Every parameter any of them takes: one default queue without limits in the database,
+# limit keys with room (key_concurrency 5), no rate and no starts recorded.
+PARAMS: dict[str, Any] = {
+    "limit": 10, "lease": LEASE, "kinds": None, "queues": None, "held": [],
+    "queue": "default", "now": None, "record": False, "scan": 256, "after": None,
+    "key_concurrency": 5, "key_rate_count": None, "key_rate_seconds": None,
+}  # fmt: skip
+
+
+def _started(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT status, started_at, locked_until - started_at, started_at - run_at"
+        " FROM jobs ORDER BY id"
+    ).fetchall()
+
+
+def _clock(conn: psycopg.Connection[Any]) -> datetime:
+    row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_each_claim_statement_sets_started_at_with_its_lease(
+    conn: psycopg.Connection[Any], name: str
+) -> None:
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at, limit_key)"
+        " VALUES ('k', '{}', now() - interval '1 minute', 'key-a')"
+    )
+    assert _started(conn)[0][1] is None  # never run
+    before = _clock(conn)
+    claimed = conn.execute(CLAIMS[name], PARAMS).fetchall()
+    after = _clock(conn)
+    assert len(claimed) == 1
+    [(status, started, lease, wait)] = _started(conn)
+    assert status == "running" and before <= started <= after
+    assert lease == LEASE  # the lease's clock, to the microsecond
+    assert wait >= timedelta(minutes=1)
+
+
+def test_the_testing_drain_starts_its_runs_at_the_time_it_is_given(
+    conn: psycopg.Connection[Any],
+) -> None:
+    later = datetime(2031, 1, 1, tzinfo=UTC)
+    conn.execute("INSERT INTO jobs (kind, payload, run_at) VALUES ('k', '{}', %s)", (later,))
+    conn.execute(testing_queries.JOBS_CLAIM_NEXT_DUE, {**PARAMS, "now": later})
+    [(_, started, lease, wait)] = _started(conn)
+    assert started == later and lease == LEASE and wait == timedelta(0)
+
+
+def test_a_retried_job_keeps_its_last_start_until_its_next_claim(
+    conn: psycopg.Connection[Any],
+) -> None:
+    pgbeat.enqueue(conn, "k", {})
+    [job] = operations.claim_jobs(conn, 1, LEASE, None)
+    [(_, first, _, _)] = _started(conn)
+    operations.retry_jobs(conn, [(job, "boom", timedelta(0))])
+    [(status, kept, _, _)] = _started(conn)
+    assert status == "pending" and kept == first
+    [again] = operations.claim_jobs(conn, 1, LEASE, None)
+    operations.complete_jobs(conn, [again])
+    [(status, second, _, _)] = _started(conn)
+    assert status == "done" and second > first
