@@ -1,9 +1,10 @@
 """Schedules created from code: ``pgbeat.upsert_schedule`` and ``pgbeat.delete_schedule``.
 
-Each call is one statement on the caller's connection, inside the caller's transaction: a
-schedule created with a customer's row commits or rolls back with it. Values are validated
-exactly as a schedules file's are, before anything is sent. Running scheduler replicas pick
-the change up at commit (a NOTIFY wakes them; they also poll), without a restart.
+Each call is a short plan of statements on the caller's connection, inside the caller's
+transaction (db/runner.py drives it, sync or async): a schedule created with a customer's
+row commits or rolls back with it. Values are validated exactly as a schedules file's are,
+before anything is sent. Running scheduler replicas pick the change up at commit (a NOTIFY
+wakes them; they also poll), without a restart.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from psycopg.rows import dict_row
-
-from pgbeat.db import frameworks
+from pgbeat.db import runner
 from pgbeat.db import schedule_queries as q
+from pgbeat.db.runner import Plan
 from pgbeat.errors import ConfigError, ScheduleConflict, ScheduleError
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.definition import schedule_values
@@ -75,16 +75,7 @@ def upsert_schedule(
         queue=queue,
         priority=priority,
     )
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _upsert_async(conn, schedule)
-    params = {**schedule_values(schedule), "by": WRITER}
-    with sync_conn.cursor(row_factory=dict_row) as cursor:
-        row = cursor.execute(q.SCHEDULES_UPSERT_API, params).fetchone()
-        if row is not None:
-            return "created" if row["created"] else "updated"
-        owner = cursor.execute(q.SCHEDULES_OWNER, {"name": name}).fetchone()
-    return _unchanged(name, owner)
+    return runner.run_on(conn, _upsert_plan(schedule))
 
 
 async def upsert_schedule_async(
@@ -126,7 +117,7 @@ async def upsert_schedule_async(
         queue=queue,
         priority=priority,
     )
-    return await _upsert_async(conn, schedule)
+    return await runner.run_on_async(conn, _upsert_plan(schedule))
 
 
 def delete_schedule(conn: object, name: str) -> Any:
@@ -136,26 +127,12 @@ def delete_schedule(conn: object, name: str) -> Any:
     that with an async connection). Its history stays until retention removes it. Raises
     ``ScheduleConflict`` for a schedule of a schedules file: remove it from the file.
     """
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return delete_schedule_async(conn, name)
-    with sync_conn.cursor(row_factory=dict_row) as cursor:
-        if cursor.execute(q.SCHEDULES_DELETE_API, {"name": name, "by": WRITER}).fetchone():
-            return True
-        owner = cursor.execute(q.SCHEDULES_OWNER, {"name": name}).fetchone()
-    return _not_deleted(name, owner)
+    return runner.run_on(conn, _delete_plan(name))
 
 
 async def delete_schedule_async(conn: object, name: str) -> bool:
     """``delete_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
-    async_conn = await frameworks.async_connection(conn)
-    async with async_conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(q.SCHEDULES_DELETE_API, {"name": name, "by": WRITER})
-        if await cursor.fetchone():
-            return True
-        await cursor.execute(q.SCHEDULES_OWNER, {"name": name})
-        owner = await cursor.fetchone()
-    return _not_deleted(name, owner)
+    return await runner.run_on_async(conn, _delete_plan(name))
 
 
 def _validated(name: str, **values: Any) -> Schedule:
@@ -169,22 +146,24 @@ def _validated(name: str, **values: Any) -> Schedule:
         raise ScheduleError("; ".join(exc.problems)) from None
 
 
-async def _upsert_async(conn: object, schedule: Schedule) -> Change:
-    async_conn = await frameworks.async_connection(conn)
-    params = {**schedule_values(schedule), "by": WRITER}
-    async with async_conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(q.SCHEDULES_UPSERT_API, params)
-        row = await cursor.fetchone()
-        if row is not None:
-            return "created" if row["created"] else "updated"
-        await cursor.execute(q.SCHEDULES_OWNER, {"name": schedule.name})
-        owner = await cursor.fetchone()
+def _upsert_plan(schedule: Schedule) -> Plan[Change]:
+    rows = yield q.SCHEDULES_UPSERT_API, {**schedule_values(schedule), "by": WRITER}
+    if rows:
+        return "created" if rows[0][0] else "updated"
+    owner = yield q.SCHEDULES_OWNER, {"name": schedule.name}
     return _unchanged(schedule.name, owner)
 
 
-def _unchanged(name: str, owner: dict[str, Any] | None) -> Change:
+def _delete_plan(name: str) -> Plan[bool]:
+    if (yield q.SCHEDULES_DELETE_API, {"name": name, "by": WRITER}):
+        return True
+    owner = yield q.SCHEDULES_OWNER, {"name": name}
+    return _not_deleted(name, owner)
+
+
+def _unchanged(name: str, owner: list[tuple[Any, ...]]) -> Change:
     """Why an upsert wrote nothing: the same definition, or a file owns the name."""
-    if owner is not None and owner["source"] == "file" and not owner["deleted"]:
+    if _file_owns(owner):
         raise ScheduleConflict(
             f"schedule {name!r} is declared in a schedules file; change it there, or pick "
             "another name"
@@ -192,9 +171,14 @@ def _unchanged(name: str, owner: dict[str, Any] | None) -> Change:
     return "unchanged"
 
 
-def _not_deleted(name: str, owner: dict[str, Any] | None) -> bool:
-    if owner is not None and owner["source"] == "file" and not owner["deleted"]:
+def _not_deleted(name: str, owner: list[tuple[Any, ...]]) -> bool:
+    if _file_owns(owner):
         raise ScheduleConflict(
             f"schedule {name!r} is declared in a schedules file; remove it from the file"
         )
     return False
+
+
+def _file_owns(owner: list[tuple[Any, ...]]) -> bool:
+    """Whether SCHEDULES_OWNER's rows (source, deleted) name a live schedule of a file."""
+    return bool(owner) and owner[0][0] == "file" and not owner[0][1]
