@@ -183,3 +183,33 @@ def test_every_module_that_calls_itself_pure_is_checked() -> None:
         and re.search(r"\bpure\b", ast.get_docstring(ast.parse(path.read_text())) or "", re.I)
     }
     assert sorted(claims - set(PURE)) == []
+
+
+def _statement_constants() -> dict[str, str]:
+    """Every statement constant of ``pgbeat/db`` (an upper-case top-level name of a
+    ``*queries.py`` module), with the module that defines it."""
+    found = {}
+    for path in sorted((SRC / "pgbeat" / "db").glob("*queries.py")):
+        for node in ast.parse(path.read_text()).body:
+            target = node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            if isinstance(target, ast.Name) and re.fullmatch(r"[A-Z][A-Z0-9_]*", target.id):
+                found[target.id] = path.stem
+    return found
+
+
+def test_every_statement_constant_is_used() -> None:
+    """A statement nothing runs is dead code that still looks like a contract (and a
+    grant to keep): each constant of db/*queries.py is named somewhere else in src/."""
+    constants = _statement_constants()
+    assert len(constants) > 100  # the scan found the statements
+    texts = [(path, path.read_text()) for path in (SRC / "pgbeat").rglob("*.py") if path.is_file()]
+    unused = []
+    for name, module in constants.items():
+        uses = sum(
+            len(re.findall(rf"\b{name}\b", text)) - (path.stem == module) for path, text in texts
+        )
+        if uses < 1:
+            unused.append(f"{module}.{name}")
+    assert unused == []
