@@ -1,7 +1,7 @@
 """Queue settings from code: limits, pause and resume, in the caller's transaction.
 
 Each call is one statement on the caller's connection (a psycopg, SQLAlchemy or Django one,
-sync or async), run by the plan runner of job_keys.py; values are checked before it runs.
+sync or async), run by the plan runner of db/runner.py; values are checked before it runs.
 The claim enforces the settings (docs/flow-control.md).
 """
 
