@@ -188,10 +188,10 @@ def test_every_module_that_calls_itself_pure_is_checked() -> None:
 def _statement_constants() -> dict[str, str]:
     """Every statement constant of ``pgbeat/db`` (an upper-case top-level name of a
     ``*queries.py`` module), with the module that defines it."""
-    found = {}
+    found: dict[str, str] = {}
     for path in sorted((SRC / "pgbeat" / "db").glob("*queries.py")):
         for node in ast.parse(path.read_text()).body:
-            target = node.target if isinstance(node, ast.AnnAssign) else None
+            target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
             if isinstance(target, ast.Name) and re.fullmatch(r"[A-Z][A-Z0-9_]*", target.id):

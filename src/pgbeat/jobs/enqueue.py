@@ -14,6 +14,7 @@ import psycopg
 
 from pgbeat import flow
 from pgbeat.db import frameworks, queries, runner, schema_errors
+from pgbeat.db.runner import Plan, T
 from pgbeat.errors import NotMigrated
 from pgbeat.jobs import keys, rows
 from pgbeat.jobs.keys import OnConflict
@@ -124,37 +125,21 @@ def enqueue(
     (db/frameworks.py). With an async one this returns a coroutine
     (``await pgbeat.enqueue(aconn, ...)``), the same as ``enqueue_async``.
     """
+    plan = _enqueue_plan(
+        kind,
+        payload,
+        run_at,
+        delay,
+        unique_key,
+        max_attempts,
+        (job_key, on_conflict, max_wait),
+        (queue, priority, limit_key),
+    )
     sync_conn = frameworks.sync_connection(conn)
     if sync_conn is None:
-        return enqueue_async(
-            conn,
-            kind,
-            payload,
-            run_at=run_at,
-            delay=delay,
-            unique_key=unique_key,
-            max_attempts=max_attempts,
-            job_key=job_key,
-            on_conflict=on_conflict,
-            max_wait=max_wait,
-            queue=queue,
-            priority=priority,
-            limit_key=limit_key,
-        )
-    keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
-    flow_fields = flow.check_flow(queue, priority, limit_key)
-    if job_key is not None:
-        keyed = rows.keyed_job(
-            kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
-        )
-        with _migrated():
-            return runner.run(sync_conn, keys.enqueue_one_plan(keyed))
-    params = rows.insert_params(
-        kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields
-    )
+        return _run_async(conn, plan)
     with _migrated():
-        row = sync_conn.execute(queries.JOBS_INSERT, params).fetchone()
-    return None if row is None else int(row[0])
+        return runner.run(sync_conn, plan)
 
 
 @schema_errors.translate
@@ -175,22 +160,59 @@ async def enqueue_async(
     limit_key: str | None = None,
 ) -> int | None:
     """``enqueue`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one), awaited."""
-    async_conn = await frameworks.async_connection(conn)
+    plan = _enqueue_plan(
+        kind,
+        payload,
+        run_at,
+        delay,
+        unique_key,
+        max_attempts,
+        (job_key, on_conflict, max_wait),
+        (queue, priority, limit_key),
+    )
+    return await _run_async(conn, plan)
+
+
+def _enqueue_plan(
+    kind: str,
+    payload: Any,
+    run_at: datetime | None,
+    delay: timedelta | None,
+    unique_key: str | None,
+    max_attempts: int | None,
+    keyed_by: tuple[str | None, OnConflict, timedelta | None],
+    flow_given: tuple[str, int, str | None],
+) -> Plan[int | None]:
+    """One job's insert: by key (keys.py's plan) or plain; every check before any SQL."""
+    job_key, on_conflict, max_wait = keyed_by
     keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
-    flow_fields = flow.check_flow(queue, priority, limit_key)
+    flow_fields = flow.check_flow(*flow_given)
     if job_key is not None:
         keyed = rows.keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
         )
-        with _migrated():
-            return await runner.run_async(async_conn, keys.enqueue_one_plan(keyed))
+        return (yield from keys.enqueue_one_plan(keyed))
     params = rows.insert_params(
         kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields
     )
+    found = yield queries.JOBS_INSERT, params
+    return None if not found else int(found[0][0])
+
+
+def _many_plan(params: dict[str, Any], keyed: list[keys.KeyedJob]) -> Plan[list[int]]:
+    """The unkeyed jobs in one statement, then the keyed ones by keys.py's plan."""
+    ids: list[int] = []
+    if params["kinds"] != "{}":
+        ids = [int(row[0]) for row in (yield queries.JOBS_INSERT_MANY, params)]
+    if keyed:
+        ids.extend((yield from keys.enqueue_plan(keyed)).values())
+    return ids
+
+
+async def _run_async(conn: object, plan: Plan[T]) -> T:
+    async_conn = await frameworks.async_connection(conn)
     with _migrated():
-        cursor = await async_conn.execute(queries.JOBS_INSERT, params)
-        row = await cursor.fetchone()
-    return None if row is None else int(row[0])
+        return await runner.run_async(async_conn, plan)
 
 
 @overload
@@ -213,40 +235,28 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     they inserted or updated. ``conn`` is anything ``enqueue`` takes; an async one returns
     a coroutine, the same as ``enqueue_many_async``.
     """
+    params, keyed = rows.many_params(jobs)  # every check before any SQL
     sync_conn = frameworks.sync_connection(conn)
     if sync_conn is None:
-        return enqueue_many_async(conn, jobs)
-    params, keyed = rows.many_params(jobs)
-    if not keyed:
-        if params["kinds"] == "{}":
-            return []
-        with _migrated():
-            return [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
-    with _migrated(), runner.own_transaction(sync_conn):  # one call, one commit
-        ids = []
-        if params["kinds"] != "{}":
-            ids = [int(row[0]) for row in sync_conn.execute(queries.JOBS_INSERT_MANY, params)]
-        ids.extend(runner.run(sync_conn, keys.enqueue_plan(keyed)).values())
-    return ids
+        return _many_async(conn, params, keyed)
+    # one call, one commit: the runner commits a first statement alone on autocommit
+    with _migrated(), runner.own_transaction(sync_conn) if keyed else contextlib.nullcontext():
+        return runner.run(sync_conn, _many_plan(params, keyed))
 
 
 @schema_errors.translate
 async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
-    async_conn = await frameworks.async_connection(conn)
     params, keyed = rows.many_params(jobs)
-    if not keyed:
-        if params["kinds"] == "{}":
-            return []
-        with _migrated():
-            cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-            return [int(row[0]) for row in await cursor.fetchall()]
+    return await _many_async(conn, params, keyed)
+
+
+async def _many_async(
+    conn: object, params: dict[str, Any], keyed: list[keys.KeyedJob]
+) -> list[int]:
+    async_conn = await frameworks.async_connection(conn)
     with _migrated():
-        async with runner.own_transaction_async(async_conn):  # one call, one commit
-            ids = []
-            if params["kinds"] != "{}":
-                cursor = await async_conn.execute(queries.JOBS_INSERT_MANY, params)
-                ids = [int(row[0]) for row in await cursor.fetchall()]
-            keyed_ids = await runner.run_async(async_conn, keys.enqueue_plan(keyed))
-            ids.extend(keyed_ids.values())
-    return ids
+        if not keyed:
+            return await runner.run_async(async_conn, _many_plan(params, keyed))
+        async with runner.own_transaction_async(async_conn):
+            return await runner.run_async(async_conn, _many_plan(params, keyed))
