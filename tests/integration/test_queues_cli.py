@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
 import pgbeat
 from tests.helpers import run_cli
+from tests.integration.ui_support import dashboard
 
 
 @pytest.mark.slow  # runs the CLI in a subprocess
@@ -160,3 +162,23 @@ def sorts_backlog(plan: str) -> bool:
         "Sort" in line and any("jobs_claim" in below for below in lines[i + 1 : i + 3])
         for i, line in enumerate(lines)
     )
+
+
+def test_the_dashboard_names_the_same_kinds(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The Processes page lists what `pgbeat status` warns of (flow.unserved_kinds)."""
+    pgbeat.enqueue(conn, "new_kind", queue="mail")
+    pgbeat.enqueue(conn, "old_kind")
+    details = json.dumps({"kinds": ["old_kind", "new_kind"], "queues": ["default"]})
+    conn.execute(
+        "INSERT INTO pgbeat_processes (id, role, host, pid, version, details) "
+        "VALUES (gen_random_uuid(), 'worker', 'h', 1, 'v', %s)",
+        (details,),
+    )
+    with dashboard(database_url) as ui:
+        page = httpx.get(f"{ui.url}/processes", timeout=10)
+    assert page.status_code == 200
+    section = page.text.split('id="unserved-h"', 1)[1].split("</section>", 1)[0]
+    assert "new_kind</a> in queue mail: 1 pending" in section
+    assert "old_kind" not in section

@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from pgbeat import flow
+from pgbeat.db import queue_queries
 from pgbeat.db import ui_queries as q
 from pgbeat.observe.liveness import STALE_AFTER, is_live
 from pgbeat.scheduling.schedule import fire_times_after
@@ -101,6 +103,10 @@ class Pages:
             files: dict[str, dict[str, Any]] = {}
             if _has_files(conn):
                 files = {f["hash"]: f for f in rows(conn, q.SCHEDULE_FILES_OF_PROCESSES)}
+            live = [p["details"] or {} for p in processes if p["role"] == "worker" and p["live"]]
+            pending = [tuple(r) for r in conn.execute(queue_queries.JOBS_PENDING_KINDS)]
+        # as `pgbeat status` says it: kinds of pending jobs that no live worker claims
+        unserved = flow.unserved_kinds(pending, live) if live else []
         hashes = {p["schedules_hash"] for p in processes if p["role"] == "scheduler" and p["live"]}
         return self.ui.render(
             request,
@@ -110,6 +116,7 @@ class Pages:
             workers=[p for p in processes if p["role"] == "worker"],
             schedulers=[p for p in processes if p["role"] == "scheduler"],
             files=files,
+            unserved=unserved,
             in_effect=next((f for f in files.values() if f["in_effect"]), None),
             drift=len(hashes) > 1,
             stale_after=STALE_AFTER.total_seconds(),
