@@ -4,15 +4,19 @@ a job put back to pending keeps its last start until its next claim replaces it.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
+import httpx
 import psycopg
 import pytest
 
 import pgbeat
 from pgbeat.db import queries, queue_queries, testing_queries
 from pgbeat.worker import operations
+from tests.helpers import run_cli
+from tests.integration.ui_support import dashboard
 
 LEASE = timedelta(minutes=5)
 CLAIMS: dict[str, LiteralString] = {
@@ -87,3 +91,23 @@ def test_a_retried_job_keeps_its_last_start_until_its_next_claim(
     operations.complete_jobs(conn, [again])
     [(status, second, _, _)] = _started(conn)
     assert status == "done" and second > first
+
+
+def test_a_done_jobs_run_is_shown_by_the_cli_and_the_dashboard(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """`pgbeat jobs show` prints started_at; the job's page gives its run's duration."""
+    job_id = pgbeat.enqueue(conn, "k", {})
+    conn.execute(
+        "UPDATE jobs SET status = 'done', attempts = 1,"
+        " started_at = now() - interval '2.5 s', finished_at = now() WHERE id = %s",
+        (job_id,),
+    )
+    shown = run_cli(["jobs", "show", str(job_id), "--json"], database_url)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["started_at"] is not None
+    with dashboard(database_url) as ui:
+        page = httpx.get(f"{ui.url}/jobs/{job_id}", timeout=10)
+    assert page.status_code == 200
+    done_row = page.text.split('id="attempts-h"', 1)[1].split("</tbody>", 1)[0]
+    assert "2.5s" in done_row, done_row

@@ -165,7 +165,7 @@ LIMIT %(limit)s"""
 
 # Everything about one job (primary key).
 JOBS_SHOW: LiteralString = """
-SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
+SELECT id, kind, status, attempts, max_attempts, run_at, created_at, started_at, finished_at,
        unique_key, job_key, superseded_at, cancel_requested_at, last_error, payload,
        locked_until, keep_until, result
 FROM jobs WHERE id = %(id)s"""

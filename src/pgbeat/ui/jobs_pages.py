@@ -97,6 +97,13 @@ class JobPages:
             attempt["started_at"] = (
                 None if seconds is None else attempt["finished_at"] - timedelta(seconds=seconds)
             )
+        # a done job's own run: from its claim (jobs.started_at, migration 0013) to its finish
+        started, finished = job.get("started_at"), job.get("finished_at")
+        run_seconds = (
+            (finished - started).total_seconds()
+            if job["status"] == "done" and started is not None and finished is not None
+            else None
+        )
         name, _, _ = (job.get("unique_key") or "").partition("@")
         schedule = schedules.find(name) if name else None
         extra = {k: v for k, v in job.items() if k not in _SHOWN_FIELDS}
@@ -107,6 +114,7 @@ class JobPages:
             now=now,
             job=job,
             attempts=attempts,
+            run_seconds=run_seconds,
             schedule=schedule.schedule if schedule else None,
             extra_fields=extra,
             payload=payload_text(
@@ -277,6 +285,7 @@ _SHOWN_FIELDS = {
     "locked_until",
     "keep_until",
     "result",
+    "started_at",
 }
 
 
