@@ -172,7 +172,8 @@ BEGIN
     IF to_regclass('pgbeat_retention') IS NOT NULL THEN
         GRANT SELECT, UPDATE ON pgbeat_retention TO pgbeat_worker;
         GRANT DELETE ON jobs TO pgbeat_worker;
-        GRANT DELETE ON pgbeat_job_attempts TO pgbeat_worker;
+        -- the trigger's DELETE ... WHERE job_id IN (the deleted jobs) reads job_id
+        GRANT SELECT (job_id), DELETE ON pgbeat_job_attempts TO pgbeat_worker;
     END IF;
 END
 $$;

@@ -138,6 +138,7 @@ ALLOWED = {
     "worker": {
         "read payloads", "claim", "complete", "fail", "reap", "record attempts",
         "worker heartbeat", "cancel a pending job",
+        "purge (delete jobs)",  # retention's delete: finished jobs past keep_until only
     },
     "scheduler": {"scheduler heartbeat", "insert periods (scheduler tick)", "upsert a schedule"},
     "ui_viewer": {"read payloads"},
@@ -335,6 +336,7 @@ STATEMENTS: dict[str, str] = {
     ),
     "delete a pending job": "DELETE FROM jobs WHERE status = 'pending'",
     "delete a finished job": "DELETE FROM jobs WHERE status = 'done'",
+    "delete a job its schedule keeps": "DELETE FROM jobs WHERE keep_until > now()",
     "truncate jobs": "TRUNCATE jobs",
     # heartbeats
     "beat as a worker": (
@@ -395,6 +397,7 @@ MAY_RUN = {
         "run a pending job now", "move a job to year 10000", "beat as a worker",
         "renew a worker's heartbeat", "record an attempt",
         "cancel the live job of a key", "cancel an unkeyed pending job",
+        "delete a finished job",  # retention: finished and past keep_until, in batches
     },
     "scheduler": READ - {"read payloads"} | {
         "insert a period as the scheduler does", "insert a schedule's future period",
@@ -405,7 +408,8 @@ MAY_RUN = {
     "ui_admin": READ | {
         "insert a manual run of a schedule", "cancel the live job of a key",
         "retry a failed job", "cancel an unkeyed pending job", "run a pending job now",
-        "delete a finished job", "pause a schedule", "record a period in the history",
+        "delete a finished job", "delete a job its schedule keeps", "pause a schedule",
+        "record a period in the history",
     },
     "admin": set(STATEMENTS),
 }  # fmt: skip
@@ -413,6 +417,10 @@ MAY_RUN = {
 
 def _setup_rows(conn: psycopg.Connection[Any]) -> None:
     _setup_jobs(conn)
+    conn.execute(  # a period kept past its end for its schedule's catch-up window
+        "INSERT INTO jobs (kind, payload, status, attempts, finished_at, keep_until)"
+        " VALUES ('noop', '{}', 'done', 1, now(), now() + interval '1 day')"
+    )
     conn.execute("INSERT INTO jobs (kind, payload) VALUES ('noop', '{\"unkeyed\": 1}')")
     conn.execute(
         "INSERT INTO pgbeat_schedules (name, source, kind, every, definition_hash) "
