@@ -4,6 +4,8 @@ status line for kinds no worker claims, and the claim's plan over a large backlo
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -182,3 +184,31 @@ def test_the_dashboard_names_the_same_kinds(
     section = page.text.split('id="unserved-h"', 1)[1].split("</section>", 1)[0]
     assert "new_kind</a> in queue mail: 1 pending" in section
     assert "old_kind" not in section
+
+
+def test_an_idle_worker_never_walks_a_paused_queues_backlog(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """JOBS_SECONDS_TO_NEXT after an empty fast claim: the next delayed job of the queues it
+    takes, read from now() on, not past the 5,000 due jobs a paused queue holds."""
+    from pgbeat.db import queries
+    from pgbeat.worker import operations
+
+    pgbeat.pause_queue(conn, "reports")
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at, queue) "
+        "SELECT 'noop', '{}', now() - interval '1 hour', 'reports' FROM generate_series(1, 5000)"
+    )
+    pgbeat.enqueue(conn, "noop", delay=timedelta(seconds=30))
+    conn.execute("ANALYZE jobs")
+    seconds = operations.seconds_to_next_job(conn, ["noop"])
+    assert seconds is not None and 25 < seconds <= 30
+    params = {**PARAMS, "kinds": ["noop"], "held": ["reports"]}
+    plan = "\n".join(
+        str(row[0])
+        for row in conn.execute(
+            f"EXPLAIN (ANALYZE, FORMAT TEXT) {queries.JOBS_SECONDS_TO_NEXT}", params
+        )
+    )
+    removed = [int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan)]
+    assert sum(removed) < 100, plan

@@ -126,13 +126,14 @@ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'"""
 # Subscribes to the notifications of migrations/0002's insert trigger.
 JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
 
-# Seconds until the earliest pending job the fast claim may take falls due, by the database
-# clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). The paused
-# and limited queues the worker saw (%(held)s) are left out: JOBS_SECONDS_TO_NEXT_LIMITED
-# covers the limited ones.
+# Seconds until the next pending job the fast claim may take falls due, by the database
+# clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). Asked after a
+# fast claim found nothing: the jobs due now are those of the paused and limited queues the
+# worker saw (%(held)s), so the scan starts at now() and never walks a paused queue's
+# backlog. JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues.
 JOBS_SECONDS_TO_NEXT: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
-WHERE status = 'pending'
+WHERE status = 'pending' AND run_at > now()
   AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
   AND queue <> ALL(%(held)s::text[])"""
