@@ -17,10 +17,10 @@ from typing import LiteralString
 SCHEDULES_ALL: LiteralString = """
 SELECT pg_snapshot_xmax(snapshot.taken)::text AS snapshot_xmax,
        ARRAY(SELECT pg_snapshot_xip(snapshot.taken))::text[] AS snapshot_xip,
-       name, source, kind, cron, every, timezone, payload, max_attempts, catch_up,
-       catch_up_window, overlap, jitter, start_at, end_at, pause_after_failures, queue,
-       priority, definition_hash, file_hash, paused, paused_at, paused_by, paused_reason,
-       resumed_at, created_at, updated_at, updated_by, deleted_at
+       name, source, kind, cron, every, timezone, payload, payload::text AS payload_text,
+       max_attempts, catch_up, catch_up_window, overlap, jitter, start_at, end_at,
+       pause_after_failures, queue, priority, definition_hash, file_hash, paused, paused_at,
+       paused_by, paused_reason, resumed_at, created_at, updated_at, updated_by, deleted_at
 FROM (SELECT pg_current_snapshot() AS taken) AS snapshot
 LEFT JOIN pgbeat_schedules ON deleted_at IS NULL"""
 
@@ -31,10 +31,10 @@ LEFT JOIN pgbeat_schedules ON deleted_at IS NULL"""
 SCHEDULES_CHANGED: LiteralString = """
 SELECT pg_snapshot_xmax(snapshot.taken)::text AS snapshot_xmax,
        ARRAY(SELECT pg_snapshot_xip(snapshot.taken))::text[] AS snapshot_xip,
-       name, source, kind, cron, every, timezone, payload, max_attempts, catch_up,
-       catch_up_window, overlap, jitter, start_at, end_at, pause_after_failures, queue,
-       priority, definition_hash, file_hash, paused, paused_at, paused_by, paused_reason,
-       resumed_at, created_at, updated_at, updated_by, deleted_at
+       name, source, kind, cron, every, timezone, payload, payload::text AS payload_text,
+       max_attempts, catch_up, catch_up_window, overlap, jitter, start_at, end_at,
+       pause_after_failures, queue, priority, definition_hash, file_hash, paused, paused_at,
+       paused_by, paused_reason, resumed_at, created_at, updated_at, updated_by, deleted_at
 FROM (SELECT pg_current_snapshot() AS taken) AS snapshot
 LEFT JOIN pgbeat_schedules
   ON changed_xid >= %(xmax)s::xid8 OR changed_xid = ANY(%(xip)s::xid8[])"""

@@ -250,7 +250,7 @@ class Catalog:
             return 1
         if member is not None and member.definition_hash == row["definition_hash"]:
             assert group is not None
-            if self._same(member, group, schedule):
+            if self._same(member, group, schedule, row.get("payload_text")):
                 gaps = gaps_of(row)  # a pause or resume: same periods
                 if gaps != member.gaps:
                     member.gaps = gaps
@@ -273,7 +273,9 @@ class Catalog:
         self.invalid.pop(name, None)
         return 1
 
-    def _same(self, member: Member, group: Group, schedule: Schedule) -> bool:
+    def _same(
+        self, member: Member, group: Group, schedule: Schedule, payload_text: str | None
+    ) -> bool:
         """Whether ``schedule`` has the periods and jobs that ``member`` (of ``group``) has.
 
         Everything ``_add`` takes from a definition is compared here.
@@ -283,11 +285,12 @@ class Catalog:
             and member.kind == schedule.kind
             and member.jitter == schedule.jitter
             and member.overlap == schedule.overlap
-            and self.templates.by_number[member.template] == Template.of(schedule)
+            and self.templates.by_number[member.template] == Template.of(schedule, payload_text)
         )
 
     def _add(self, schedule: Schedule, row: Mapping[str, Any]) -> None:
-        template = Template.of(schedule)  # first: it raises for a payload JSON cannot hold
+        # first: it raises for a payload JSON cannot hold
+        template = Template.of(schedule, row.get("payload_text"))
         policy = policy_of(schedule)
         group = self._fresh.setdefault(policy, Group(policy))
         group.members[schedule.name] = Member(

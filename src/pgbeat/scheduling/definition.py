@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.schedule import FROM_JSONB, Schedule
 
 # The columns of pgbeat_schedules that hold a definition, in the order of the hash.
 DEFINITION_COLUMNS = (
@@ -83,7 +83,9 @@ def schedule_from_row(row: Mapping[str, Any]) -> Schedule:
     """The ``Schedule`` of a pgbeat_schedules row (validated: rows may come from raw SQL)."""
     values = {column: row[column] for column in DEFINITION_COLUMNS}
     values["payload"] = row["payload"] if row["payload"] is not None else {}
-    return Schedule.model_validate({"name": row["name"], **_without_none(values)})
+    return Schedule.model_validate(
+        {"name": row["name"], **_without_none(values)}, context={FROM_JSONB: True}
+    )
 
 
 def _canonical(schedule: Schedule) -> str:

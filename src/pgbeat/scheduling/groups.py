@@ -24,6 +24,7 @@ Gaps = tuple[tuple[datetime | None, datetime], ...]  # (after, until] spans, Non
 
 _MICROSECOND = timedelta(microseconds=1)
 _END_OF_TIME = datetime.max.replace(tzinfo=UTC)
+_TIMING = Schedule.model_construct(name="group", kind="group", cron="* * * * *", every=None)
 
 
 class Template(NamedTuple):
@@ -36,9 +37,11 @@ class Template(NamedTuple):
     priority: int
 
     @classmethod
-    def of(cls, schedule: Schedule) -> Template:
+    def of(cls, schedule: Schedule, payload_text: str | None = None) -> Template:
+        """The template of ``schedule``; ``payload_text`` is its payload as the jsonb column
+        gives it, when read from the table (no second encoding of 100,000 payloads)."""
         return cls(
-            json.dumps(schedule.payload),
+            json.dumps(schedule.payload) if payload_text is None else payload_text,
             schedule.max_attempts or payloads.DEFAULT_MAX_ATTEMPTS,
             keep_for(schedule).total_seconds(),
             schedule.queue,
@@ -76,16 +79,17 @@ class Group:
     @property
     def first(self) -> Schedule:
         """The group's timing as a ``Schedule``, for the fire-time functions (built on demand:
-        tens of thousands of groups would otherwise each keep one)."""
+        tens of thousands of groups would otherwise each keep one; a copy of a prototype
+        costs half of a construction)."""
         cron, every, timezone, catch_up, window = self.policy
-        return Schedule.model_construct(
-            name="group",
-            kind="group",
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            catch_up=catch_up,
-            catch_up_window=window,
+        return _TIMING.model_copy(
+            update={
+                "cron": cron,
+                "every": every,
+                "timezone": timezone,
+                "catch_up": catch_up,
+                "catch_up_window": window,
+            }
         )
 
 
