@@ -44,10 +44,12 @@ from pgbeat.scheduling.state import validated_schedule
 log = logging.getLogger("pgbeat.scheduler")
 
 
-def _readable_schedule(row: Mapping[str, Any]) -> tuple[Schedule | None, str | None]:
-    """The row's ``Schedule``, or None and why: a value Python cannot hold, or a definition
-    that does not validate (or nests too deep to)."""
-    problem = unreadable(row)
+def _readable_schedule(
+    row: Mapping[str, Any], guarded: bool
+) -> tuple[Schedule | None, str | None]:
+    """The row's ``Schedule``, or None and why: a value Python cannot hold (only a guarded
+    read can return one), or a definition that does not validate (or nests too deep to)."""
+    problem = unreadable(row) if guarded else None
     if problem is not None:
         return None, problem
     try:
@@ -131,7 +133,7 @@ class Catalog:
             for row in cursor:
                 self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 if row["name"] is not None:
-                    self._apply(row)
+                    self._apply(row, guarded)
 
     def refresh(self, conn: psycopg.Connection[Any]) -> int:
         """Apply the rows written since the last look; return how many schedules changed.
@@ -150,7 +152,7 @@ class Catalog:
             for row in cursor:
                 self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 if row["name"] is not None:
-                    changed += self._apply(row)
+                    changed += self._apply(row, guarded=True)
         return changed
 
     def take_due(self, now: datetime) -> list[Group]:
@@ -229,20 +231,20 @@ class Catalog:
         fresh.alive = False
         return settled
 
-    def _apply(self, row: dict[str, Any]) -> int:
+    def _apply(self, row: dict[str, Any], guarded: bool) -> int:
         """Bring one row into the copy; 1 when the schedules changed, else 0."""
-        changed = self._change(row)
+        changed = self._change(row, guarded)
         self.changes += changed
         return changed
 
-    def _change(self, row: dict[str, Any]) -> int:
+    def _change(self, row: dict[str, Any], guarded: bool) -> int:
         name = row["name"]
         group = self._group_of.get(name)
         member = None if group is None else group.members[name]
         if row["deleted_at"] is not None:
             self.invalid.pop(name, None)
             return self._remove(name) if member is not None else 0
-        schedule, problem = _readable_schedule(row)
+        schedule, problem = _readable_schedule(row, guarded)
         if schedule is None:
             if member is not None:
                 self._remove(name)

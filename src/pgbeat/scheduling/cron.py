@@ -125,6 +125,7 @@ class CronExpression:
                 return datetime(year, month, 1)  # noqa: DTZ001 - wall-clock time, no zone
 
 
+@functools.lru_cache(maxsize=4096)  # a replica reads 100,000 rows of a few thousand crons
 def parse_cron(text: str) -> CronExpression:
     """Parse a five-field expression or a shortcut; raise ``ValueError`` with one-line reason."""
     return _parse(normalise(text))

@@ -223,6 +223,7 @@ class Schedule(BaseModel):
         return self.cron is not None and cron.parse_cron(self.cron).fixed_time
 
 
+@functools.lru_cache(maxsize=4096)  # pure: a replica's 100,000 rows share a few thousand
 def validate_cron(expr: str) -> str:
     """Return ``expr`` normalised (single spaces, lower-case names) or raise ``ValueError``.
 
