@@ -44,9 +44,7 @@ from pgbeat.scheduling.state import validated_schedule
 log = logging.getLogger("pgbeat.scheduler")
 
 
-def _readable_schedule(
-    row: Mapping[str, Any], guarded: bool
-) -> tuple[Schedule | None, str | None]:
+def _readable_schedule(row: Mapping[str, Any], guarded: bool) -> tuple[Schedule | None, str | None]:
     """The row's ``Schedule``, or None and why: a value Python cannot hold (only a guarded
     read can return one), or a definition that does not validate (or nests too deep to)."""
     problem = unreadable(row) if guarded else None
