@@ -345,13 +345,16 @@ CREATE POLICY pgbeat_jobs_keys ON jobs FOR UPDATE TO pgbeat_keys
 DROP POLICY IF EXISTS pgbeat_jobs_worker ON jobs;
 CREATE POLICY pgbeat_jobs_worker ON jobs FOR UPDATE TO pgbeat_worker
     USING (true) WITH CHECK (locked_until IS NULL OR locked_until <= now() + interval '1 day');
--- The dashboard's admin: run now and cancel pending jobs, retry failed ones (no lease, so
--- it claims nothing); and it deletes only finished jobs.
+-- The dashboard's admin, as `pgbeat jobs` (jobs/actions.py): run now and cancel pending
+-- jobs, retry any job that is not running (no lease, so it claims nothing), ask a running
+-- job to stop (cancel_requested_at: the job stays running under its worker's lease); and it
+-- deletes only finished jobs.
 DROP POLICY IF EXISTS pgbeat_jobs_ui_update ON jobs;
 CREATE POLICY pgbeat_jobs_ui_update ON jobs FOR UPDATE TO pgbeat_ui_admin
-    USING (status IN ('pending', 'failed'))
-    WITH CHECK (status IN ('pending', 'cancelled') AND locked_until IS NULL
-                AND pgbeat_readable_time(run_at));
+    USING (true)
+    WITH CHECK ((status IN ('pending', 'cancelled') AND locked_until IS NULL
+                 AND pgbeat_readable_time(run_at))
+                OR (status = 'running' AND cancel_requested_at IS NOT NULL));
 DROP POLICY IF EXISTS pgbeat_jobs_retention ON jobs;
 CREATE POLICY pgbeat_jobs_retention ON jobs FOR DELETE TO pgbeat_worker
     USING (status IN ('done', 'failed', 'cancelled')

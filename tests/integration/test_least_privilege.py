@@ -142,11 +142,12 @@ ALLOWED = {
     },
     "scheduler": {"scheduler heartbeat", "insert periods (scheduler tick)", "upsert a schedule"},
     "ui_viewer": {"read payloads"},
-    # reap, complete and fail end without an error but change nothing: row-level security
-    # hides running jobs from the dashboard's role (the plain-SQL matrix below shows it).
+    # reap ends without an error but changes nothing (its lease check finds no expired
+    # lease to take); complete and fail are refused: the dashboard's role may ask a running
+    # job to stop, never end it (the plain-SQL matrix below shows it).
     "ui_admin": {
         "read payloads", "retry a failed job", "cancel a pending job", "cancel by key",
-        "purge (delete jobs)", "reap", "complete", "fail",
+        "purge (delete jobs)", "reap",
     },
     "admin": set(ACTIONS),
 }  # fmt: skip
@@ -300,6 +301,12 @@ STATEMENTS: dict[str, str] = {
         "UPDATE jobs SET status = 'cancelled', finished_at = now() "
         "WHERE job_key = 'live-key' AND status = 'pending'"
     ),
+    "ask a running job to stop": (
+        "UPDATE jobs SET cancel_requested_at = now() WHERE status = 'running'"
+    ),
+    "extend a running job's lease": (
+        "UPDATE jobs SET locked_until = now() + interval '1 hour' WHERE status = 'running'"
+    ),
     "re-run a done job": (
         "UPDATE jobs SET status = 'pending', finished_at = NULL WHERE status = 'done'"
     ),
@@ -398,6 +405,7 @@ MAY_RUN = {
         "renew a worker's heartbeat", "record an attempt",
         "cancel the live job of a key", "cancel an unkeyed pending job",
         "delete a finished job",  # retention: finished and past keep_until, in batches
+        "ask a running job to stop", "extend a running job's lease",  # cancel; renewal
     },
     "scheduler": READ - {"read payloads"} | {
         "insert a period as the scheduler does", "insert a schedule's future period",
@@ -410,6 +418,8 @@ MAY_RUN = {
         "retry a failed job", "cancel an unkeyed pending job", "run a pending job now",
         "delete a finished job", "delete a job its schedule keeps", "pause a schedule",
         "record a period in the history",
+        "re-run a done job",  # a retry of any job that is not running, as `pgbeat jobs retry`
+        "ask a running job to stop",  # its cancel; ending the run stays the worker's
     },
     "admin": set(STATEMENTS),
 }  # fmt: skip

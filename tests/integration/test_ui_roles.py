@@ -65,6 +65,11 @@ def _one(url: str, query: str, *params: Any) -> Any:
     return None if row is None else row[0]
 
 
+def _row(url: str, query: str, *params: Any) -> tuple[Any, ...] | None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(query.encode(), params).fetchone()
+
+
 def _job(url: str, status: str) -> int:
     return int(
         _one(
@@ -108,6 +113,12 @@ def test_the_admin_role_serves_every_page_and_every_action(
         _job(owner, s) for s in ("pending", "pending", "failed", "done")
     )
     bulk = [_job(owner, "failed") for _ in range(2)]
+    running, again, ended = (_job(owner, s) for s in ("running", "done", "cancelled"))
+    _one(
+        owner,
+        "UPDATE jobs SET locked_until = now() + interval '5 min' WHERE id = %s RETURNING id",
+        running,
+    )
     with (
         dashboard(logins["ui_admin"]) as ui,
         httpx.Client(base_url=ui.origin, timeout=10) as client,
@@ -129,6 +140,9 @@ def test_the_admin_role_serves_every_page_and_every_action(
         post(f"/jobs/{cancel}/cancel")
         post(f"/jobs/{failed}/retry")
         post(f"/jobs/{done}/delete")
+        post(f"/jobs/{running}/cancel")  # told to stop, as `pgbeat jobs cancel ID` does
+        post(f"/jobs/{again}/retry")  # a done job runs again, as `pgbeat jobs retry ID`
+        post(f"/jobs/{ended}/retry")
         post("/jobs/bulk", action="retry", ids=str(bulk[0]))
         for query in (
             "action=retry&status=failed&kind=invoice",
@@ -149,6 +163,9 @@ def test_the_admin_role_serves_every_page_and_every_action(
     assert _one(owner, status, failed) == "pending"
     assert _one(owner, status, bulk[0]) == "pending"
     assert _one(owner, status, done) is None
+    stopping = "SELECT status, cancel_requested_at IS NOT NULL FROM jobs WHERE id = %s"
+    assert _row(owner, stopping, running) == ("running", True)
+    assert [_one(owner, status, job) for job in (again, ended)] == ["pending", "pending"]
     assert _one(owner, "SELECT run_at <= now() FROM jobs WHERE id = %s", pending) is True
     assert _one(owner, "SELECT paused FROM pgbeat_schedules WHERE name = 'nightly_report'") is False
     by_status = "SELECT count(*) FROM jobs WHERE kind = 'invoice' AND status = %s"
