@@ -9,6 +9,7 @@ the rest (pgbeat_schedules rows written with SQL: scheduling/catalog.py, state.p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ def unreadable(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)  # one class per loader: a class made per read is never freed
 def _guarded(inner: type[abc.Loader]) -> type[Loader]:
     class Guarded(Loader):
         format = inner.format
