@@ -205,7 +205,8 @@ class Server:
     """The dashboard under uvicorn on a free port, in a thread of this process."""
 
     def __init__(self, url: str, schedules: Path) -> None:
-        app = create_app(url, schedules_path=str(schedules))
+        del schedules  # synced into pgbeat_schedules by build(): the dashboard reads them there
+        app = create_app(url)
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -128,12 +128,13 @@ JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
 
 # Seconds until the next pending job the fast claim may take falls due, by the database
 # clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). Asked after a
-# fast claim found nothing: the jobs due now are those of the paused and limited queues the
-# worker saw (%(held)s), so the scan starts at now() and never walks a paused queue's
-# backlog. JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues.
+# fast claim found nothing: the jobs due before it are those of the paused and limited
+# queues the worker saw (%(held)s), so the scan starts 5 s back (a job that fell due
+# between the claim and this look comes back negative: claim again) and never walks a paused
+# queue's backlog. JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues.
 JOBS_SECONDS_TO_NEXT: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
-WHERE status = 'pending' AND run_at > now()
+WHERE status = 'pending' AND run_at > now() - interval '5 seconds'
   AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
   AND queue <> ALL(%(held)s::text[])"""
