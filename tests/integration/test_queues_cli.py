@@ -90,10 +90,8 @@ def test_enqueue_flags(database_url: str, conn: psycopg.Connection[Any]) -> None
     assert row == ("mail", -3, "c:1")
 
 
-@pytest.mark.slow  # runs the CLI in a subprocess
-def test_status_names_kinds_no_live_worker_claims(
-    database_url: str, conn: psycopg.Connection[Any]
-) -> None:
+def _new_kind_no_worker_takes(conn: psycopg.Connection[Any]) -> None:
+    """A pending job of new_kind in queue mail, which the one live worker does not take."""
     pgbeat.enqueue(conn, "new_kind", queue="mail")
     pgbeat.enqueue(conn, "old_kind")
     details = json.dumps({"kinds": ["old_kind", "new_kind"], "queues": ["default"]})
@@ -102,6 +100,13 @@ def test_status_names_kinds_no_live_worker_claims(
         "VALUES (gen_random_uuid(), 'worker', 'h', 1, 'v', %s)",
         (details,),
     )
+
+
+@pytest.mark.slow  # runs the CLI in a subprocess
+def test_status_names_kinds_no_live_worker_claims(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    _new_kind_no_worker_takes(conn)
     result = run_cli(["status", "--json"], database_url)
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
@@ -170,14 +175,7 @@ def test_the_dashboard_names_the_same_kinds(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     """The Processes page lists what `pgbeat status` warns of (flow.unserved_kinds)."""
-    pgbeat.enqueue(conn, "new_kind", queue="mail")
-    pgbeat.enqueue(conn, "old_kind")
-    details = json.dumps({"kinds": ["old_kind", "new_kind"], "queues": ["default"]})
-    conn.execute(
-        "INSERT INTO pgbeat_processes (id, role, host, pid, version, details) "
-        "VALUES (gen_random_uuid(), 'worker', 'h', 1, 'v', %s)",
-        (details,),
-    )
+    _new_kind_no_worker_takes(conn)
     with dashboard(database_url) as ui:
         page = httpx.get(f"{ui.url}/processes", timeout=10)
     assert page.status_code == 200
