@@ -34,7 +34,7 @@ class Unreadable:
         return self.reason
 
 
-def guard(cursor: psycopg.Cursor[Any]) -> None:
+def guard(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
     """Make ``cursor`` load an undecodable value of ``GUARDED_TYPES`` as ``Unreadable``."""
     adapters = cursor.adapters
     for name in GUARDED_TYPES:

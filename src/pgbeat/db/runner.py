@@ -2,25 +2,42 @@
 statements and driven here by a sync or an async loop, so that the sync and async faces
 of a call cannot drift apart.
 
-A plan yields ``(statement, params)`` and is sent each statement's rows; what it returns
-is the call's result. ``run_on`` takes any connection the public API takes (psycopg sync
-or async, SQLAlchemy, Django) and returns the result, or a coroutine for an async one.
+A plan yields ``(statement, params)`` and is sent each statement's rows (tuples); what it
+returns is the call's result. A plan that reads rows by column name yields
+``(statement, params, DICTS)``, or ``GUARDED`` where a stored value may be one Python
+cannot hold (db/guarded.py: it loads as ``Unreadable`` instead of ending the read).
+``run_on`` takes any connection the public API takes (psycopg sync or async, SQLAlchemy,
+Django) and returns the result, or a coroutine for an async one; ``run_on_sync`` is for
+calls that have an ``_async`` twin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator
+import enum
+from collections.abc import Awaitable, Generator, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
 
 from pgbeat.db import frameworks, schema_errors
+from pgbeat.db.guarded import guard
 
 T = TypeVar("T")
-Statement = tuple[LiteralString, dict[str, Any]]
-Plan = Generator[Statement, list[tuple[Any, ...]], T]
+
+
+class Rows(enum.Enum):
+    """How a statement's rows reach its plan, when not as tuples."""
+
+    DICTS = "dicts"
+    GUARDED = "guarded"  # dicts, a value Python cannot hold loaded as Unreadable
+
+
+DICTS, GUARDED = Rows.DICTS, Rows.GUARDED
+Statement = tuple[LiteralString, Mapping[str, Any]] | tuple[LiteralString, Mapping[str, Any], Rows]
+Plan = Generator[Statement, list[Any], T]
 
 
 @schema_errors.translate
@@ -32,13 +49,13 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
     the job that replaces it.
     """
     try:
-        statement = plan.send(conn.execute(*next(plan)).fetchall())
+        statement = plan.send(_rows(conn, next(plan)))
     except StopIteration as finished:
         return _returned(finished, plan)
     with own_transaction(conn):
         while True:
             try:
-                statement = plan.send(conn.execute(*statement).fetchall())
+                statement = plan.send(_rows(conn, statement))
             except StopIteration as finished:
                 return _returned(finished, plan)
 
@@ -47,17 +64,41 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
 async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     """``run`` on an async connection."""
     try:
-        cursor = await conn.execute(*next(plan))
-        statement = plan.send(await cursor.fetchall())
+        statement = plan.send(await _rows_async(conn, next(plan)))
     except StopIteration as finished:
         return _returned(finished, plan)
     async with own_transaction_async(conn):
         while True:
             try:
-                cursor = await conn.execute(*statement)
-                statement = plan.send(await cursor.fetchall())
+                statement = plan.send(await _rows_async(conn, statement))
             except StopIteration as finished:
                 return _returned(finished, plan)
+
+
+def _rows(conn: psycopg.Connection[Any], statement: Statement) -> list[Any]:
+    """The rows of one statement, as its plan asked for them ([] when it returns none)."""
+    query, params, *shape = statement
+    if not shape:
+        cursor = conn.execute(query, params)
+        return cursor.fetchall() if cursor.description else []
+    with conn.cursor(row_factory=dict_row) as dicts:
+        if shape[0] is Rows.GUARDED:
+            guard(dicts)
+        dicts.execute(query, params)
+        return dicts.fetchall() if dicts.description else []
+
+
+async def _rows_async(conn: psycopg.AsyncConnection[Any], statement: Statement) -> list[Any]:
+    """``_rows`` on an async connection."""
+    query, params, *shape = statement
+    if not shape:
+        cursor = await conn.execute(query, params)
+        return await cursor.fetchall() if cursor.description else []
+    async with conn.cursor(row_factory=dict_row) as dicts:
+        if shape[0] is Rows.GUARDED:
+            guard(dicts)
+        await dicts.execute(query, params)
+        return await dicts.fetchall() if dicts.description else []
 
 
 def _returned(finished: StopIteration, plan: Plan[T]) -> T:
@@ -83,6 +124,16 @@ def run_on(conn: object, plan: Plan[T]) -> T | Awaitable[T]:
     sync_conn = frameworks.sync_connection(conn)
     if sync_conn is None:
         return run_on_async(conn, plan)
+    return run(sync_conn, plan)
+
+
+def run_on_sync(conn: object, plan: Plan[T], twin: str) -> T:
+    """Run ``plan`` on a synchronous connection of any kind ``enqueue`` takes; an async one
+    is a TypeError that names the call's async twin (``twin``)."""
+    sync_conn = frameworks.sync_connection(conn)
+    if sync_conn is None:
+        plan.close()
+        raise TypeError(f"an async connection was given: use {twin} (awaited) with it")
     return run(sync_conn, plan)
 
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from psycopg.rows import dict_row
-
-from pgbeat.db import connections, frameworks
 from pgbeat.db import history_queries as hq
+from pgbeat.db import queries
 from pgbeat.db import schedule_queries as q
+from pgbeat.db.runner import DICTS, Plan, run_on_async, run_on_sync
 from pgbeat.errors import ScheduleError, ScheduleNotFound
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.catchup import ON_TIME
@@ -49,7 +47,35 @@ def backfill(
     recorded in the history as ``backfill`` with ``by`` (who asked). Paused or not, overlap
     or not: an operator asked for it. Runs in ``conn``'s current transaction.
     """
-    sync_conn, schedule = _prepare(conn, name, start, end)
+    return run_on_sync(conn, _backfill_plan(name, start, end, by), "backfill_async")
+
+
+async def backfill_async(
+    conn: object, name: str, start: datetime, end: datetime, *, by: str | None = None
+) -> int:
+    """``backfill`` on an async connection."""
+    return await run_on_async(conn, _backfill_plan(name, start, end, by))
+
+
+def preview_backfill(conn: object, name: str, start: datetime, end: datetime) -> BackfillPlan:
+    """What ``backfill`` would enqueue now, writing nothing (``--dry-run``, the dashboard)."""
+    return run_on_sync(conn, _preview_plan(name, start, end), "preview_backfill_async")
+
+
+async def preview_backfill_async(
+    conn: object, name: str, start: datetime, end: datetime
+) -> BackfillPlan:
+    """``preview_backfill`` on an async connection."""
+    return await run_on_async(conn, _preview_plan(name, start, end))
+
+
+def _backfill_plan(name: str, start: datetime, end: datetime, by: str | None) -> Plan[int]:
+    _check_range(name, start, end)  # before any SQL
+    return _backfill_rows(name, start, end, by)
+
+
+def _backfill_rows(name: str, start: datetime, end: datetime, by: str | None) -> Plan[int]:
+    schedule = yield from _schedule_plan(name, end)
     fires = _periods(schedule, start, end)
     if not fires:
         return 0
@@ -61,23 +87,26 @@ def backfill(
         "default_max_attempts": payloads.DEFAULT_MAX_ATTEMPTS,
         "keep_extra": ON_TIME + timedelta(minutes=1),
     }
-    return len(sync_conn.execute(hq.HISTORY_BACKFILL, params).fetchall())
+    return len((yield hq.HISTORY_BACKFILL, params))
 
 
-def preview_backfill(conn: object, name: str, start: datetime, end: datetime) -> BackfillPlan:
-    """What ``backfill`` would enqueue now, writing nothing (``--dry-run``, the dashboard)."""
-    sync_conn, schedule = _prepare(conn, name, start, end)
+def _preview_plan(name: str, start: datetime, end: datetime) -> Plan[BackfillPlan]:
+    _check_range(name, start, end)  # before any SQL
+    return _preview_rows(name, start, end)
+
+
+def _preview_rows(name: str, start: datetime, end: datetime) -> Plan[BackfillPlan]:
+    schedule = yield from _schedule_plan(name, end)
     fires = _periods(schedule, start, end)
     taken: set[datetime] = set()
     if fires:
-        rows = sync_conn.execute(hq.HISTORY_PERIODS_TAKEN, {"name": name, "fire_ats": fires})
+        rows = yield hq.HISTORY_PERIODS_TAKEN, {"name": name, "fire_ats": fires}
         taken = {fire_at for (fire_at,) in rows}
     new = [fire for fire in fires if fire not in taken]
     return BackfillPlan(name, start, end, fires, new)
 
 
-def _prepare(conn: object, name: str, start: datetime, end: datetime) -> tuple[Any, Schedule]:
-    """Check the range (before any SQL), then find the schedule and the database's time."""
+def _check_range(name: str, start: datetime, end: datetime) -> None:
     for label, value in (("start", start), ("end", end)):
         if not isinstance(value, datetime):
             raise TypeError(f"{label} must be a datetime, got {type(value).__name__}")
@@ -85,24 +114,24 @@ def _prepare(conn: object, name: str, start: datetime, end: datetime) -> tuple[A
             raise ValueError(f"{label} must be a timezone-aware datetime, got {value}")
     if end <= start:
         raise ValueError(f"backfill of {name!r}: end ({_iso(end)}) must be after start")
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        raise TypeError("backfill needs a synchronous connection")
-    with sync_conn.cursor(row_factory=dict_row) as cursor:
-        row = cursor.execute(q.SCHEDULES_ONE, {"name": name}).fetchone()
-    if row is None or row["deleted_at"] is not None:
+
+
+def _schedule_plan(name: str, end: datetime) -> Plan[Schedule]:
+    """The schedule ``name``, once the database's clock says ``end`` is past."""
+    rows = yield q.SCHEDULES_ONE, {"name": name}, DICTS
+    if not rows or rows[0]["deleted_at"] is not None:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     try:
-        schedule = schedule_from_row(row)
+        schedule = schedule_from_row(rows[0])
     except ValueError as exc:
         raise ScheduleError(f"schedule {name!r} is invalid: {exc}") from None
-    now = connections.database_now(sync_conn)
+    ((now,),) = yield queries.DATABASE_NOW, {}
     if end > now:
         raise ValueError(
             f"backfill of {name!r}: end ({_iso(end)}) is in the future (now {_iso(now)}); "
             "a backfill enqueues past periods only"
         )
-    return sync_conn, schedule
+    return schedule
 
 
 def _periods(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:

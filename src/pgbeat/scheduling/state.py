@@ -2,11 +2,11 @@
 backfill (backfill.py).
 
 Every function takes a psycopg connection (or anything ``pgbeat.enqueue`` takes that is
-synchronous) and runs in its current transaction: on an autocommit connection each call
-commits at once. Times are aware datetimes from the database's clock. Running scheduler
-replicas see a pause or resume at commit; the period decisions themselves are taken in the
-scheduler's insert statement, so a replica that has not heard of a pause yet still records
-the period as skipped.
+synchronous; its ``_async`` twin takes an async one) and runs in its current transaction:
+on an autocommit connection each call commits at once. Times are aware datetimes from the
+database's clock. Running scheduler replicas see a pause or resume at commit; the period
+decisions themselves are taken in the scheduler's insert statement, so a replica that has
+not heard of a pause yet still records the period as skipped.
 """
 
 from __future__ import annotations
@@ -16,20 +16,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from pgbeat.db import frameworks
 from pgbeat.db import history_queries as hq
 from pgbeat.db import schedule_queries as q
-from pgbeat.db.guarded import Unreadable, guard, unreadable
+from pgbeat.db.guarded import Unreadable, unreadable
+from pgbeat.db.runner import DICTS, GUARDED, Plan, run_on_async, run_on_sync
 from pgbeat.errors import ScheduleNotFound
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.backfill import (
     MAX_BACKFILL_PERIODS,
     BackfillPlan,
     backfill,
+    backfill_async,
     preview_backfill,
+    preview_backfill_async,
 )
 from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, last_fires_between
 from pgbeat.scheduling.definition import schedule_from_row
@@ -91,20 +92,32 @@ class ScheduleState:
     paused_reason: str | None = None
 
 
+# Each call has an ``_async`` twin for an async connection; both run one plan
+# (db/runner.py), so the two cannot drift apart.
+
+
 def list_schedules(conn: object) -> list[ScheduleState]:
     """Every schedule, by name, each with its latest period and that period's job.
 
     One indexed lookup of the history per schedule (the newest row), so the cost grows with
     the number of schedules, not with their history.
     """
-    rows = _rows(conn, q.SCHEDULES_LIST, {"name": None}, guarded=True)
-    return [_state(row) for row in rows]
+    return run_on_sync(conn, _list_plan(None), "list_schedules_async")
+
+
+async def list_schedules_async(conn: object) -> list[ScheduleState]:
+    """``list_schedules`` on an async connection."""
+    return await run_on_async(conn, _list_plan(None))
 
 
 def get_schedule(conn: object, name: str) -> ScheduleState | None:
     """The schedule ``name`` with its latest period, or None."""
-    rows = _rows(conn, q.SCHEDULES_LIST, {"name": name}, guarded=True)
-    return _state(rows[0]) if rows else None
+    return run_on_sync(conn, _get_plan(name), "get_schedule_async")
+
+
+async def get_schedule_async(conn: object, name: str) -> ScheduleState | None:
+    """``get_schedule`` on an async connection."""
+    return await run_on_async(conn, _get_plan(name))
 
 
 def schedule_history(
@@ -116,10 +129,14 @@ def schedule_history(
     are kept for the schedulers' retention (30 days unless configured otherwise), also
     after the schedule is deleted.
     """
-    if limit < 1:
-        raise ValueError("limit must be at least 1")
-    rows = _rows(conn, hq.HISTORY_OF_SCHEDULE, {"name": name, "limit": limit, "before": before})
-    return [_period(row) for row in rows]
+    return run_on_sync(conn, _history_plan(name, limit, before), "schedule_history_async")
+
+
+async def schedule_history_async(
+    conn: object, name: str, *, limit: int = 50, before: datetime | None = None
+) -> list[PeriodRecord]:
+    """``schedule_history`` on an async connection."""
+    return await run_on_async(conn, _history_plan(name, limit, before))
 
 
 def pause_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
@@ -129,7 +146,12 @@ def pause_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
     file syncs and changes from code. ``by`` is recorded (e.g. ``"ui:alice"``). Raises
     ``ScheduleNotFound`` when there is no such schedule.
     """
-    return _toggle(conn, q.SCHEDULES_PAUSE, name, by)
+    return run_on_sync(conn, _pause_plan(name, by), "pause_schedule_async")
+
+
+async def pause_schedule_async(conn: object, name: str, *, by: str | None = None) -> bool:
+    """``pause_schedule`` on an async connection."""
+    return await run_on_async(conn, _pause_plan(name, by))
 
 
 def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
@@ -140,21 +162,12 @@ def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
     recorded as skipped (paused) in the same transaction. Raises ``ScheduleNotFound`` when
     there is no such schedule.
     """
-    rows = _rows(conn, q.SCHEDULES_RESUME, {"name": name, "by": by}, guarded=True)
-    row = rows[0]
-    if not row["found"]:
-        raise ScheduleNotFound(f"no schedule named {name!r}")
-    if not row["changed"]:
-        return False
-    schedule = None
-    if unreadable(row) is None:  # a broken row runs no periods to record
-        schedule, _ = validated_schedule(row)
-    if schedule is not None:
-        start = max(row["paused_at"], row["resumed_at"] - schedule.catch_up_window)
-        fires = last_fires_between(schedule, start, row["resumed_at"], MAX_CATCH_UP_PERIODS)
-        if fires:
-            _rows(conn, hq.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires})
-    return True
+    return run_on_sync(conn, _resume_plan(name, by), "resume_schedule_async")
+
+
+async def resume_schedule_async(conn: object, name: str, *, by: str | None = None) -> bool:
+    """``resume_schedule`` on an async connection."""
+    return await run_on_async(conn, _resume_plan(name, by))
 
 
 def run_schedule_now(
@@ -167,37 +180,80 @@ def run_schedule_now(
     enqueued as usual. It runs whether the schedule is paused or not, and whatever its
     overlap policy. Raises ``ScheduleNotFound`` when there is no such schedule.
     """
+    return run_on_sync(conn, _run_now_plan(name, by, reason), "run_schedule_now_async")
+
+
+async def run_schedule_now_async(
+    conn: object, name: str, *, by: str | None = None, reason: str | None = None
+) -> int:
+    """``run_schedule_now`` on an async connection."""
+    return await run_on_async(conn, _run_now_plan(name, by, reason))
+
+
+# -- the plans ------------------------------------------------------------------------------
+
+
+def _list_plan(name: str | None) -> Plan[list[ScheduleState]]:
+    rows = yield q.SCHEDULES_LIST, {"name": name}, GUARDED
+    return [_state(row) for row in rows]
+
+
+def _get_plan(name: str) -> Plan[ScheduleState | None]:
+    found = yield from _list_plan(name)
+    return found[0] if found else None
+
+
+def _history_plan(name: str, limit: int, before: datetime | None) -> Plan[list[PeriodRecord]]:
+    if limit < 1:  # checked when the plan is made, before any SQL
+        raise ValueError("limit must be at least 1")
+    return _history_rows(name, limit, before)
+
+
+def _history_rows(name: str, limit: int, before: datetime | None) -> Plan[list[PeriodRecord]]:
+    params = {"name": name, "limit": limit, "before": before}
+    rows = yield hq.HISTORY_OF_SCHEDULE, params, DICTS
+    return [_period(row) for row in rows]
+
+
+def _pause_plan(name: str, by: str | None) -> Plan[bool]:
+    rows = yield q.SCHEDULES_PAUSE, {"name": name, "by": by}, DICTS
+    return _changed(rows[0], name)
+
+
+def _resume_plan(name: str, by: str | None) -> Plan[bool]:
+    rows = yield q.SCHEDULES_RESUME, {"name": name, "by": by}, GUARDED
+    row = rows[0]
+    if not _changed(row, name):
+        return False
+    schedule = None
+    if unreadable(row) is None:  # a broken row runs no periods to record
+        schedule, _ = validated_schedule(row)
+    if schedule is not None:
+        start = max(row["paused_at"], row["resumed_at"] - schedule.catch_up_window)
+        fires = last_fires_between(schedule, start, row["resumed_at"], MAX_CATCH_UP_PERIODS)
+        if fires:
+            yield hq.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires}, DICTS
+    return True
+
+
+def _run_now_plan(name: str, by: str | None, reason: str | None) -> Plan[int]:
     params = {
         "name": name,
         "by": by,
         "reason": reason,
         "default_max_attempts": payloads.DEFAULT_MAX_ATTEMPTS,
     }
-    rows = _rows(conn, hq.HISTORY_RUN_NOW, params)
+    rows = yield hq.HISTORY_RUN_NOW, params, DICTS
     if not rows:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     return int(rows[0]["id"])
 
 
-def _toggle(conn: object, query: Any, name: str, by: str | None) -> bool:
-    row = _rows(conn, query, {"name": name, "by": by})[0]
+def _changed(row: Mapping[str, Any], name: str) -> bool:
+    """Whether a pause or resume changed the schedule; ScheduleNotFound when there is none."""
     if not row["found"]:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     return bool(row["changed"])
-
-
-def _rows(
-    conn: object, query: Any, params: Mapping[str, Any], *, guarded: bool = False
-) -> list[dict[str, Any]]:
-    """The rows of ``query``; ``guarded``: a value Python cannot hold loads as ``Unreadable``."""
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        raise TypeError("pgbeat.scheduling.state needs a synchronous connection")
-    with sync_conn.cursor(row_factory=dict_row) as cursor:
-        if guarded:
-            guard(cursor)
-        cursor.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _state(row: dict[str, Any]) -> ScheduleState:
@@ -273,11 +329,19 @@ __all__ = [
     "PeriodRecord",
     "ScheduleState",
     "backfill",
+    "backfill_async",
     "get_schedule",
+    "get_schedule_async",
     "list_schedules",
+    "list_schedules_async",
     "pause_schedule",
+    "pause_schedule_async",
     "preview_backfill",
+    "preview_backfill_async",
     "resume_schedule",
+    "resume_schedule_async",
     "run_schedule_now",
+    "run_schedule_now_async",
     "schedule_history",
+    "schedule_history_async",
 ]
