@@ -24,7 +24,6 @@ import psycopg
 
 import pgbeat
 from pgbeat.db.migrate import apply_migrations
-from pgbeat.scheduling.file import parse_schedules
 from pgbeat.scheduling.scheduler import Scheduler
 from tests.apps.chaos_app import SETUP
 from tests.chaos.clusters import ReplicatedPair
@@ -38,7 +37,7 @@ from tests.chaos.harness import (
     poll_until,
     scalar,
 )
-from tests.chaos.scenarios import check_processes, worker_args
+from tests.chaos.scenarios import Crew
 
 FAILOVER_SCHEDULES = """
 [schedules.all_tick]
@@ -144,15 +143,9 @@ def _failover(pair: ReplicatedPair, p: Failover, workdir: Path) -> ScenarioResul
     if p.tick_rounds:
         result.figures["tick_ms"] = tick_cost(direct, p.tick_rounds)
     url = pair.url("pgbeat")
-    path = workdir / "failover.toml"
-    path.write_text(FAILOVER_SCHEDULES)
-    schedule = parse_schedules(FAILOVER_SCHEDULES)[0]
     app = Application(url, p.enqueue_rate, p.job_sleep)
-    scheduler_args = ["scheduler", "--schedules", str(path), "--log-format", "json"]
-    schedulers = Fleet(scheduler_args, url, p.schedulers, rng)
-    workers = Fleet(worker_args(p.concurrency, p.lease, p.timeout), url, p.workers, rng)
-    fleets = {"schedulers": schedulers, "workers": workers}
-    codes: list[Any] = []
+    crew = Crew(url, workdir, FAILOVER_SCHEDULES, p, rng, "--log-format", "json")
+    schedulers, (schedule,) = crew.schedulers, crew.schedules
     thread = app.start()
     try:
         with connect(direct) as conn:
@@ -172,7 +165,7 @@ def _failover(pair: ReplicatedPair, p: Failover, workdir: Path) -> ScenarioResul
         time.sleep(p.no_primary)  # the fault itself: no primary until the standby is promoted
         promoted_at = pair.promote()
         recovery = _recovery(
-            pair.standby.url("pgbeat"), fleets, killed_at, promoted_at, p.recovery_seconds
+            pair.standby.url("pgbeat"), crew.fleets, killed_at, promoted_at, p.recovery_seconds
         )
         result.check(
             recovery["all_working_s"] is not None, f"not every process came back: {recovery}"
@@ -185,11 +178,11 @@ def _failover(pair: ReplicatedPair, p: Failover, workdir: Path) -> ScenarioResul
             acked = [seq for seq, _ in app.acknowledged]
             done = lambda: _done_seqs(conn) >= len(set(acked) & _present_seqs(conn))  # noqa: E731
             result.check(poll_until(done, p.drain_seconds), "effect jobs left unfinished")
-            codes += schedulers.stop()
+            crew.stop_schedulers()
             idle = lambda: scalar(conn, UNFINISHED) == 0  # noqa: E731
             left = poll_until(idle, p.drain_seconds)
             result.check(left, "jobs left unfinished on the new primary")
-            codes += workers.stop()
+            crew.stop_workers()
             _audit(result, conn, app, schedule, schedulers, running, killed_at)
         result.figures.update(
             load=f"{p.enqueue_rate:g} jobs/s + a 1 s schedule, {p.workers} workers, "
@@ -200,8 +193,8 @@ def _failover(pair: ReplicatedPair, p: Failover, workdir: Path) -> ScenarioResul
         )
     finally:
         app.stop()
-        codes += schedulers.stop() + workers.stop()
-    check_processes(result, fleets, codes)
+        crew.stop()
+    crew.check(result)
     result.figures["recovery"] = (
         f"every process on the new primary {recovery['all_working_s']} s after the promotion"
     )

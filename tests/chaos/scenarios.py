@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 import pgbeat
@@ -72,6 +72,58 @@ def check_processes(result: ScenarioResult, fleets: dict[str, Fleet], codes: lis
     result.check(deaths == 0, f"{deaths} pgbeat processes died without being killed")
     result.check(not tracebacks, "a process printed a traceback:\n" + "\n".join(tracebacks)[:3000])
     result.check(all(code == 0 for code in codes), f"exit codes after SIGTERM: {codes}")
+
+
+class CrewSize(Protocol):
+    """What a scenario's parameters say of its crew."""
+
+    @property
+    def schedulers(self) -> int: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def lease(self) -> str: ...
+    @property
+    def timeout(self) -> str: ...
+
+
+class Crew:
+    """A scenario's schedulers (on one schedules file) and workers: started together,
+    stopped together, every exit code kept for ``check``."""
+
+    def __init__(
+        self,
+        url: str,
+        workdir: Path,
+        schedules: str,
+        p: CrewSize,
+        rng: random.Random,
+        *scheduler_flags: str,
+    ) -> None:
+        path = workdir / "schedules.toml"
+        path.write_text(schedules)
+        self.schedules = parse_schedules(schedules)
+        args = ["scheduler", "--schedules", str(path), *scheduler_flags]
+        self.schedulers = Fleet(args, url, p.schedulers, rng)
+        self.workers = Fleet(worker_args(p.concurrency, p.lease, p.timeout), url, p.workers, rng)
+        self.fleets = {"schedulers": self.schedulers, "workers": self.workers}
+        self.codes: list[Any] = []
+
+    def stop_schedulers(self) -> None:
+        self.codes += self.schedulers.stop()
+
+    def stop_workers(self) -> None:
+        self.codes += self.workers.stop()
+
+    def stop(self) -> None:
+        """Stop whatever still runs (again after a stop is harmless)."""
+        self.stop_schedulers()
+        self.stop_workers()
+
+    def check(self, result: ScenarioResult) -> None:
+        check_processes(result, self.fleets, self.codes)
 
 
 def check_effects(result: ScenarioResult, conn: Conn, kinds: tuple[str, ...]) -> None:
@@ -340,19 +392,12 @@ def _database_restart(
 ) -> ScenarioResult:
     result = ScenarioResult("database restart", asdict(p))
     rng = random.Random(p.seed)
-    path = workdir / "restart.toml"
-    path.write_text(RESTART_SCHEDULES)
-    schedules = parse_schedules(RESTART_SCHEDULES)
     kinds = ("effect", "all_tick", "none_tick")
     probe = Probe(url)
     with connect(url) as conn:
         conn.execute(SETUP)
         enqueue_effects(conn, p.jobs, p.job_sleep)
-    args = ["scheduler", "--schedules", str(path), "--log-level", "WARNING"]
-    schedulers = Fleet(args, url, p.schedulers, rng)
-    workers = Fleet(worker_args(p.concurrency, p.lease, p.timeout), url, p.workers, rng)
-    fleets = {"schedulers": schedulers, "workers": workers}
-    codes: list[Any] = []
+    crew = Crew(url, workdir, RESTART_SCHEDULES, p, rng, "--log-level", "WARNING")
     try:
         busy = lambda: (probe.scalar("SELECT count(*) FROM effects") or 0) >= p.jobs // 5  # noqa: E731
         result.check(poll_until(busy, 60), "the workers never got going")
@@ -373,21 +418,21 @@ def _database_restart(
         )
         effect_done = lambda: probe.scalar(FINISHED, (["effect"],)) == p.jobs  # noqa: E731
         result.check(poll_until(effect_done, p.drain_seconds), "effect jobs left unfinished")
-        alive = {name: len(fleet.alive()) for name, fleet in fleets.items()}
+        alive = {name: len(fleet.alive()) for name, fleet in crew.fleets.items()}
         result.check(
             alive == {"schedulers": p.schedulers, "workers": p.workers},
             f"processes alive after the restart: {alive}",
         )
-        codes += schedulers.stop()
+        crew.stop_schedulers()
         drained = lambda: probe.scalar(UNFINISHED) == 0  # noqa: E731
         result.check(poll_until(drained, p.drain_seconds), "scheduled jobs left unfinished")
     finally:
-        codes += schedulers.stop() + workers.stop()
+        crew.stop()
         probe.close()
     with connect(url) as conn:
         check_effects(result, conn, kinds)
-        audits = check_periods(result, conn, schedules, gaps_allowed=True)
-    check_processes(result, fleets, codes)
+        audits = check_periods(result, conn, crew.schedules, gaps_allowed=True)
+    crew.check(result)
     _check_catch_up(result, audits, down_at, up_at, recovery)
     return result
 
@@ -473,17 +518,10 @@ def backend_kills(url: str, p: BackendKills, workdir: Path) -> ScenarioResult:
     """pg_terminate_backend on random pgbeat-* backends: no half-written state, no repeats."""
     result = ScenarioResult("backend kills", asdict(p))
     rng = random.Random(p.seed)
-    path = workdir / "backends.toml"
-    path.write_text(BACKEND_SCHEDULES)
-    schedules = parse_schedules(BACKEND_SCHEDULES)
     terminated: Counter[str] = Counter()
     with connect(url) as conn:
         conn.execute(SETUP)
-        args = ["scheduler", "--schedules", str(path), "--log-level", "WARNING"]
-        schedulers = Fleet(args, url, p.schedulers, rng)
-        workers = Fleet(worker_args(p.concurrency, p.lease, p.timeout), url, p.workers, rng)
-        fleets = {"schedulers": schedulers, "workers": workers}
-        codes: list[Any] = []
+        crew = Crew(url, workdir, BACKEND_SCHEDULES, p, rng, "--log-level", "WARNING")
         enqueued = 0
         try:
             started = time.monotonic()
@@ -497,17 +535,17 @@ def backend_kills(url: str, p: BackendKills, workdir: Path) -> ScenarioResult:
                 for pid, name in victims:
                     if scalar(conn, "SELECT pg_terminate_backend(%s)", (pid,)):
                         terminated[name] += 1
-            alive = len(schedulers.alive()) + len(workers.alive())
+            alive = len(crew.schedulers.alive()) + len(crew.workers.alive())
             result.check(alive == p.schedulers + p.workers, f"only {alive} processes survived")
-            codes += schedulers.stop()
+            crew.stop_schedulers()
             drained = lambda: scalar(conn, UNFINISHED) == 0  # noqa: E731
             result.check(poll_until(drained, p.drain_seconds), "jobs left unfinished")
             ended = time.monotonic()
         finally:
-            codes += schedulers.stop() + workers.stop()
+            crew.stop()
         check_effects(result, conn, ALL_KINDS)
-        check_periods(result, conn, schedules)
-    check_processes(result, fleets, codes)
+        check_periods(result, conn, crew.schedules)
+    crew.check(result)
     result.figures.update(
         jobs_enqueued=enqueued,
         terminated=dict(terminated),
