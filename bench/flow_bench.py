@@ -171,7 +171,7 @@ def child_priority(url: str, backlog: int, samples: int) -> dict[str, Any]:
 
 def child_plan(url: str, rows: int) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the claim over ``rows`` pending jobs (rolled back)."""
-    from pgbeat.db import queries
+    from pgbeat.db.sql.jobs import claim as claim_sql
 
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
@@ -184,7 +184,7 @@ def child_plan(url: str, rows: int) -> dict[str, Any]:
         conn.execute("VACUUM ANALYZE jobs")
         params = {"limit": 100, "lease": "5 minutes", "kinds": None, "queues": None, "held": []}
         with conn.transaction(force_rollback=True):
-            found = conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + queries.JOBS_CLAIM, params)
+            found = conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + claim_sql.JOBS_CLAIM, params)
             plan = [row[0] for row in found.fetchall()]
     return {"rows": rows, "plan": plan, "sort": any("Sort" in line for line in plan)}
 

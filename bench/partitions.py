@@ -26,7 +26,11 @@ import psycopg
 import pgbeat
 from bench import database
 from bench.measure import percentile
-from pgbeat.db import outcome_queries, queries, retention_queries, ui_queries
+from pgbeat.db.sql.jobs import actions as action_sql
+from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import dashboard as dashboard_sql
+from pgbeat.db.sql.jobs import outcomes as outcome_sql
+from pgbeat.db.sql.jobs import retention as purge_sql
 
 DAYS = 7  # whole days of finished jobs before today's; the oldest is the one removed
 # The partitioned twin of the migrated jobs table: same columns and defaults, a DEFAULT
@@ -117,14 +121,12 @@ def claims_and_completions(conn: psycopg.Connection[Any], rounds: int) -> dict[s
     claimed = 0
     for _ in range(rounds):
         started = time.perf_counter()
-        jobs = conn.execute(queries.JOBS_CLAIM, CLAIM_PARAMS).fetchall()
+        jobs = conn.execute(claim_sql.JOBS_CLAIM, CLAIM_PARAMS).fetchall()
         claim_times.append(time.perf_counter() - started)
         ids = "{" + ",".join(str(j[0]) for j in jobs) + "}"
         attempts = "{" + ",".join(str(j[3]) for j in jobs) + "}"
         started = time.perf_counter()
-        conn.execute(
-            outcome_queries.JOBS_COMPLETE, {"ids": ids, "attempts": attempts, "results": "{}"}
-        )
+        conn.execute(outcome_sql.JOBS_COMPLETE, {"ids": ids, "attempts": attempts, "results": "{}"})
         complete_times.append(time.perf_counter() - started)
         claimed += len(jobs)
     return {
@@ -146,10 +148,10 @@ CLAIM_PARAMS = {"limit": 100, "lease": "5 minutes", "kinds": None}
 
 def dashboard(conn: psycopg.Connection[Any], repeat: int) -> dict[str, Any]:
     reads: dict[str, tuple[LiteralString, dict[str, Any]]] = {
-        "overview_counts": (ui_queries.JOBS_OVERVIEW_COUNTS, {"cap": 10_000}),
-        "finished_per_minute": (ui_queries.JOBS_FINISHED_PER_MINUTE, {}),
-        "newest_50": (queries.JOBS_LIST, {"status": None, "kind": None, "limit": 50}),
-        "now_and_max_id": (ui_queries.UI_NOW, {}),
+        "overview_counts": (dashboard_sql.JOBS_OVERVIEW_COUNTS, {"cap": 10_000}),
+        "finished_per_minute": (dashboard_sql.JOBS_FINISHED_PER_MINUTE, {}),
+        "newest_50": (action_sql.JOBS_LIST, {"status": None, "kind": None, "limit": 50}),
+        "now_and_max_id": (dashboard_sql.UI_NOW, {}),
     }
     found = {}
     for name, (statement, params) in reads.items():
@@ -178,7 +180,7 @@ def remove_oldest_day(conn: psycopg.Connection[Any], partitioned: bool) -> dict[
 
     def delete() -> None:
         params = {"statuses": statuses, "older_than": age, "batch": 1000}
-        while conn.execute(retention_queries.JOBS_DELETE_FINISHED, params).rowcount:
+        while conn.execute(purge_sql.JOBS_DELETE_FINISHED, params).rowcount:
             pass
 
     deleted = timed(conn, delete)
@@ -195,10 +197,10 @@ def measure(admin: str, partitioned: bool, args: argparse.Namespace) -> dict[str
             conn.execute("SET enable_bitmapscan = off")  # as the worker's sessions run
             conn.execute("SET plan_cache_mode = force_custom_plan")
             found["plans"] = {
-                "claim": plan(conn, queries.JOBS_CLAIM, CLAIM_PARAMS),
+                "claim": plan(conn, claim_sql.JOBS_CLAIM, CLAIM_PARAMS),
                 "retention_batch": plan(
                     conn,
-                    retention_queries.JOBS_DELETE_FINISHED,
+                    purge_sql.JOBS_DELETE_FINISHED,
                     {"statuses": ["done"], "older_than": "6 days", "batch": 1000},
                 ),
             }

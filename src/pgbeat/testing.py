@@ -25,7 +25,10 @@ from typing import Any
 import psycopg
 
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.db import frameworks, queries, testing_queries
+from pgbeat.db import frameworks
+from pgbeat.db.sql import schedules as schedule_sql
+from pgbeat.db.sql import session as session_sql
+from pgbeat.db.sql.jobs import testing as testing_sql
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
 from pgbeat.jobs.payloads import json_value
@@ -149,7 +152,7 @@ def drain(
     ran = runner.run_all()
     if not ran:
         return {}
-    rows = sync_conn.execute(testing_queries.JOBS_COUNT_STATUS_OF, {"ids": ran}).fetchall()
+    rows = sync_conn.execute(testing_sql.JOBS_COUNT_STATUS_OF, {"ids": ran}).fetchall()
     return {str(status): int(count) for status, count in rows}
 
 
@@ -185,7 +188,7 @@ class _Drainer:
 
     def _claim(self) -> tuple[Job, Any] | None:
         row = self.conn.execute(
-            testing_queries.JOBS_CLAIM_NEXT_DUE,
+            testing_sql.JOBS_CLAIM_NEXT_DUE,
             {"now": self.now, "lease": DRAIN_TIMEOUT + timedelta(minutes=1)},
         ).fetchone()
         if row is None:
@@ -247,13 +250,13 @@ def _run_coroutine(run: Run) -> None:
 
 def _tick_schedules(conn: psycopg.Connection[Any], now: datetime | None) -> None:
     """Enqueue the schedules' periods due at ``now``, as one scheduler tick would."""
-    row = conn.execute(testing_queries.SCHEDULES_ANY).fetchone()
+    row = conn.execute(schedule_sql.SCHEDULES_ANY).fetchone()
     if row is None or not row[0]:
         return
     from pgbeat.scheduling.scheduler import Scheduler  # only a drain with schedules needs it
 
     if now is None:
-        clock = conn.execute(queries.DATABASE_NOW).fetchone()
+        clock = conn.execute(session_sql.DATABASE_NOW).fetchone()
         assert clock is not None
         now = clock[0]
     frozen = gc.get_freeze_count()
@@ -319,7 +322,7 @@ def _same(actual: Any, wanted: Any) -> bool:
 
 def _enqueued(conn: psycopg.Connection[Any], kind: str | None) -> list[EnqueuedJob]:
     limit = 10_000 if kind is not None else LISTED + 1
-    rows = conn.execute(testing_queries.JOBS_ENQUEUED, {"kind": kind, "limit": limit}).fetchall()
+    rows = conn.execute(testing_sql.JOBS_ENQUEUED, {"kind": kind, "limit": limit}).fetchall()
     return [_enqueued_job(row) for row in rows]
 
 

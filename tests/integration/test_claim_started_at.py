@@ -13,19 +13,20 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat.db import queries, queue_queries, testing_queries
+from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import testing as testing_sql
 from pgbeat.worker import operations
 from tests.helpers import run_cli
 from tests.integration.ui_support import dashboard
 
 LEASE = timedelta(minutes=5)
 CLAIMS: dict[str, LiteralString] = {
-    "JOBS_CLAIM": queries.JOBS_CLAIM,
-    "JOBS_CLAIM_BY_QUEUE": queue_queries.JOBS_CLAIM_BY_QUEUE,
-    "JOBS_CLAIM_LIMITED": queue_queries.JOBS_CLAIM_LIMITED,
-    "JOBS_CLAIM_LIMITED_HEAD": queue_queries.JOBS_CLAIM_LIMITED_HEAD,
-    "JOBS_CLAIM_LIMITED_KEYS": queue_queries.JOBS_CLAIM_LIMITED_KEYS,
-    "JOBS_CLAIM_NEXT_DUE": testing_queries.JOBS_CLAIM_NEXT_DUE,
+    "JOBS_CLAIM": claim_sql.JOBS_CLAIM,
+    "JOBS_CLAIM_BY_QUEUE": claim_sql.JOBS_CLAIM_BY_QUEUE,
+    "JOBS_CLAIM_LIMITED": claim_sql.JOBS_CLAIM_LIMITED,
+    "JOBS_CLAIM_LIMITED_HEAD": claim_sql.JOBS_CLAIM_LIMITED_HEAD,
+    "JOBS_CLAIM_LIMITED_KEYS": claim_sql.JOBS_CLAIM_LIMITED_KEYS,
+    "JOBS_CLAIM_NEXT_DUE": testing_sql.JOBS_CLAIM_NEXT_DUE,
 }
 # Every parameter any of them takes: one default queue without limits in the database,
 # limit keys with room (key_concurrency 5), no rate and no starts recorded.
@@ -73,7 +74,7 @@ def test_the_testing_drain_starts_its_runs_at_the_time_it_is_given(
 ) -> None:
     later = datetime(2031, 1, 1, tzinfo=UTC)
     conn.execute("INSERT INTO jobs (kind, payload, run_at) VALUES ('k', '{}', %s)", (later,))
-    conn.execute(testing_queries.JOBS_CLAIM_NEXT_DUE, {**PARAMS, "now": later})
+    conn.execute(testing_sql.JOBS_CLAIM_NEXT_DUE, {**PARAMS, "now": later})
     [(_, started, lease, wait)] = _started(conn)
     assert started == later and lease == LEASE and wait == timedelta(0)
 

@@ -24,7 +24,7 @@ import pytest
 from psycopg import sql
 
 import pgbeat
-from pgbeat.db import queries
+from pgbeat.db.sql import processes as process_sql
 from pgbeat.job import Job
 from pgbeat.jobs import actions
 from pgbeat.scheduling.schedule import Schedule
@@ -88,7 +88,7 @@ def _beat(role: str) -> Callable[[psycopg.Connection[Any]], object]:
     def beat(conn: psycopg.Connection[Any]) -> object:
         row = {"id": f"forged-{role}", "role": role, "host": "h", "pid": 1, "version": "0"}
         return conn.execute(
-            queries.PROCESSES_UPSERT, {**row, "schedules_hash": None, "details": "{}"}
+            process_sql.PROCESSES_UPSERT, {**row, "schedules_hash": None, "details": "{}"}
         )
 
     return beat

@@ -125,7 +125,7 @@ PARAMS = {"limit": 50, "lease": "5 minutes", "kinds": None, "queues": None, "hel
 def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     conn: psycopg.Connection[Any],
 ) -> None:
-    from pgbeat.db import queries, queue_queries
+    from pgbeat.db.sql.jobs import claim as claim_sql
 
     conn.execute(
         "INSERT INTO jobs (kind, payload, run_at, queue, priority, limit_key) "
@@ -134,9 +134,9 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
         "'key' || (i % 500) FROM generate_series(1, 20000) AS i"
     )
     conn.execute("ANALYZE jobs")
-    fast = _plan(conn, queries.JOBS_CLAIM, PARAMS)
+    fast = _plan(conn, claim_sql.JOBS_CLAIM, PARAMS)
     assert "jobs_claim_order" in fast and "Sort" not in fast, fast
-    by_queue = _plan(conn, queue_queries.JOBS_CLAIM_BY_QUEUE, PARAMS)
+    by_queue = _plan(conn, claim_sql.JOBS_CLAIM_BY_QUEUE, PARAMS)
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     limited_params = {
         **PARAMS,
@@ -153,11 +153,11 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
         "scan": 256,
         "after": None,
     }
-    limited = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED, limited_params)
+    limited = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue" in limited and "Sort" not in limited, limited
-    head = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED_HEAD, limited_params)
+    head = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)
     assert "jobs_claim_queue" in head and not sorts_backlog(head), head
-    keyed = _plan(conn, queue_queries.JOBS_CLAIM_LIMITED_KEYS, limited_params)
+    keyed = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, limited_params)
     assert "jobs_claim_key" in keyed and not sorts_backlog(keyed), keyed
 
 
@@ -189,7 +189,7 @@ def test_an_idle_worker_never_walks_a_paused_queues_backlog(
 ) -> None:
     """JOBS_SECONDS_TO_NEXT after an empty fast claim: the next delayed job of the queues it
     takes, read from now() on, not past the 5,000 due jobs a paused queue holds."""
-    from pgbeat.db import queries
+    from pgbeat.db.sql.jobs import claim as claim_sql
     from pgbeat.worker import operations
 
     pgbeat.pause_queue(conn, "reports")
@@ -205,7 +205,7 @@ def test_an_idle_worker_never_walks_a_paused_queues_backlog(
     plan = "\n".join(
         str(row[0])
         for row in conn.execute(
-            f"EXPLAIN (ANALYZE, FORMAT TEXT) {queries.JOBS_SECONDS_TO_NEXT}", params
+            f"EXPLAIN (ANALYZE, FORMAT TEXT) {claim_sql.JOBS_SECONDS_TO_NEXT}", params
         )
     )
     removed = [int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan)]

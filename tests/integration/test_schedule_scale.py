@@ -16,7 +16,8 @@ import pytest
 from bench.schedule_scale import ZONES, _cron_at, insert_schedules
 
 import pgbeat
-from pgbeat.db import history_queries as q
+from pgbeat.db.sql import history as history_sql
+from pgbeat.db.sql.jobs import enqueue as enqueue_sql
 from pgbeat.scheduling import periods, planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.schedule import Schedule
@@ -78,7 +79,7 @@ def test_a_tick_of_thousands_of_periods_joins_them_by_hash(
     result = scheduler.tick(conn, fire + timedelta(milliseconds=5))
     assert len(result.inserted) == COUNT and result.skipped == []
     (plan,) = conn.execute(  # type: ignore[misc]
-        "EXPLAIN (FORMAT JSON) " + q.HISTORY_CLAIM_PERIODS, captured["params"]
+        "EXPLAIN (FORMAT JSON) " + history_sql.HISTORY_CLAIM_PERIODS, captured["params"]
     ).fetchone()
     assert not quadratic_joins(plan[0]["Plan"]), plan
     rows = conn.execute(
@@ -171,8 +172,8 @@ def test_the_claim_of_many_new_periods_cannot_go_quadratic(
     assert len(made.batch) == count
     ids: list[int | None] = list(range(10**9, 10**9 + count))
     statements = [
-        (q.HISTORY_CLAIM_PERIODS, made.batch._params("test")),
-        (q.PERIOD_JOBS_INSERT, made.batch.jobs_params(ids)),
+        (history_sql.HISTORY_CLAIM_PERIODS, made.batch._params("test")),
+        (enqueue_sql.PERIOD_JOBS_INSERT, made.batch.jobs_params(ids)),
     ]
     for statement, params in statements:
         row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()

@@ -4,7 +4,8 @@
 - the pure modules (fire times, DST, catch-up, backoff, durations, verdicts, the schedules
   file parser) import no I/O: no psycopg, no threads, no sockets, no other pgbeat module
   that does;
-- no import cycles among pgbeat's modules.
+- no import cycles among pgbeat's modules;
+- the statement modules (``pgbeat.db.sql``) import nothing from pgbeat.
 """
 
 from __future__ import annotations
@@ -164,6 +165,18 @@ def test_no_import_cycles() -> None:
     assert cycles == []
 
 
+def test_statement_modules_import_nothing_from_pgbeat() -> None:
+    """db/sql/ is the bottom layer: statements only, so every module may import them."""
+    offenders = [
+        f"{name} imports {imported}"
+        for name, imports in _graph().items()
+        if _is_under(name, "pgbeat.db.sql")
+        for imported in imports
+        if _is_under(imported, "pgbeat") and not _is_under(imported, "pgbeat.db.sql")
+    ]
+    assert offenders == []
+
+
 def test_the_rules_can_fail() -> None:
     """The checker sees a violation when one exists (a positive control)."""
     graph = _graph()
@@ -185,31 +198,49 @@ def test_every_module_that_calls_itself_pure_is_checked() -> None:
     assert sorted(claims - set(PURE)) == []
 
 
-def _statement_constants() -> dict[str, str]:
-    """Every statement constant of ``pgbeat/db`` (an upper-case top-level name of a
-    ``*queries.py`` module), with the module that defines it."""
-    found: dict[str, str] = {}
-    for path in sorted((SRC / "pgbeat" / "db").glob("*queries.py")):
+def _statement_constants() -> set[tuple[str, str]]:
+    """Every statement constant of ``pgbeat.db.sql`` (an upper-case top-level name of any
+    module of the package, at any depth), as (module, name). A name may be defined by two
+    modules (``JOBS_RETRY``: a run retried, and an operator's retry)."""
+    found: set[tuple[str, str]] = set()
+    for path in sorted((SRC / "pgbeat" / "db" / "sql").rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
             target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
             if isinstance(target, ast.Name) and re.fullmatch(r"[A-Z][A-Z0-9_]*", target.id):
-                found[target.id] = path.stem
+                found.add((_module_name(path), target.id))
     return found
+
+
+def _statements_run() -> set[tuple[str, str]]:
+    """Every (module, name) that code outside ``pgbeat.db.sql`` reads as ``alias.NAME``,
+    where ``alias`` is a module of ``pgbeat.db.sql`` it imported."""
+    used: set[tuple[str, str]] = set()
+    for name, path in _modules().items():
+        if _is_under(name, "pgbeat.db.sql"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = {
+            alias.asname or alias.name: f"{node.module}.{alias.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and _is_under(node.module or "", "pgbeat.db.sql")
+            for alias in node.names
+        }
+        used |= {
+            (aliases[node.value.id], node.attr)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+        }
+    return used
 
 
 def test_every_statement_constant_is_used() -> None:
     """A statement nothing runs is dead code that still looks like a contract (and a
-    grant to keep): each constant of db/*queries.py is named somewhere else in src/."""
+    grant to keep): each constant of every module of db/sql/ is read, through an import of
+    that very module, by a module of src/ outside db/sql/."""
     constants = _statement_constants()
     assert len(constants) > 100  # the scan found the statements
-    texts = [(path, path.read_text()) for path in (SRC / "pgbeat").rglob("*.py") if path.is_file()]
-    unused = []
-    for name, module in constants.items():
-        uses = sum(
-            len(re.findall(rf"\b{name}\b", text)) - (path.stem == module) for path, text in texts
-        )
-        if uses < 1:
-            unused.append(f"{module}.{name}")
-    assert unused == []
+    assert sorted(constants - _statements_run()) == []

@@ -12,14 +12,15 @@ import re
 
 import pytest
 
-from pgbeat.db import queries, queue_queries, testing_queries
+from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import testing as testing_sql
 
 CLAIMS = {
-    "JOBS_CLAIM": queries.JOBS_CLAIM,
-    "JOBS_CLAIM_BY_QUEUE": queue_queries.JOBS_CLAIM_BY_QUEUE,
-    "JOBS_CLAIM_LIMITED": queue_queries.JOBS_CLAIM_LIMITED,
-    "JOBS_CLAIM_LIMITED_HEAD": queue_queries.JOBS_CLAIM_LIMITED_HEAD,
-    "JOBS_CLAIM_LIMITED_KEYS": queue_queries.JOBS_CLAIM_LIMITED_KEYS,
+    "JOBS_CLAIM": claim_sql.JOBS_CLAIM,
+    "JOBS_CLAIM_BY_QUEUE": claim_sql.JOBS_CLAIM_BY_QUEUE,
+    "JOBS_CLAIM_LIMITED": claim_sql.JOBS_CLAIM_LIMITED,
+    "JOBS_CLAIM_LIMITED_HEAD": claim_sql.JOBS_CLAIM_LIMITED_HEAD,
+    "JOBS_CLAIM_LIMITED_KEYS": claim_sql.JOBS_CLAIM_LIMITED_KEYS,
 }
 
 
@@ -32,11 +33,11 @@ def returning(statement: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))
 def test_every_claim_returns_the_fast_claims_row(name: str) -> None:
-    assert returning(CLAIMS[name]) == returning(queries.JOBS_CLAIM)
+    assert returning(CLAIMS[name]) == returning(claim_sql.JOBS_CLAIM)
 
 
 def test_the_claimed_row_is_decodable_text_and_guarded_dates() -> None:
-    row = returning(queries.JOBS_CLAIM)
+    row = returning(claim_sql.JOBS_CLAIM)
     assert row.startswith("id, kind, payload::text AS payload, attempts, max_attempts,")
     assert row.endswith("unique_key, queue, priority, limit_key, job_key")
     assert row.count("BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'") == 2
@@ -57,7 +58,7 @@ def test_every_claim_records_the_runs_start_by_the_leases_clock(name: str) -> No
 
 
 def test_the_testing_drain_records_its_start_at_the_time_it_was_given() -> None:
-    assert set_clause(testing_queries.JOBS_CLAIM_NEXT_DUE).endswith(
+    assert set_clause(testing_sql.JOBS_CLAIM_NEXT_DUE).endswith(
         "locked_until = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval, "
         "started_at = coalesce(%(now)s::timestamptz, now())"
     )

@@ -13,10 +13,12 @@ from psycopg.rows import dict_row
 
 from pgbeat import flow
 from pgbeat.cli import common, types
-from pgbeat.db import connections, migrate, queries, queue_queries, urls
-from pgbeat.db import history_queries as hq
-from pgbeat.db import retention_queries as rq
-from pgbeat.db import schedule_queries as sq
+from pgbeat.db import connections, migrate, urls
+from pgbeat.db.sql import history as history_sql
+from pgbeat.db.sql import processes as process_sql
+from pgbeat.db.sql import retention as retention_sql
+from pgbeat.db.sql import schedule_files as file_sql
+from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
 from pgbeat.observe.liveness import OVERDUE_GRACE, STALE_AFTER
@@ -77,7 +79,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     try:
         with common.migrated_database(url, timeout=3) as conn:
             row = conn.execute(
-                queries.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
+                process_sql.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
             ).fetchone()
     except Exception as exc:
         print(f"unhealthy: {urls.scrub(types.one_line(str(exc)), url)}")
@@ -98,16 +100,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         now = connections.database_now(conn)
         with conn.cursor(row_factory=dict_row) as cursor:
             processes = cursor.execute(
-                queries.PROCESSES_LIST, {"stale_after": STALE_AFTER}
+                process_sql.PROCESSES_LIST, {"stale_after": STALE_AFTER}
             ).fetchall()
         stored = state.list_schedules(conn)
         if stored:  # the table, once a scheduler has synced its file (or code wrote some)
             schedules = [s.schedule for s in stored if s.schedule is not None]
         schedule_rows = _schedule_status(conn, schedules, now, {s.name: s for s in stored})
         with conn.cursor(row_factory=dict_row) as cursor:
-            files = cursor.execute(sq.FILES_AGREEMENT, {"stale_after": STALE_AFTER}).fetchall()
-            retention = cursor.execute(rq.RETENTION_STATUS).fetchone()
-        pending = [tuple(row) for row in conn.execute(queue_queries.JOBS_PENDING_KINDS)]
+            files = cursor.execute(
+                file_sql.FILES_AGREEMENT, {"stale_after": STALE_AFTER}
+            ).fetchall()
+            retention = cursor.execute(retention_sql.RETENTION_STATUS).fetchone()
+        pending = [tuple(row) for row in conn.execute(action_sql.JOBS_PENDING_KINDS)]
     workers = [p["details"] or {} for p in processes if p["role"] == "worker"]
     unserved = flow.unserved_kinds(pending, workers) if workers else []
     warnings = _warnings(processes, schedule_rows) + _file_warnings(files)
@@ -191,7 +195,7 @@ def _schedule_status(
     if checked:
         found = set(
             conn.execute(
-                queries.JOBS_EXISTING_KEYS,
+                action_sql.JOBS_EXISTING_KEYS,
                 {
                     "kinds": [r["kind"] for r in checked],
                     "keys": [r["latest_due_key"] for r in checked],
@@ -200,7 +204,7 @@ def _schedule_status(
         )
         decided = set(
             conn.execute(
-                hq.HISTORY_DECIDED,
+                history_sql.HISTORY_DECIDED,
                 {
                     "schedules": [r["schedule"] for r in checked],
                     "fire_ats": [r["latest_due"] for r in checked],

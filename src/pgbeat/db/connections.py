@@ -19,8 +19,8 @@ import psycopg
 import psycopg_pool
 
 from pgbeat.backoff import reconnect_delay
-from pgbeat.db import queries
 from pgbeat.db.pooler import connection_options, session_options
+from pgbeat.db.sql import session as session_sql
 from pgbeat.db.urls import redact, scrub
 from pgbeat.errors import DatabaseUnavailable
 
@@ -277,7 +277,7 @@ class Connector:
 
 def database_now(conn: psycopg.Connection[Any]) -> datetime:
     """The database's clock."""
-    row = conn.execute(queries.DATABASE_NOW).fetchone()
+    row = conn.execute(session_sql.DATABASE_NOW).fetchone()
     assert row is not None
     now: datetime = row[0]
     return now

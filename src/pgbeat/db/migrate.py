@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from pgbeat.db import queries
+from pgbeat.db.sql import migrations as migration_sql
 from pgbeat.errors import NotMigrated
 
 # The advisory lock's key: the first 8 bytes of "pgbeat.m" as a signed bigint, fixed forever.
@@ -41,11 +41,11 @@ def available_migrations() -> list[Migration]:
 
 def migration_script() -> str:
     """All migrations as one SQL script, for teams who apply SQL with their own tool."""
-    parts = [queries.MIGRATIONS_CREATE_TABLE.strip() + ";"]
+    parts = [migration_sql.MIGRATIONS_CREATE_TABLE.strip() + ";"]
     for migration in available_migrations():
         parts.append(f"-- {migration.version:04d}_{migration.name}.sql\nBEGIN;")
         parts.append(migration.sql.strip())
-        record = queries.MIGRATIONS_RECORD_SCRIPT.format(
+        record = migration_sql.MIGRATIONS_RECORD_SCRIPT.format(
             version=sql.Literal(migration.version), name=sql.Literal(migration.name)
         )
         parts.append(record.as_string(None) + "\nCOMMIT;")
@@ -62,8 +62,8 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     Django's ``migrate`` runs it) each is a savepoint and all commit with the caller.
     """
     with conn.transaction():
-        conn.execute(queries.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
-        conn.execute(queries.MIGRATIONS_CREATE_TABLE)
+        conn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
+        conn.execute(migration_sql.MIGRATIONS_CREATE_TABLE)
         done = _applied_versions(conn)
     return [m for m in available_migrations() if m.version not in done and _apply(conn, m)]
 
@@ -71,25 +71,25 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
 def _apply(conn: psycopg.Connection[Any], migration: Migration) -> bool:
     """Apply ``migration`` under the lock unless another process just did; True if applied."""
     with conn.transaction():
-        conn.execute(queries.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
+        conn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
         if migration.version in _applied_versions(conn):
             return False
         conn.execute(migration.sql.encode())  # a script: several statements, no parameters
         conn.execute(
-            queries.MIGRATIONS_RECORD, {"version": migration.version, "name": migration.name}
+            migration_sql.MIGRATIONS_RECORD, {"version": migration.version, "name": migration.name}
         )
     return True
 
 
 def _applied_versions(conn: psycopg.Connection[Any]) -> set[int]:
-    return {row[0] for row in conn.execute(queries.MIGRATIONS_APPLIED)}
+    return {row[0] for row in conn.execute(migration_sql.MIGRATIONS_APPLIED)}
 
 
 def pending_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     """Migrations this version ships that the database has not applied."""
-    exists = conn.execute(queries.MIGRATIONS_TABLE_EXISTS).fetchone()
+    exists = conn.execute(migration_sql.MIGRATIONS_TABLE_EXISTS).fetchone()
     done = (
-        {row[0] for row in conn.execute(queries.MIGRATIONS_APPLIED)}
+        {row[0] for row in conn.execute(migration_sql.MIGRATIONS_APPLIED)}
         if exists and exists[0]
         else set()
     )

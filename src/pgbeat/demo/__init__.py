@@ -19,7 +19,7 @@ import pgbeat
 log = logging.getLogger("pgbeat.demo")
 registry = pgbeat.Registry()
 
-# The demo's own table: user code owns its SQL, so it lives here, not in pgbeat.queries.
+# The demo's own table: user code owns its SQL, so it lives here, not in pgbeat.db.sql.
 CREATE_EMAILS_SENT = """
 CREATE TABLE IF NOT EXISTS emails_sent (
     user_id bigint PRIMARY KEY,

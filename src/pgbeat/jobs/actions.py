@@ -1,8 +1,8 @@
 """Operators' actions on jobs: statistics, listing, retry, cancel, run now, delete, purge.
 
 The one home of each: ``pgbeat jobs ...`` and the dashboard both call these, and each
-action is one statement of ``db/queries.py`` on a list of ids, so the two faces cannot
-drift apart. Nothing here is on a worker's hot path.
+action is one statement of ``db/sql/jobs/actions.py`` on a list of ids, so the two faces
+cannot drift apart. Nothing here is on a worker's hot path.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
 
-from pgbeat.db import queries, retention_queries
+from pgbeat.db.sql.jobs import actions as action_sql
+from pgbeat.db.sql.jobs import retention as purge_sql
 from pgbeat.errors import JobNotFound, Refused
 from pgbeat.jobs import control
 from pgbeat.jobs.control import CancelResult
@@ -40,9 +41,9 @@ class Stats:
 def stats(conn: psycopg.Connection[Any]) -> Stats:
     """Counts by status and kind, plus the queue's backlog and recent failures."""
     counts: dict[str, dict[str, int]] = {}
-    for status, kind, count in conn.execute(queries.JOBS_COUNT_BY_STATUS_KIND):
+    for status, kind, count in conn.execute(action_sql.JOBS_COUNT_BY_STATUS_KIND):
         counts.setdefault(status, {})[kind] = int(count)
-    row = conn.execute(queries.JOBS_SUMMARY).fetchone()
+    row = conn.execute(action_sql.JOBS_SUMMARY).fetchone()
     assert row is not None
     due, oldest, failed = row
     return Stats(counts, int(due), None if oldest is None else float(oldest), int(failed))
@@ -53,14 +54,14 @@ def list_jobs(
 ) -> list[dict[str, Any]]:
     """The newest jobs, newest first."""
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(queries.JOBS_LIST, {"status": status, "kind": kind, "limit": limit})
+        cursor.execute(action_sql.JOBS_LIST, {"status": status, "kind": kind, "limit": limit})
         return cursor.fetchall()
 
 
 def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     """Every column of one job; ``JobNotFound`` if there is none."""
     with conn.cursor(row_factory=dict_row) as cursor:
-        row = cursor.execute(queries.JOBS_SHOW, {"id": job_id}).fetchone()
+        row = cursor.execute(action_sql.JOBS_SHOW, {"id": job_id}).fetchone()
     if row is None:
         raise JobNotFound(f"no job with id {job_id}")
     return row
@@ -101,7 +102,7 @@ def retry(conn: psycopg.Connection[Any], ids: Sequence[int]) -> list[int]:
 def cancel(conn: psycopg.Connection[Any], ids: Sequence[int], reason: str) -> Cancelled:
     """Pending jobs cancelled, running ones told to stop (they end cancelled); ``reason``
     (who, why) in last_error. Finished jobs are left as they are."""
-    rows = conn.execute(queries.JOBS_CANCEL, {"ids": list(ids), "reason": reason}).fetchall()
+    rows = conn.execute(action_sql.JOBS_CANCEL, {"ids": list(ids), "reason": reason}).fetchall()
     return Cancelled(
         [int(r[0]) for r in rows if r[1] != "running"],
         [int(r[0]) for r in rows if r[1] == "running"],
@@ -110,12 +111,12 @@ def cancel(conn: psycopg.Connection[Any], ids: Sequence[int], reason: str) -> Ca
 
 def run_now(conn: psycopg.Connection[Any], ids: Sequence[int]) -> list[int]:
     """Pending jobs due now; the ids moved."""
-    return _ids(conn, queries.JOBS_RUN_NOW, ids)
+    return _ids(conn, action_sql.JOBS_RUN_NOW, ids)
 
 
 def delete(conn: psycopg.Connection[Any], ids: Sequence[int]) -> list[int]:
     """Finished jobs deleted with their record; the ids deleted."""
-    return _ids(conn, queries.JOBS_DELETE, ids)
+    return _ids(conn, action_sql.JOBS_DELETE, ids)
 
 
 def _ids(conn: psycopg.Connection[Any], query: LiteralString, ids: Sequence[int]) -> list[int]:
@@ -125,7 +126,7 @@ def _ids(conn: psycopg.Connection[Any], query: LiteralString, ids: Sequence[int]
 def _retry_batch(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
     try:
         with conn.transaction():  # a savepoint inside the caller's transaction
-            return _ids(conn, queries.JOBS_RETRY, ids)
+            return _ids(conn, action_sql.JOBS_RETRY, ids)
     except psycopg.errors.UniqueViolation:  # a key taken between the check and the write
         if len(ids) == 1:
             return []
@@ -140,7 +141,7 @@ def retry_job(conn: psycopg.Connection[Any], job_id: int) -> None:
     job_key, ``JobNotFound`` when there is none."""
     if retry(conn, [job_id]):
         return
-    holder = conn.execute(queries.JOBS_KEY_HOLDER, {"id": job_id}).fetchone()
+    holder = conn.execute(action_sql.JOBS_KEY_HOLDER, {"id": job_id}).fetchone()
     if holder is not None:
         raise Refused(
             f"cannot retry job {job_id}: job {holder[0]} is the live job of its "
@@ -152,7 +153,7 @@ def retry_job(conn: psycopg.Connection[Any], job_id: int) -> None:
 def retry_failed(conn: psycopg.Connection[Any], kind: str | None) -> Retried:
     """Every failed job (of ``kind``) back to pending, but one per job_key, and none whose
     key another live job holds (those stay failed and are counted)."""
-    row = conn.execute(queries.JOBS_FAILED_TO_RETRY, {"kind": kind}).fetchone()
+    row = conn.execute(action_sql.JOBS_FAILED_TO_RETRY, {"kind": kind}).fetchone()
     assert row is not None
     candidates, failed = row
     revived = retry(conn, candidates)
@@ -187,14 +188,14 @@ def purge_jobs(
     deleted = 0
     while True:
         params = {"statuses": list(statuses), "older_than": older_than, "batch": batch}
-        count = conn.execute(retention_queries.JOBS_DELETE_FINISHED, params).rowcount
+        count = conn.execute(purge_sql.JOBS_DELETE_FINISHED, params).rowcount
         deleted += count
         if count < batch:
             return deleted
 
 
 def _explain(conn: psycopg.Connection[Any], job_id: int, action: str, why_running: str) -> None:
-    row = conn.execute(queries.JOBS_STATUS, {"id": job_id}).fetchone()
+    row = conn.execute(action_sql.JOBS_STATUS, {"id": job_id}).fetchone()
     if row is None:
         raise JobNotFound(f"no job with id {job_id}")
     status = row[0]

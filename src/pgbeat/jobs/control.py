@@ -17,8 +17,10 @@ from typing import Any, overload
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from pgbeat.db import frameworks, outcome_queries, pooler, queries
+from pgbeat.db import frameworks, pooler
 from pgbeat.db.runner import Plan, run_async, run_on
+from pgbeat.db.sql.jobs import actions as action_sql
+from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.errors import JobNotFound
 
 FINAL_STATUSES = ("done", "failed", "cancelled")
@@ -82,10 +84,10 @@ def _seconds(timeout: object) -> float:
 def cancel_plan(job_id: int, reason: str | None) -> Plan[CancelResult]:
     """Cancel one job: a pending one at once, a running one by asking its worker."""
     why = f"cancelled: {reason}" if reason else "cancelled by pgbeat.cancel_job()"
-    rows = yield queries.JOBS_CANCEL, {"ids": [job_id], "reason": why}
+    rows = yield action_sql.JOBS_CANCEL, {"ids": [job_id], "reason": why}
     if rows:
         return CancelResult(job_id, "running" if rows[0][1] == "running" else "pending")
-    rows = yield queries.JOBS_STATUS, {"id": job_id}
+    rows = yield action_sql.JOBS_STATUS, {"id": job_id}
     if not rows:
         raise JobNotFound(f"no job with id {job_id}")
     return CancelResult(job_id, str(rows[0][0]))
@@ -182,12 +184,12 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
     deadline = time.monotonic() + seconds
     listening = _can_listen(conn)
     if listening:
-        conn.execute(outcome_queries.JOBS_LISTEN_FINISHED)
+        conn.execute(outcome_sql.JOBS_LISTEN_FINISHED)
     try:
         pause = POLL_FIRST
         while True:
             found = _finished(
-                job_id, conn.execute(outcome_queries.JOBS_STATE, {"id": job_id}).fetchone()
+                job_id, conn.execute(outcome_sql.JOBS_STATE, {"id": job_id}).fetchone()
             )
             if found is not None:
                 return found
@@ -209,7 +211,7 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
                     break
     finally:
         if listening and not conn.closed:
-            conn.execute(outcome_queries.JOBS_UNLISTEN_FINISHED)
+            conn.execute(outcome_sql.JOBS_UNLISTEN_FINISHED)
 
 
 async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
@@ -217,11 +219,11 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
     deadline = time.monotonic() + seconds
     listening = _can_listen(aconn)
     if listening:
-        await aconn.execute(outcome_queries.JOBS_LISTEN_FINISHED)
+        await aconn.execute(outcome_sql.JOBS_LISTEN_FINISHED)
     try:
         pause = POLL_FIRST
         while True:
-            cursor = await aconn.execute(outcome_queries.JOBS_STATE, {"id": job_id})
+            cursor = await aconn.execute(outcome_sql.JOBS_STATE, {"id": job_id})
             found = _finished(job_id, await cursor.fetchone())
             if found is not None:
                 return found
@@ -243,4 +245,4 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
                     break
     finally:
         if listening and not aconn.closed:
-            await aconn.execute(outcome_queries.JOBS_UNLISTEN_FINISHED)
+            await aconn.execute(outcome_sql.JOBS_UNLISTEN_FINISHED)

@@ -13,8 +13,9 @@ from typing import Any, overload
 import psycopg
 
 from pgbeat import flow
-from pgbeat.db import frameworks, queries, runner, schema_errors
+from pgbeat.db import frameworks, runner, schema_errors
 from pgbeat.db.runner import Plan, T
+from pgbeat.db.sql.jobs import enqueue as enqueue_sql
 from pgbeat.errors import NotMigrated
 from pgbeat.jobs import keys, rows
 from pgbeat.jobs.keys import OnConflict
@@ -195,7 +196,7 @@ def _enqueue_plan(
     params = rows.insert_params(
         kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields
     )
-    found = yield queries.JOBS_INSERT, params
+    found = yield enqueue_sql.JOBS_INSERT, params
     return None if not found else int(found[0][0])
 
 
@@ -203,7 +204,7 @@ def _many_plan(params: dict[str, Any], keyed: list[keys.KeyedJob]) -> Plan[list[
     """The unkeyed jobs in one statement, then the keyed ones by keys.py's plan."""
     ids: list[int] = []
     if params["kinds"] != "{}":
-        ids = [int(row[0]) for row in (yield queries.JOBS_INSERT_MANY, params)]
+        ids = [int(row[0]) for row in (yield enqueue_sql.JOBS_INSERT_MANY, params)]
     if keyed:
         ids.extend((yield from keys.enqueue_plan(keyed)).values())
     return ids

@@ -16,9 +16,11 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, get_args, overload
 
 from pgbeat import job_inputs
-from pgbeat.db import frameworks, key_queries
+from pgbeat.db import frameworks
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.db.runner import Plan, run_on, run_on_async
+from pgbeat.db.sql.jobs import enqueue as enqueue_sql
+from pgbeat.db.sql.jobs import keys as key_sql
 from pgbeat.errors import KeyContended
 from pgbeat.observe import tracing
 
@@ -128,17 +130,17 @@ def _upsert_plan(
     """Upsert one group (one mode); supersede the running jobs that block it; repeat."""
     ids: dict[Key, int] = {}
     if on_conflict == "ignore":
-        rows = yield key_queries.JOBS_INSERT_KEYED, _columns(jobs, on_conflict, max_wait)
+        rows = yield enqueue_sql.JOBS_INSERT_KEYED, _columns(jobs, on_conflict, max_wait)
         return {(kind, job_key): int(job_id) for job_id, kind, job_key in rows}
     waiting = jobs
     for _ in range(SUPERSEDE_TURNS):
-        rows = yield key_queries.JOBS_UPSERT_KEYED, _columns(waiting, on_conflict, max_wait)
+        rows = yield enqueue_sql.JOBS_UPSERT_KEYED, _columns(waiting, on_conflict, max_wait)
         ids.update(((kind, job_key), int(job_id)) for job_id, kind, job_key in rows)
         waiting = [job for job in waiting if job.key not in ids]
         if not waiting:
             return ids
         # No row back: the key's live job is running. It keeps its run, loses its key.
-        yield key_queries.JOBS_SUPERSEDE_KEYED, _superseding(waiting, on_conflict)
+        yield enqueue_sql.JOBS_SUPERSEDE_KEYED, _superseding(waiting, on_conflict)
     raise KeyContended(
         f"the live job of {len(waiting)} key(s) (e.g. {waiting[0].kind} {waiting[0].job_key!r}) "
         f"was claimed again {SUPERSEDE_TURNS} times while being replaced; try again"
@@ -178,7 +180,7 @@ def _superseding(jobs: Sequence[KeyedJob], on_conflict: str) -> dict[str, Any]:
 def cancel_plan(kind: str, job_key: str, reason: str | None) -> Plan[Cancelled | None]:
     job_inputs.check_names(kind=kind, job_key=job_key)
     why = f"cancelled: {reason}" if reason else "cancelled by pgbeat.cancel()"
-    rows = yield key_queries.JOBS_CANCEL_KEYED, {"kind": kind, "job_key": job_key, "reason": why}
+    rows = yield key_sql.JOBS_CANCEL_KEYED, {"kind": kind, "job_key": job_key, "reason": why}
     return None if not rows else Cancelled(int(rows[0][0]), bool(rows[0][1]))
 
 
@@ -192,13 +194,13 @@ def reschedule_plan(
     if run_at is not None and run_at.tzinfo is None:
         raise ValueError("run_at must be timezone-aware")
     params = {"kind": kind, "job_key": job_key, "run_at": run_at, "delay": delay}
-    rows = yield key_queries.JOBS_RESCHEDULE_KEYED, params
+    rows = yield key_sql.JOBS_RESCHEDULE_KEYED, params
     return None if not rows else int(rows[0][0])
 
 
 def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
     job_inputs.check_names(kind=kind, job_key=job_key)
-    rows = yield key_queries.JOBS_FIND_KEYED, {"kind": kind, "job_key": job_key}
+    rows = yield key_sql.JOBS_FIND_KEYED, {"kind": kind, "job_key": job_key}
     return None if not rows else LiveJob(*rows[0])
 
 

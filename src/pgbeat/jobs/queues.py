@@ -13,8 +13,9 @@ from typing import Any, overload
 import psycopg
 
 from pgbeat import flow
-from pgbeat.db import queue_queries
 from pgbeat.db.runner import Plan, run_on
+from pgbeat.db.sql import queues as queue_sql
+from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 
 _NAMES = ("concurrency", "key_concurrency", "rate", "key_rate")
 
@@ -58,12 +59,12 @@ def configure_plan(name: str, given: dict[str, Any]) -> Plan[QueueSettings]:
         "key_rate_count": key_rate.count if key_rate else None,
         "key_rate_period": key_rate.period if key_rate else None,
     }
-    rows = yield queue_queries.QUEUES_CONFIGURE, params
+    rows = yield queue_sql.QUEUES_CONFIGURE, params
     return settings_from_row(rows[0])
 
 
 def pause_plan(name: str, paused: bool) -> Plan[QueueSettings]:
-    rows = yield queue_queries.QUEUES_SET_PAUSED, {"name": name, "paused": paused}
+    rows = yield queue_sql.QUEUES_SET_PAUSED, {"name": name, "paused": paused}
     return settings_from_row(rows[0])
 
 
@@ -149,7 +150,7 @@ class QueueState:
 
 def list_queues(conn: psycopg.Connection[Any]) -> list[QueueState]:
     """Every queue with settings or live jobs, by name (an operator's view: counts scan)."""
-    rows = conn.execute(queue_queries.QUEUES_LIST).fetchall()
+    rows = conn.execute(queue_sql.QUEUES_LIST).fetchall()
     return [QueueState(settings_from_row(tuple(row)), row[8], row[9]) for row in rows]
 
 
@@ -157,5 +158,5 @@ def running_keys(
     conn: psycopg.Connection[Any], name: str, limit: int = 20
 ) -> list[tuple[str, int]]:
     """The limit keys of queue ``name`` with running jobs, busiest first."""
-    rows = conn.execute(queue_queries.QUEUES_RUNNING_KEYS, {"name": name, "limit": limit})
+    rows = conn.execute(dashboard_sql.QUEUES_RUNNING_KEYS, {"name": name, "limit": limit})
     return [(key, int(count)) for key, count in rows.fetchall()]

@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgbeat.db import queries
 from pgbeat.db.connections import is_connection_failure
+from pgbeat.db.sql import processes as process_sql
 from pgbeat.observe.liveness import BEAT_EVERY, STALE_AFTER
 
 log = logging.getLogger("pgbeat.heartbeat")
@@ -60,7 +60,7 @@ class Heartbeat:
         """Remove this process's row (best effort)."""
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=3) as conn:
-                conn.execute(queries.PROCESSES_DELETE, {"id": self.id})
+                conn.execute(process_sql.PROCESSES_DELETE, {"id": self.id})
         except psycopg.Error:
             pass  # the row goes stale and is pruned by another process
 
@@ -86,5 +86,5 @@ class Heartbeat:
         self._row["schedules_hash"] = value
 
     def beat(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(queries.PROCESSES_UPSERT, self._row)
-        conn.execute(queries.PROCESSES_PRUNE, {"stale_after": STALE_AFTER})
+        conn.execute(process_sql.PROCESSES_UPSERT, self._row)
+        conn.execute(process_sql.PROCESSES_PRUNE, {"stale_after": STALE_AFTER})

@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pgbeat.db import connections, metrics_queries, retention_queries
+from pgbeat.db import connections
+from pgbeat.db.sql.jobs import metrics as metrics_sql
 from pgbeat.errors import DatabaseUnavailable
 
 log = logging.getLogger("pgbeat.metrics")
@@ -131,7 +132,7 @@ class QueueDepthCollector(Collector):
     """Jobs by status and kind, and the oldest due job's wait, read at most every ``every`` s.
 
     Scrapes within ``every`` seconds of a read reuse it, however many scrapers ask. A read
-    costs at most a few times ``cap`` rows (db/metrics_queries.py); on a larger table the
+    costs at most a few times ``cap`` rows (db/sql/jobs/metrics.py); on a larger table the
     counts it cannot afford to take exactly are estimates, marked by
     ``pgbeat_queue_jobs_estimated{status}``.
     """
@@ -217,17 +218,17 @@ def read_depth(
     """Count the queue, reading a bounded number of rows however large the table is."""
     rows: list[tuple[str, str, float]]
     estimated: frozenset[str] = frozenset()
-    total = _scalar(conn, metrics_queries.JOBS_COUNT_UP_TO, {"cap": cap})
+    total = _scalar(conn, metrics_sql.JOBS_COUNT_UP_TO, {"cap": cap})
     if total <= cap:
-        rows = conn.execute(metrics_queries.JOBS_DEPTH_ALL).fetchall()
+        rows = conn.execute(metrics_sql.JOBS_DEPTH_ALL).fetchall()
     else:
-        active = conn.execute(metrics_queries.JOBS_DEPTH_ACTIVE, {"cap": cap}).fetchall()
-        pages = _scalar(conn, metrics_queries.JOBS_PAGES, {})
+        active = conn.execute(metrics_sql.JOBS_DEPTH_ACTIVE, {"cap": cap}).fetchall()
+        pages = _scalar(conn, metrics_sql.JOBS_PAGES, {})
         percent = min(100.0, 100.0 * SAMPLE_PAGES / max(pages, 1))
-        sample = conn.execute(metrics_queries.JOBS_DEPTH_SAMPLE, {"percent": percent}).fetchall()
+        sample = conn.execute(metrics_sql.JOBS_DEPTH_SAMPLE, {"percent": percent}).fetchall()
         rows, estimated = merge_counts(active, sample, 100.0 / percent, cap)
-    oldest = conn.execute(metrics_queries.JOBS_OLDEST_DUE_AGE).fetchone()
-    finished = conn.execute(retention_queries.JOBS_OLDEST_FINISHED_AGE).fetchone()
+    oldest = conn.execute(metrics_sql.JOBS_OLDEST_DUE_AGE).fetchone()
+    finished = conn.execute(metrics_sql.JOBS_OLDEST_FINISHED_AGE).fetchone()
     return QueueDepth(
         by_kind_label(rows, kind_label),
         estimated,

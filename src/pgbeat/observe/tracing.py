@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgbeat.db import meta_queries
+from pgbeat.db.sql.jobs import meta as meta_sql
 from pgbeat.job import Job
 from pgbeat.version import __version__
 
@@ -61,7 +61,7 @@ def enqueue_contexts(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> dict
     """
     if not jobs or not configured():
         return {}
-    rows = conn.execute(meta_queries.JOBS_META, {"ids": [job.id for job in jobs]}).fetchall()
+    rows = conn.execute(meta_sql.JOBS_META, {"ids": [job.id for job in jobs]}).fetchall()
     found = {int(job_id): meta for job_id, meta in rows if meta}
     return {job.id: found.get(job.id, {}) for job in jobs}
 

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pgbeat.db import runner
-from pgbeat.db import schedule_queries as q
 from pgbeat.db.runner import Plan
+from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.errors import ConfigError, ScheduleConflict, ScheduleError
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.definition import schedule_values
@@ -147,17 +147,17 @@ def _validated(name: str, **values: Any) -> Schedule:
 
 
 def _upsert_plan(schedule: Schedule) -> Plan[Change]:
-    rows = yield q.SCHEDULES_UPSERT_API, {**schedule_values(schedule), "by": WRITER}
+    rows = yield schedule_sql.SCHEDULES_UPSERT_API, {**schedule_values(schedule), "by": WRITER}
     if rows:
         return "created" if rows[0][0] else "updated"
-    owner = yield q.SCHEDULES_OWNER, {"name": schedule.name}
+    owner = yield schedule_sql.SCHEDULES_OWNER, {"name": schedule.name}
     return _unchanged(schedule.name, owner)
 
 
 def _delete_plan(name: str) -> Plan[bool]:
-    if (yield q.SCHEDULES_DELETE_API, {"name": name, "by": WRITER}):
+    if (yield schedule_sql.SCHEDULES_DELETE_API, {"name": name, "by": WRITER}):
         return True
-    owner = yield q.SCHEDULES_OWNER, {"name": name}
+    owner = yield schedule_sql.SCHEDULES_OWNER, {"name": name}
     return _not_deleted(name, owner)
 
 

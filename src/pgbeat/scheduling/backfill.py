@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pgbeat.db import history_queries as hq
-from pgbeat.db import queries
-from pgbeat.db import schedule_queries as q
 from pgbeat.db.runner import DICTS, Plan, run_on_async, run_on_sync
+from pgbeat.db.sql import history as history_sql
+from pgbeat.db.sql import schedules as schedule_sql
+from pgbeat.db.sql import session as session_sql
 from pgbeat.errors import ScheduleError, ScheduleNotFound
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.catchup import ON_TIME
@@ -87,7 +87,7 @@ def _backfill_rows(name: str, start: datetime, end: datetime, by: str | None) ->
         "default_max_attempts": payloads.DEFAULT_MAX_ATTEMPTS,
         "keep_extra": ON_TIME + timedelta(minutes=1),
     }
-    return len((yield hq.HISTORY_BACKFILL, params))
+    return len((yield history_sql.HISTORY_BACKFILL, params))
 
 
 def _preview_plan(name: str, start: datetime, end: datetime) -> Plan[BackfillPlan]:
@@ -100,7 +100,7 @@ def _preview_rows(name: str, start: datetime, end: datetime) -> Plan[BackfillPla
     fires = _periods(schedule, start, end)
     taken: set[datetime] = set()
     if fires:
-        rows = yield hq.HISTORY_PERIODS_TAKEN, {"name": name, "fire_ats": fires}
+        rows = yield history_sql.HISTORY_PERIODS_TAKEN, {"name": name, "fire_ats": fires}
         taken = {fire_at for (fire_at,) in rows}
     new = [fire for fire in fires if fire not in taken]
     return BackfillPlan(name, start, end, fires, new)
@@ -118,14 +118,14 @@ def _check_range(name: str, start: datetime, end: datetime) -> None:
 
 def _schedule_plan(name: str, end: datetime) -> Plan[Schedule]:
     """The schedule ``name``, once the database's clock says ``end`` is past."""
-    rows = yield q.SCHEDULES_ONE, {"name": name}, DICTS
+    rows = yield schedule_sql.SCHEDULES_ONE, {"name": name}, DICTS
     if not rows or rows[0]["deleted_at"] is not None:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     try:
         schedule = schedule_from_row(rows[0])
     except ValueError as exc:
         raise ScheduleError(f"schedule {name!r} is invalid: {exc}") from None
-    ((now,),) = yield queries.DATABASE_NOW, {}
+    ((now,),) = yield session_sql.DATABASE_NOW, {}
     if end > now:
         raise ValueError(
             f"backfill of {name!r}: end ({_iso(end)}) is in the future (now {_iso(now)}); "

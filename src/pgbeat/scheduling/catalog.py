@@ -27,8 +27,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from pgbeat.db import schedule_queries as q
 from pgbeat.db.guarded import DECODE_ERRORS, guard, unreadable
+from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.scheduling.groups import (
     Group,
     Member,
@@ -127,7 +127,7 @@ class Catalog:
             if guarded:
                 guard(cursor)
             cursor.itersize = 2000
-            cursor.execute(q.SCHEDULES_ALL)
+            cursor.execute(schedule_sql.SCHEDULES_ALL)
             for row in cursor:
                 self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 if row["name"] is not None:
@@ -146,7 +146,7 @@ class Catalog:
         changed = 0
         with conn.cursor(row_factory=dict_row) as cursor:
             guard(cursor)
-            cursor.execute(q.SCHEDULES_CHANGED, {"xmax": xmax, "xip": xip})
+            cursor.execute(schedule_sql.SCHEDULES_CHANGED, {"xmax": xmax, "xip": xip})
             for row in cursor:
                 self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 if row["name"] is not None:

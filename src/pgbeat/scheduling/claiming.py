@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.db import history_queries as hq
-from pgbeat.db import schedule_queries as sq
 from pgbeat.db.connections import is_connection_failure, is_data_error
+from pgbeat.db.sql import history as history_sql
+from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.groups import Group
@@ -97,11 +97,11 @@ def purge_history(conn: psycopg.Connection[Any], retention: timedelta) -> int:
     """Delete history older than ``retention``, and old tombstones; return rows deleted."""
     deleted, params = 0, {"older_than": retention, "batch": PURGE_BATCH}
     for _ in range(100):  # at most a million rows per turn
-        count = conn.execute(hq.HISTORY_PURGE_BATCH, params).rowcount
+        count = conn.execute(history_sql.HISTORY_PURGE_BATCH, params).rowcount
         deleted += count
         if count < PURGE_BATCH:
             break
-    conn.execute(sq.SCHEDULES_PURGE_TOMBSTONES, {"older_than": TOMBSTONES_KEPT})
+    conn.execute(schedule_sql.SCHEDULES_PURGE_TOMBSTONES, {"older_than": TOMBSTONES_KEPT})
     return deleted
 
 

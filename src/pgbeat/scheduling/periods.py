@@ -20,9 +20,10 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.db import history_queries as hq
-from pgbeat.db import schedule_queries as q
 from pgbeat.db.literals import number_array, text_array
+from pgbeat.db.sql import history as history_sql
+from pgbeat.db.sql import schedules as schedule_sql
+from pgbeat.db.sql.jobs import enqueue as enqueue_sql
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.catchup import ON_TIME
 from pgbeat.scheduling.groups import Group, Member, Template, outside
@@ -130,11 +131,15 @@ class PeriodBatch:
         if not self.unique_keys:
             return claims
         with conn.transaction():
-            conn.execute(hq.HISTORY_CLAIM_SETTINGS)
+            conn.execute(history_sql.HISTORY_CLAIM_SETTINGS)
             _take_turn(conn)
             if self._overlap:
-                conn.execute(hq.HISTORY_LOCK_OVERLAP, {"names": text_array(sorted(self._overlap))})
-            rows = conn.execute(hq.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False)
+                conn.execute(
+                    history_sql.HISTORY_LOCK_OVERLAP, {"names": text_array(sorted(self._overlap))}
+                )
+            rows = conn.execute(
+                history_sql.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False
+            )
             decided = {(name, epoch): (out, job, why) for name, epoch, out, job, why in rows}
             inserted = self._insert_jobs(conn, decided)
             self._sort_out(conn, claims, decided, inserted)
@@ -152,7 +157,7 @@ class PeriodBatch:
             ids.append(job_id if outcome == "enqueued" else None)
         if not any(ids):
             return set()
-        rows = conn.execute(hq.PERIOD_JOBS_INSERT, self.jobs_params(ids), prepare=False)
+        rows = conn.execute(enqueue_sql.PERIOD_JOBS_INSERT, self.jobs_params(ids), prepare=False)
         return {job_id for (job_id,) in rows}
 
     def jobs_params(self, ids: list[int | None]) -> dict[str, str]:
@@ -206,7 +211,7 @@ class PeriodBatch:
         names = sorted({name for (name, _), (_, _, why) in decided.items() if why == "failures"})
         if names:
             params = {"names": text_array(names), "by": replica}
-            rows = conn.execute(q.SCHEDULES_PAUSE_AFTER_FAILURES, params).fetchall()
+            rows = conn.execute(schedule_sql.SCHEDULES_PAUSE_AFTER_FAILURES, params).fetchall()
             claims.paused = sorted(name for name, _ in rows)
 
     def _cancel_others(
@@ -233,7 +238,7 @@ class PeriodBatch:
             "keep": number_array(str(job_id) for job_id in new.values()),
             "reason": "cancelled: a later period of its schedule replaced it (cancel_other)",
         }
-        rows = conn.execute(hq.PERIOD_JOBS_CANCEL_OTHERS, params, prepare=False)
+        rows = conn.execute(enqueue_sql.PERIOD_JOBS_CANCEL_OTHERS, params, prepare=False)
         claims.cancelled = sorted(job_id for job_id, _ in rows)
 
     def _count(
@@ -259,7 +264,7 @@ class PeriodBatch:
     def _link(self, conn: psycopg.Connection[Any], indexes: list[int]) -> None:
         """Point history rows at the jobs another writer inserted for their periods."""
         conn.execute(
-            hq.HISTORY_LINK_EXISTING_JOBS,
+            history_sql.HISTORY_LINK_EXISTING_JOBS,
             {
                 "schedules": text_array([self._schedules[i] for i in indexes]),
                 "fire_epochs": number_array(self._fire_epochs[i] for i in indexes),
@@ -308,7 +313,7 @@ def _take_turn(conn: psycopg.Connection[Any]) -> None:
     """Wait (2 s at most) for other replicas' claims to end; past that, claim alongside."""
     try:
         with conn.transaction():  # a savepoint: a wait that times out must not end the claim
-            conn.execute(hq.HISTORY_WAIT_TURN)
+            conn.execute(history_sql.HISTORY_WAIT_TURN)
     except psycopg.errors.LockNotAvailable:
         pass
 
@@ -325,5 +330,5 @@ def release_buffered(conn: psycopg.Connection[Any], replica: str) -> list[str]:
         "keep_extra": ON_TIME + timedelta(minutes=1),
     }
     with conn.transaction():
-        rows = conn.execute(hq.HISTORY_RELEASE_BUFFERED, params).fetchall()
+        rows = conn.execute(history_sql.HISTORY_RELEASE_BUFFERED, params).fetchall()
     return sorted(key for _, key in rows)

@@ -26,9 +26,9 @@ import psycopg
 
 from pgbeat.background import BackgroundLoop
 from pgbeat.db import connections
-from pgbeat.db import schedule_queries as sq
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, is_connection_failure
 from pgbeat.db.pooler import pooler
+from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
@@ -248,7 +248,7 @@ class Scheduler:
 
     @staticmethod
     def _listen(conn: psycopg.Connection[Any]) -> None:
-        conn.execute(sq.SCHEDULES_LISTEN)
+        conn.execute(schedule_sql.SCHEDULES_LISTEN)
 
     def tick(
         self, conn: psycopg.Connection[Any], now: datetime, *, refresh: bool = True

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from pgbeat.db import history_queries as hq
-from pgbeat.db import schedule_queries as q
 from pgbeat.db.guarded import Unreadable, unreadable
 from pgbeat.db.runner import DICTS, GUARDED, Plan, run_on_async, run_on_sync
+from pgbeat.db.sql import history as history_sql
+from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.errors import ScheduleNotFound
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.backfill import (
@@ -194,7 +194,7 @@ async def run_schedule_now_async(
 
 
 def _list_plan(name: str | None) -> Plan[list[ScheduleState]]:
-    rows = yield q.SCHEDULES_LIST, {"name": name}, GUARDED
+    rows = yield schedule_sql.SCHEDULES_LIST, {"name": name}, GUARDED
     return [_state(row) for row in rows]
 
 
@@ -211,17 +211,17 @@ def _history_plan(name: str, limit: int, before: datetime | None) -> Plan[list[P
 
 def _history_rows(name: str, limit: int, before: datetime | None) -> Plan[list[PeriodRecord]]:
     params = {"name": name, "limit": limit, "before": before}
-    rows = yield hq.HISTORY_OF_SCHEDULE, params, DICTS
+    rows = yield history_sql.HISTORY_OF_SCHEDULE, params, DICTS
     return [_period(row) for row in rows]
 
 
 def _pause_plan(name: str, by: str | None) -> Plan[bool]:
-    rows = yield q.SCHEDULES_PAUSE, {"name": name, "by": by}, DICTS
+    rows = yield schedule_sql.SCHEDULES_PAUSE, {"name": name, "by": by}, DICTS
     return _changed(rows[0], name)
 
 
 def _resume_plan(name: str, by: str | None) -> Plan[bool]:
-    rows = yield q.SCHEDULES_RESUME, {"name": name, "by": by}, GUARDED
+    rows = yield schedule_sql.SCHEDULES_RESUME, {"name": name, "by": by}, GUARDED
     row = rows[0]
     if not _changed(row, name):
         return False
@@ -232,7 +232,11 @@ def _resume_plan(name: str, by: str | None) -> Plan[bool]:
         start = max(row["paused_at"], row["resumed_at"] - schedule.catch_up_window)
         fires = last_fires_between(schedule, start, row["resumed_at"], MAX_CATCH_UP_PERIODS)
         if fires:
-            yield hq.HISTORY_RECORD_PAUSED, {"name": name, "by": by, "fire_ats": fires}, DICTS
+            yield (
+                history_sql.HISTORY_RECORD_PAUSED,
+                {"name": name, "by": by, "fire_ats": fires},
+                DICTS,
+            )
     return True
 
 
@@ -243,7 +247,7 @@ def _run_now_plan(name: str, by: str | None, reason: str | None) -> Plan[int]:
         "reason": reason,
         "default_max_attempts": payloads.DEFAULT_MAX_ATTEMPTS,
     }
-    rows = yield hq.HISTORY_RUN_NOW, params, DICTS
+    rows = yield history_sql.HISTORY_RUN_NOW, params, DICTS
     if not rows:
         raise ScheduleNotFound(f"no schedule named {name!r}")
     return int(rows[0]["id"])

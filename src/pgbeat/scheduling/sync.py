@@ -28,7 +28,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from pgbeat.db import schedule_queries as q
+from pgbeat.db.sql import schedule_files as file_sql
+from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.errors import ConfigError
 from pgbeat.observe.liveness import STALE_AFTER
 from pgbeat.scheduling.definition import file_hash, schedule_values
@@ -64,13 +65,13 @@ def sync_file(
     fingerprint = file_hash(schedules)
     names = sorted(s.name for s in schedules)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(q.FILES_LOCK, {"key": SYNC_LOCK_KEY})
-        cursor.execute(q.FILES_SEEN, {"hash": fingerprint, "by": replica, "names": names})
+        cursor.execute(file_sql.FILES_LOCK, {"key": SYNC_LOCK_KEY})
+        cursor.execute(file_sql.FILES_SEEN, {"hash": fingerprint, "by": replica, "names": names})
         newest = _files(cursor, fingerprint, replica)["newest"]
         if newest != fingerprint:
             return SyncResult(fingerprint, applied=False, newest=newest)
         result = _apply(cursor, schedules, fingerprint, replica)
-        cursor.execute(q.FILES_APPLIED, {"hash": fingerprint, "by": replica})
+        cursor.execute(file_sql.FILES_APPLIED, {"hash": fingerprint, "by": replica})
     return result
 
 
@@ -90,7 +91,7 @@ def freed_by_code(conn: psycopg.Connection[Any], left_to_code: Sequence[str]) ->
     if not left_to_code:
         return False
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(q.SCHEDULES_OWNED_BY_API, {"names": sorted(left_to_code)})
+        cursor.execute(schedule_sql.SCHEDULES_OWNED_BY_API, {"names": sorted(left_to_code)})
         still = {row["name"] for row in cursor}
     return bool(set(left_to_code) - still)
 
@@ -123,7 +124,7 @@ def _has_schedules_table(path: str | Path) -> bool:
 
 def _files(cursor: psycopg.Cursor[dict[str, Any]], fingerprint: str, replica: str) -> Any:
     params = {"hash": fingerprint, "by": replica, "stale_after": STALE_AFTER}
-    return cursor.execute(q.FILES_NEWEST_LIVE, params).fetchone()
+    return cursor.execute(file_sql.FILES_NEWEST_LIVE, params).fetchone()
 
 
 def file_columns(schedules: Sequence[Schedule]) -> dict[str, list[Any]]:
@@ -164,17 +165,23 @@ def _apply(
 ) -> SyncResult:
     """Write the file's schedules (by name, so concurrent writers lock rows alike)."""
     names = sorted(s.name for s in schedules)
-    owned = {row["name"] for row in cursor.execute(q.SCHEDULES_OWNED_BY_API, {"names": names})}
+    owned = {
+        row["name"] for row in cursor.execute(schedule_sql.SCHEDULES_OWNED_BY_API, {"names": names})
+    }
     for name in sorted(owned):
         log.warning(
             "schedules file: %r is a schedule created from code; the file's is ignored", name
         )
     params: dict[str, Any] = {**file_columns(schedules), "skip": sorted(owned)}
     params |= {"file_hash": fingerprint, "by": replica}
-    written = sorted(row["name"] for row in cursor.execute(q.SCHEDULES_UPSERT_FILE, params))
+    written = sorted(
+        row["name"] for row in cursor.execute(schedule_sql.SCHEDULES_UPSERT_FILE, params)
+    )
     deleted = [
         row["name"]
-        for row in cursor.execute(q.SCHEDULES_DELETE_FILE_OTHERS, {"names": names, "by": replica})
+        for row in cursor.execute(
+            schedule_sql.SCHEDULES_DELETE_FILE_OTHERS, {"names": names, "by": replica}
+        )
     ]
     if written or deleted:
         log.info(

@@ -24,7 +24,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from pgbeat.db import ui_queries
+from pgbeat.db.sql import session as session_sql
 from pgbeat.jobs.payloads import DEFAULT_MAX_ATTEMPTS
 from pgbeat.ui import charts, jobs_pages, pages, performance_pages, queue_pages, schedule_pages
 from pgbeat.ui.context import Ui, asset_version, base, first, href
@@ -121,7 +121,7 @@ def _health(ui: Ui) -> Any:
     def health(_request: Request) -> Response:
         try:
             with ui.store.connection() as conn:
-                conn.execute(ui_queries.UI_PING)
+                conn.execute(session_sql.UI_PING)
         except (psycopg.Error, psycopg_pool.PoolTimeout):
             return PlainTextResponse("database unreachable\n", status_code=503)
         return PlainTextResponse("ok\n")

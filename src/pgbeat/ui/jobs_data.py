@@ -1,6 +1,6 @@
 """The jobs pages' reads and writes: one filtered page, capped counts, bulk actions.
 
-Each function takes one connection and runs a fixed statement of ``db/ui_queries.py``.
+Each function takes one connection and runs a fixed statement of ``db/sql/``.
 Actions carry their own status test in the statement, so a job whose status changed
 between the page and the click is skipped and counted, never acted on.
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.db import attempt_queries
-from pgbeat.db import ui_queries as q
+from pgbeat.db.sql import attempts as attempt_sql
+from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.jobs import actions
 from pgbeat.ui.filters import SEARCH_WINDOW, JobFilter
 from pgbeat.ui.store import one, rows
@@ -33,7 +33,7 @@ class JobsPage:
 
 def clock(conn: psycopg.Connection[Any]) -> tuple[Any, int]:
     """The database's now() and the largest job id (0 for an empty table)."""
-    row = conn.execute(q.UI_NOW).fetchone()
+    row = conn.execute(dashboard_sql.UI_NOW).fetchone()
     assert row is not None
     return row[0], int(row[1] or 0)
 
@@ -49,8 +49,8 @@ def jobs_page(
     params = job_filter.params(kind_of_schedule)
     floor = window_floor(job_filter, before if before is not None else max_id + 1)
     params.update(floor=floor, before=before, limit=PAGE_SIZE + 1, cap=COUNT_CAP)
-    found = rows(conn, q.JOBS_PAGE, params)
-    count_row = one(conn, q.JOBS_COUNT_MATCHING, params)
+    found = rows(conn, dashboard_sql.JOBS_PAGE, params)
+    count_row = one(conn, dashboard_sql.JOBS_COUNT_MATCHING, params)
     count = int(count_row["count"]) if count_row else 0
     next_before = found[PAGE_SIZE - 1]["id"] if len(found) > PAGE_SIZE else None
     search_older = floor if floor is not None and floor > 1 and next_before is None else None
@@ -72,7 +72,7 @@ def count_matching(
     """How many jobs with ids in [floor, max_id] match, capped at ``COUNT_CAP + 1``."""
     params = job_filter.params(kind_of_schedule)
     params.update(max_id=max_id, floor=floor, cap=COUNT_CAP)
-    row = one(conn, q.JOBS_COUNT_MATCHING, params)
+    row = one(conn, dashboard_sql.JOBS_COUNT_MATCHING, params)
     return int(row["count"]) if row else 0
 
 
@@ -106,13 +106,13 @@ def act_on_matching(
     params = job_filter.params(kind_of_schedule)
     params.update(floor=id_range[0], max_id=id_range[1])
     with conn.transaction():
-        ids = [int(r[0]) for r in conn.execute(q.JOBS_MATCHING_IDS, params).fetchall()]
+        ids = [int(r[0]) for r in conn.execute(dashboard_sql.JOBS_MATCHING_IDS, params).fetchall()]
         return act_on_ids(conn, action, ids, reason)
 
 
 def job_detail(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:
-    return one(conn, q.JOBS_DETAIL, {"id": job_id})
+    return one(conn, dashboard_sql.JOBS_DETAIL, {"id": job_id})
 
 
 def attempts_of(conn: psycopg.Connection[Any], job_id: int) -> list[dict[str, Any]]:
-    return rows(conn, attempt_queries.ATTEMPTS_OF_JOB, {"id": job_id})
+    return rows(conn, attempt_sql.ATTEMPTS_OF_JOB, {"id": job_id})

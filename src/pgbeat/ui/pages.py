@@ -18,8 +18,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgbeat import flow
-from pgbeat.db import queue_queries
-from pgbeat.db import ui_queries as q
+from pgbeat.db.sql import processes as process_sql
+from pgbeat.db.sql import schedule_files as file_sql
+from pgbeat.db.sql import schedules as schedule_sql
+from pgbeat.db.sql.jobs import actions as action_sql
+from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.observe.liveness import STALE_AFTER, is_live
 from pgbeat.scheduling.schedule import fire_times_after
 from pgbeat.ui import jobs_data, performance, schedule_data
@@ -48,12 +51,14 @@ class Pages:
         with self.ui.store.connection() as conn:
             entries = list(self.ui.schedules.load(conn).entries)[: schedule_data.PAGE]
             now, _ = jobs_data.clock(conn)
-            counts = one(conn, q.JOBS_OVERVIEW_COUNTS, {"cap": jobs_data.COUNT_CAP}) or {}
-            minutes = rows(conn, q.JOBS_FINISHED_PER_MINUTE)
+            counts = (
+                one(conn, dashboard_sql.JOBS_OVERVIEW_COUNTS, {"cap": jobs_data.COUNT_CAP}) or {}
+            )
+            minutes = rows(conn, dashboard_sql.JOBS_FINISHED_PER_MINUTE)
             live = request.headers.get("x-pgbeat-live") == "1"
-            hours = None if live else rows(conn, q.JOBS_FINISHED_PER_HOUR)
+            hours = None if live else rows(conn, dashboard_sql.JOBS_FINISHED_PER_HOUR)
             views = schedule_data.views(conn, entries, now, strip=3)
-            processes = _processes(rows(conn, q.PROCESSES_ALL))
+            processes = _processes(rows(conn, process_sql.PROCESSES_ALL))
         health: dict[str, int] = {}
         for view in views:
             health[view.health] = health.get(view.health, 0) + 1
@@ -80,7 +85,9 @@ class Pages:
         with self.ui.store.connection() as conn:
             now, _ = jobs_data.clock(conn)
             groups = rows(
-                conn, q.JOBS_FAILURE_GROUPS, {"window": WINDOWS[window], "cap": FAILURES_SCANNED}
+                conn,
+                dashboard_sql.JOBS_FAILURE_GROUPS,
+                {"window": WINDOWS[window], "cap": FAILURES_SCANNED},
             )
         total = sum(int(g["failures"]) for g in groups)
         return self.ui.render(
@@ -99,12 +106,12 @@ class Pages:
     def processes(self, request: Request) -> Response:
         with self.ui.store.connection() as conn:
             now, _ = jobs_data.clock(conn)
-            processes = _processes(rows(conn, q.PROCESSES_ALL))
+            processes = _processes(rows(conn, process_sql.PROCESSES_ALL))
             files: dict[str, dict[str, Any]] = {}
             if _has_files(conn):
-                files = {f["hash"]: f for f in rows(conn, q.SCHEDULE_FILES_OF_PROCESSES)}
+                files = {f["hash"]: f for f in rows(conn, file_sql.SCHEDULE_FILES_OF_PROCESSES)}
             live = [p["details"] or {} for p in processes if p["role"] == "worker" and p["live"]]
-            pending = [tuple(r) for r in conn.execute(queue_queries.JOBS_PENDING_KINDS)]
+            pending = [tuple(r) for r in conn.execute(action_sql.JOBS_PENDING_KINDS)]
         # as `pgbeat status` says it: kinds of pending jobs that no live worker claims
         unserved = flow.unserved_kinds(pending, live) if live else []
         hashes = {p["schedules_hash"] for p in processes if p["role"] == "scheduler" and p["live"]}
@@ -125,7 +132,7 @@ class Pages:
 
 def _has_files(conn: Any) -> bool:
     """Whether migration 0005 (schedules in the database, their files) is applied."""
-    row = one(conn, q.SCHEDULES_TABLE_EXISTS)
+    row = one(conn, schedule_sql.SCHEDULES_TABLE_EXISTS)
     return bool(row and next(iter(row.values())))
 
 

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pgbeat.db import ui_queries as q
+from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.ui import charts, jobs_data, performance
 from pgbeat.ui.context import Ui
 from pgbeat.ui.store import rows
@@ -44,7 +44,7 @@ class PerformancePages:
             now, _ = jobs_data.clock(conn)
             found = rows(
                 conn,
-                q.JOBS_PERFORMANCE_BY_KIND,
+                dashboard_sql.JOBS_PERFORMANCE_BY_KIND,
                 {"window": window.span, "cap": performance.SCAN_CAP},
             )
             throughput = _throughput(conn, window.name, now)
@@ -77,7 +77,7 @@ class PerformancePages:
             now, _ = jobs_data.clock(conn)
             found = rows(
                 conn,
-                q.JOBS_PERFORMANCE_OF_KIND,
+                dashboard_sql.JOBS_PERFORMANCE_OF_KIND,
                 {
                     "window": window.span,
                     "cap": performance.SCAN_CAP,
@@ -103,7 +103,7 @@ class PerformancePages:
 def _throughput(conn: Any, window: str, now: datetime) -> list[charts.Chart]:
     """All kinds' jobs per minute (1 h) or per hour (24 h); 7 d would count millions of rows."""
     if window == "1h":
-        return [performance.minute_chart(rows(conn, q.JOBS_FINISHED_PER_MINUTE), now)]
+        return [performance.minute_chart(rows(conn, dashboard_sql.JOBS_FINISHED_PER_MINUTE), now)]
     if window == "24h":
-        return [performance.hour_chart(rows(conn, q.JOBS_FINISHED_PER_HOUR), now)]
+        return [performance.hour_chart(rows(conn, dashboard_sql.JOBS_FINISHED_PER_HOUR), now)]
     return []

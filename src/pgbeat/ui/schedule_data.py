@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.db import ui_queries as q
+from pgbeat.db.sql import history as history_sql
 from pgbeat.observe.liveness import OVERDUE_GRACE
 from pgbeat.scheduling.schedule import (
     Schedule,
@@ -137,7 +137,7 @@ def history_rows(
     """The newest history rows of each schedule, newest first (one indexed query)."""
     found: dict[str, list[dict[str, Any]]] = {}
     params = {"names": names, "limit": limit, "outcome": outcome, "before": before}
-    for row in rows(conn, q.HISTORY_RECENT_OF_SCHEDULES, params):
+    for row in rows(conn, history_sql.HISTORY_RECENT_OF_SCHEDULES, params):
         found.setdefault(row["schedule"], []).append(row)
     for listed in found.values():
         listed.sort(key=lambda r: r["fire_at"], reverse=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.db import ui_queries as q
+from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.scheduling import state
 from pgbeat.scheduling.schedule import Schedule
 
@@ -42,7 +42,7 @@ class ScheduleCatalog:
 
     def load(self, conn: psycopg.Connection[Any]) -> Schedules:
         if not self._migrated:
-            row = conn.execute(q.SCHEDULES_TABLE_EXISTS).fetchone()
+            row = conn.execute(schedule_sql.SCHEDULES_TABLE_EXISTS).fetchone()
             self._migrated = bool(row and row[0])
         if not self._migrated:
             return Schedules((), "the database has no pgbeat_schedules yet: run pgbeat migrate")

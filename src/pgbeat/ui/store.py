@@ -7,7 +7,7 @@ spends nothing on browsing.
 Behind a transaction pooler (``PGBEAT_POOLER=transaction``) the timeout is set per page, in
 the page's transaction, since startup options and session settings do not survive pooling.
 Statements are never prepared: PostgreSQL then plans each with its actual values, so the
-optional filters of ``db/ui_queries.py`` (``%(x)s IS NULL OR ...``) fold away instead of
+optional filters of ``db/sql/jobs/dashboard.py`` (``%(x)s IS NULL OR ...``) fold away instead of
 ending in a generic plan that scans everything.
 """
 
@@ -24,7 +24,8 @@ import psycopg_pool
 from psycopg.rows import dict_row
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pgbeat.db import pooler, ui_queries
+from pgbeat.db import pooler
+from pgbeat.db.sql import session as session_sql
 from pgbeat.ui.settings import UiSettings
 
 CONNECT_TIMEOUT = 5.0
@@ -105,7 +106,7 @@ class Store:
                 yield conn
                 return
             with conn.transaction():
-                conn.execute(ui_queries.UI_STATEMENT_TIMEOUT_LOCAL, {"ms": str(self._timeout_ms)})
+                conn.execute(session_sql.UI_STATEMENT_TIMEOUT_LOCAL, {"ms": str(self._timeout_ms)})
                 yield conn
 
 

@@ -1,6 +1,6 @@
 """The claim: limited queues each in a short locked transaction, then the fast path for the rest.
 
-Every limit is decided inside the claim's transaction from durable rows (db/queue_queries.py
+Every limit is decided inside the claim's transaction from durable rows (db/sql/jobs/claim.py
 says how); this module only orders the statements, remembers which queues were limited on
 the last claim (a hint: each statement re-reads the settings) and decodes claimed rows one
 by one, so one row Python cannot read fails alone while the rest of the batch runs.
@@ -16,7 +16,8 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.db import queries, queue_queries
+from pgbeat.db.sql import queues as queue_sql
+from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.job import Job
 
 _UNREADABLE = (ValueError, TypeError, OverflowError, RecursionError)
@@ -96,7 +97,7 @@ class Claimer:
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
         if self.limited is None:
-            self._note_held(conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues}))
+            self._note_held(conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues}))
         rows: list[Any] = []
         self.limited_short = False
         self._turn += 1
@@ -119,7 +120,7 @@ class Claimer:
         jobs, unreadable = decode_rows(rows)
         if unreadable:
             conn.execute(
-                queries.JOBS_FAIL_UNREADABLE,
+                claim_sql.JOBS_FAIL_UNREADABLE,
                 {"ids": [i for i, _ in unreadable], "errors": [e for _, e in unreadable]},
             )
         return jobs
@@ -129,12 +130,12 @@ class Claimer:
         limited ones after a short limited claim (<= 0 while limits hold due jobs back)."""
         found: list[float] = []
         if fast:
-            row = conn.execute(queries.JOBS_SECONDS_TO_NEXT, self._params(0)).fetchone()
+            row = conn.execute(claim_sql.JOBS_SECONDS_TO_NEXT, self._params(0)).fetchone()
             if row is not None and row[0] is not None:
                 found.append(float(row[0]))
         if self.limited_short and self.limited:
             row = conn.execute(
-                queue_queries.JOBS_SECONDS_TO_NEXT_LIMITED,
+                claim_sql.JOBS_SECONDS_TO_NEXT_LIMITED,
                 {"queues": self.limited, "kinds": self.kinds},
             ).fetchone()
             if row is not None and row[0] is not None:
@@ -152,12 +153,12 @@ class Claimer:
         """The unlimited queues' claim, with the held queues read for the next claim."""
         now = time.monotonic()
         by_queue = self.held or self.queues
-        statement = queue_queries.JOBS_CLAIM_BY_QUEUE if by_queue else queries.JOBS_CLAIM
+        statement = claim_sql.JOBS_CLAIM_BY_QUEUE if by_queue else claim_sql.JOBS_CLAIM
         if now < self._held_until:
             return conn.execute(statement, self._params(limit)).fetchall()
         with conn.pipeline():
             fast = conn.execute(statement, self._params(limit))
-            held = conn.execute(queue_queries.QUEUES_HELD, {"queues": self.queues})
+            held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues})
         rows = fast.fetchall()
         self._note_held(held)
         self._held_until = now + HELD_REFRESH
@@ -181,7 +182,7 @@ class Claimer:
     def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
         """Claim from one limited queue under its row lock, in a transaction of its own."""
         with conn.transaction():
-            row = conn.execute(queue_queries.QUEUES_LOCK, {"queue": queue}).fetchone()
+            row = conn.execute(queue_sql.QUEUES_LOCK, {"queue": queue}).fetchone()
             if row is None or row[0]:
                 return []  # gone or paused since the last claim
             _, concurrency, key_concurrency, rate_count, rate_s, key_rate_count, key_rate_s = row
@@ -199,7 +200,7 @@ class Claimer:
                 "record": rate_count is not None or key_rate_count is not None,
                 "keep_seconds": max(rate_s or 0.0, key_rate_s or 0.0),
             }
-            budget = conn.execute(queue_queries.QUEUES_BUDGET, params).fetchone()
+            budget = conn.execute(queue_sql.QUEUES_BUDGET, params).fetchone()
             assert budget is not None
             params["limit"], params["now"], rate_left, rate_wait = budget
             if params["limit"] == 0:
@@ -208,7 +209,7 @@ class Claimer:
                 pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
                 self._queue_idle_until[queue] = time.monotonic() + pause
             elif key_concurrency is None and key_rate_count is None:
-                rows = conn.execute(queue_queries.JOBS_CLAIM_LIMITED, params).fetchall()
+                rows = conn.execute(claim_sql.JOBS_CLAIM_LIMITED, params).fetchall()
             else:
                 rows = self._claim_keyed(conn, queue, params)
         if len(rows) < limit:
@@ -221,7 +222,7 @@ class Claimer:
         """The head of the backlog first; past a head clogged by saturated keys, key by key."""
         budget = params["limit"]
         params["scan"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * budget)
-        found = conn.execute(queue_queries.JOBS_CLAIM_LIMITED_HEAD, params).fetchall()
+        found = conn.execute(claim_sql.JOBS_CLAIM_LIMITED_HEAD, params).fetchall()
         rows = [row[:-1] for row in found if row[0] is not None]
         clogged = found[0][-1] == params["scan"] and len(rows) < budget
         now = time.monotonic()
@@ -229,7 +230,7 @@ class Claimer:
             return rows
         params["limit"] = budget - len(rows)
         params["after"] = self._after_key.pop(queue, None)
-        more = conn.execute(queue_queries.JOBS_CLAIM_LIMITED_KEYS, params).fetchall()
+        more = conn.execute(claim_sql.JOBS_CLAIM_LIMITED_KEYS, params).fetchall()
         if more and len(more) == params["limit"]:
             self._after_key[queue] = max(row[LIMIT_KEY_COLUMN] for row in more)
         if not more:  # every key with jobs is saturated: no need to look again at once

@@ -17,8 +17,9 @@ from typing import Any
 import psycopg
 
 from pgbeat.background import BackgroundLoop
-from pgbeat.db import outcome_queries, queries
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff
+from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import outcomes as outcome_sql
 
 log = logging.getLogger("pgbeat.listener")
 
@@ -62,9 +63,9 @@ class Listener:
         return result.pause if isinstance(result, Outage) else 0.0
 
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(queries.JOBS_LISTEN)
+        conn.execute(claim_sql.JOBS_LISTEN)
         if self._on_cancel is not None:
-            conn.execute(outcome_queries.JOBS_LISTEN_CANCEL)
+            conn.execute(outcome_sql.JOBS_LISTEN_CANCEL)
         self._connector.backoff.succeeded()
         self.connected.set()
         self._on_notify()  # anything inserted while we were not listening is due now

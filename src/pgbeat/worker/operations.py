@@ -16,8 +16,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import set_json_loads
 
-from pgbeat.db import attempt_queries, outcome_queries
 from pgbeat.db.literals import number_array
+from pgbeat.db.sql import attempts as attempt_sql
+from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.job import Job
 from pgbeat.worker.claiming import Claimer
 
@@ -78,9 +79,7 @@ def complete_jobs(
     if any(result is not None for result in results) and len(results) != len(jobs):
         raise ValueError("complete_jobs needs one result (or None) per job")
     stored = results_object(jobs, results)
-    return _cancelled(
-        conn.execute(outcome_queries.JOBS_COMPLETE, {**_fences(jobs), "results": stored})
-    )
+    return _cancelled(conn.execute(outcome_sql.JOBS_COMPLETE, {**_fences(jobs), "results": stored}))
 
 
 def results_object(jobs: Sequence[Job], results: Sequence[str | None]) -> str | None:
@@ -99,7 +98,7 @@ def retry_jobs(
     that ended cancelled instead (superseded, or asked to stop)."""
     return _cancelled(
         conn.execute(
-            outcome_queries.JOBS_RETRY,
+            outcome_sql.JOBS_RETRY,
             {
                 **_fences([job for job, _, _ in retries]),
                 "errors": [truncate_error(error) for _, error, _ in retries],
@@ -116,7 +115,7 @@ def snooze_jobs(
     ids that ended cancelled instead."""
     return _cancelled(
         conn.execute(
-            outcome_queries.JOBS_SNOOZE,
+            outcome_sql.JOBS_SNOOZE,
             {**_fences([job for job, _ in snoozes]), **_times([when for _, when in snoozes])},
         )
     )
@@ -135,7 +134,7 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
     ended cancelled instead (asked to stop)."""
     return _cancelled(
         conn.execute(
-            outcome_queries.JOBS_FAIL,
+            outcome_sql.JOBS_FAIL,
             {
                 **_fences([job for job, _ in failures]),
                 "errors": [truncate_error(error) for _, error in failures],
@@ -147,7 +146,7 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
 def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> set[int]:
     """Return unfinished runs to pending at shutdown, without charging their attempt; return
     the ids that ended cancelled instead."""
-    return _cancelled(conn.execute(outcome_queries.JOBS_RELEASE, _fences(jobs)))
+    return _cancelled(conn.execute(outcome_sql.JOBS_RELEASE, _fences(jobs)))
 
 
 def renew_leases(
@@ -158,7 +157,7 @@ def renew_leases(
     Returns, for each run still holding its job, whether someone asked it to stop; a run
     missing from the answer lost its job (reaped, and maybe claimed again).
     """
-    rows = conn.execute(outcome_queries.JOBS_RENEW, {**_fences(jobs), "lease": lease}).fetchall()
+    rows = conn.execute(outcome_sql.JOBS_RENEW, {**_fences(jobs), "lease": lease}).fetchall()
     return {int(job_id): bool(stop) for job_id, stop in rows}
 
 
@@ -172,7 +171,7 @@ def record_attempts(
 ) -> None:
     """Keep (job, outcome, error, seconds) of runs that did not succeed, for the dashboard."""
     conn.execute(
-        attempt_queries.ATTEMPTS_INSERT,
+        attempt_sql.ATTEMPTS_INSERT,
         {
             "worker": f"{socket.gethostname()}:{os.getpid()}",
             "ids": [job.id for job, _, _, _ in attempts],
@@ -197,7 +196,7 @@ def _fences(jobs: Sequence[Job]) -> dict[str, str]:
 
 def reap_expired(conn: psycopg.Connection[Any]) -> list[tuple[int, str, str]]:
     """Return expired leases to pending (or failed when out of attempts); (id, kind, status)."""
-    return [(int(r[0]), r[1], r[2]) for r in conn.execute(outcome_queries.JOBS_REAP).fetchall()]
+    return [(int(r[0]), r[1], r[2]) for r in conn.execute(outcome_sql.JOBS_REAP).fetchall()]
 
 
 def truncate_error(error: str) -> str:

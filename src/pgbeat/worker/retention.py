@@ -20,8 +20,9 @@ from typing import Any
 import psycopg
 
 from pgbeat.background import BackgroundLoop
-from pgbeat.db import retention_queries as rq
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff
+from pgbeat.db.sql import retention as retention_sql
+from pgbeat.db.sql.jobs import retention as purge_sql
 from pgbeat.observe.metrics import Metrics
 from pgbeat.worker.retention_policy import RetentionPolicy
 
@@ -95,7 +96,7 @@ class Retention:
         """One round on ``conn`` (autocommit): the rows deleted, None without the turn,
         False when this role may not delete jobs."""
         if not self._allowed:
-            row = conn.execute(rq.RETENTION_ALLOWED).fetchone()
+            row = conn.execute(retention_sql.RETENTION_ALLOWED).fetchone()
             if row is None or not row[0]:
                 return False
             self._allowed = True
@@ -108,7 +109,7 @@ class Retention:
             deadline = time.monotonic() + budget
             while not self._loop.stopping.is_set():
                 rows = conn.execute(
-                    rq.JOBS_DELETE_FINISHED,
+                    purge_sql.JOBS_DELETE_FINISHED,
                     {
                         "statuses": list(statuses),
                         "older_than": older_than,
@@ -124,7 +125,7 @@ class Retention:
                 if not self._take_turn(conn):  # renewed before every further batch
                     return sum(deleted.values())
         total = sum(deleted.values())
-        conn.execute(rq.RETENTION_RECORD_ROUND, {"me": self.id, "deleted": total})
+        conn.execute(retention_sql.RETENTION_RECORD_ROUND, {"me": self.id, "deleted": total})
         if total:
             log.info(
                 "retention: deleted %d finished jobs (%s)",
@@ -134,13 +135,13 @@ class Retention:
         return total
 
     def _release(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(rq.RETENTION_RELEASE_TURN, {"me": self.id})
+        conn.execute(retention_sql.RETENTION_RELEASE_TURN, {"me": self.id})
         self.holding = False
 
     def _take_turn(self, conn: psycopg.Connection[Any]) -> bool:
         held = (
             conn.execute(
-                rq.RETENTION_TAKE_TURN, {"me": self.id, "hold": self.policy.hold()}
+                retention_sql.RETENTION_TAKE_TURN, {"me": self.id, "hold": self.policy.hold()}
             ).fetchone()
             is not None
         )

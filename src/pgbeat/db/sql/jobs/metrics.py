@@ -42,3 +42,8 @@ SELECT status, kind, count(*) FROM jobs TABLESAMPLE SYSTEM (%(percent)s) GROUP B
 JOBS_OLDEST_DUE_AGE: LiteralString = """
 SELECT extract(epoch FROM now() - min(run_at))::float8 FROM jobs
 WHERE status = 'pending' AND run_at <= now()"""
+
+# How long ago the oldest finished job finished, for the metrics gauge (jobs_finished).
+JOBS_OLDEST_FINISHED_AGE: LiteralString = """
+SELECT extract(epoch FROM now() - min(finished_at))::float8 FROM jobs
+WHERE finished_at IS NOT NULL"""

@@ -1,4 +1,5 @@
-"""Statements on ``jobs.meta``, what travels with a job besides its payload (its trace context)."""
+"""The statements on ``jobs.meta``, what travels with a job besides its payload (its
+trace context)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The statements of ``pgbeat.testing``: what a test enqueued, and the one-by-one claim of
-``drain``, both on the test's own connection and inside its transaction."""
+``drain`` with what its jobs ended as, all on the test's own connection and inside its
+transaction."""
 
 from __future__ import annotations
 
@@ -38,6 +39,3 @@ RETURNING id, kind, payload::text, attempts, max_attempts, run_at, created_at, u
 # The final status of the jobs a drain ran, counted (primary key).
 JOBS_COUNT_STATUS_OF: LiteralString = """
 SELECT status, count(*) FROM jobs WHERE id = ANY(%(ids)s::bigint[]) GROUP BY status"""
-
-# Whether any schedule exists, so a drain without schedules skips the scheduler's tick.
-SCHEDULES_ANY: LiteralString = "SELECT EXISTS (SELECT FROM pgbeat_schedules)"

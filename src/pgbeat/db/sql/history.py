@@ -1,8 +1,10 @@
-"""The SQL of schedule history: the claim of each period, its job, backfills, manual runs.
+"""The statements of ``pgbeat_schedule_history`` (migrations 0005 and 0010): the claim of
+each period, backfills, manual runs, the history read and purged.
 
-Named TABLE_VERB with ``%(name)s`` parameters, one comment each, like db/queries.py. The
-table is pgbeat_schedule_history (migrations 0005 and 0010); the statements here that
-write jobs write the jobs of periods. The claim takes its fire times as values.
+A period's history row decides whether it gets a job. HISTORY_RELEASE_BUFFERED,
+HISTORY_BACKFILL and HISTORY_RUN_NOW insert that job in the same statement; the jobs of a
+claim are inserted by jobs/enqueue.py (PERIOD_JOBS_INSERT). The claim takes its fire
+times as values.
 """
 
 from __future__ import annotations
@@ -107,49 +109,6 @@ ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO UPDATE
     WHERE h.outcome = 'missed' AND excluded.outcome = 'enqueued'
 RETURNING h.schedule, extract(epoch FROM h.fire_at)::float8 AS fire_epoch, h.outcome,
           h.job_id, h.reason"""
-
-# Inserts the jobs of the periods a claim enqueued, with the ids the claim gave them: the
-# columns of every period of the tick (written ahead of the fire time) and an id for each,
-# NULL for those that get no job now. What schedules share (payload, max_attempts, how
-# long to keep, queue, priority) travels once per template and is read by position, so
-# no join at all. NOT EXISTS before ON CONFLICT:
-# a probe (jobs_unique) is cheaper than a conflict, and OFFSET 0 keeps it a probe per row.
-# A period's job may exist without history (one an older pgbeat inserted): nothing then.
-PERIOD_JOBS_INSERT: LiteralString = """
-INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
-                       queue, priority)
-OVERRIDING SYSTEM VALUE
-SELECT p.id, p.kind, (%(payloads)s::jsonb[])[p.template], to_timestamp(p.run_epoch),
-       p.unique_key, (%(max_attempts)s::int[])[p.template],
-       to_timestamp(p.run_epoch + (%(keep_seconds)s::float8[])[p.template]),
-       (%(queues)s::text[])[p.template], (%(priorities)s::smallint[])[p.template]
-FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
-            %(unique_keys)s::text[], %(templates)s::int[])
-     AS p(id, kind, run_epoch, unique_key, template)
-WHERE p.id IS NOT NULL AND NOT EXISTS (
-      SELECT FROM jobs AS x WHERE x.kind = p.kind AND x.unique_key = p.unique_key OFFSET 0
-  )
-ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-RETURNING j.id"""
-
-# overlap = "cancel_other": once a claim enqueued a new period of these schedules, their
-# other live jobs give way (jobs_live_schedule). A running one is asked to stop
-# (cancel_requested_at, and a notification on pgbeat_cancel naming it: its worker ends the
-# run); a pending one (an older period not started yet) is cancelled at once. The new
-# periods' own jobs (%(keep)s) are left alone.
-PERIOD_JOBS_CANCEL_OTHERS: LiteralString = """
-UPDATE jobs AS j
-SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
-    finished_at = CASE j.status WHEN 'pending' THEN now() ELSE j.finished_at END,
-    last_error = CASE j.status WHEN 'pending' THEN %(reason)s ELSE j.last_error END,
-    cancel_requested_at = CASE j.status WHEN 'running' THEN now()
-                               ELSE j.cancel_requested_at END
-FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
-WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
-  AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
-  AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
-RETURNING j.id, CASE WHEN j.status = 'running'
-                     THEN pg_notify('pgbeat_cancel', j.id::text) END IS NOT NULL AS asked"""
 
 # overlap = "buffer_one": the waiting period of each schedule whose live jobs have all ended
 # becomes enqueued and gets its job, due at its fire time (the waiting rows by
@@ -298,7 +257,6 @@ DELETE FROM pgbeat_schedule_history WHERE id IN (
     LIMIT %(batch)s
 )"""
 
-
 # Records the periods of a pause that no replica recorded as skipped (paused), so that no
 # replica catches them up later (pgbeat_schedule_history_period).
 HISTORY_RECORD_PAUSED: LiteralString = """
@@ -307,10 +265,25 @@ SELECT %(name)s, fire_at, 'skipped', 'paused', %(by)s
 FROM unnest(%(fire_ats)s::timestamptz[]) AS fire_at
 ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO NOTHING"""
 
-
 # Which of these periods (schedule, fire time) the history has decided, whatever the outcome
 # (pgbeat_schedule_history_period), for `pgbeat status`'s missing-period check.
 HISTORY_DECIDED: LiteralString = """
 SELECT h.schedule, h.fire_at FROM pgbeat_schedule_history AS h
 JOIN unnest(%(schedules)s::text[], %(fire_ats)s::timestamptz[]) AS p(schedule, fire_at)
   ON h.schedule = p.schedule AND h.fire_at = p.fire_at AND h.outcome <> 'manual'"""
+
+# The last %(limit)s history rows of each schedule on a page, manual runs included, with
+# their jobs' status (pgbeat_schedule_history_recent, newest first; jobs primary key).
+HISTORY_RECENT_OF_SCHEDULES: LiteralString = """
+SELECT h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, h.inserted_at, h.inserted_by,
+       j.status AS job_status
+FROM unnest(%(names)s::text[]) AS s(name)
+CROSS JOIN LATERAL (
+    SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+    FROM pgbeat_schedule_history
+    WHERE schedule = s.name AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
+      AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
+    ORDER BY fire_at DESC
+    LIMIT %(limit)s
+) AS h
+LEFT JOIN jobs AS j ON j.id = h.job_id"""

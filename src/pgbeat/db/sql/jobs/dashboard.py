@@ -1,11 +1,11 @@
-"""The dashboard's SQL, named TABLE_VERB, with ``%(name)s`` parameters.
+"""The dashboard's reads of jobs.
 
 Every statement reads a bounded set of rows through an index: a status's partial index
-(``jobs_ready``, ``jobs_running``, ``jobs_failed_*``), the finished-time index, the primary
-key in a bounded id range, or ``jobs_unique`` for a schedule's periods. Counts stop at
-``cap + 1`` rows. The dashboard's connections run under a statement timeout.
-Optional filters are written ``(%(x)s IS NULL OR ...)``: the dashboard never prepares
-statements, so PostgreSQL plans each one with its values and drops the unused tests.
+(``jobs_ready``, ``jobs_running``, ``jobs_failed_*``), the finished-time index, or the
+primary key in a bounded id range. Counts stop at ``cap + 1`` rows. The dashboard's
+connections run under a statement timeout. Optional filters are written
+``(%(x)s IS NULL OR ...)``: the dashboard never prepares statements, so PostgreSQL plans
+each one with its values and drops the unused tests.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import LiteralString
 
 from psycopg import sql
 
-# -- clock and health ----------------------------------------------------------------------
+# -- clock and newest job ---------------------------------------------------------------------
 
 # The database clock and the largest job id (primary key, one probe).
 UI_NOW: LiteralString = "SELECT now(), (SELECT max(id) FROM jobs)"
@@ -94,13 +94,6 @@ SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {filter} LIMIT %(cap)s + 1) AS ma
 JOBS_MATCHING_IDS = sql.SQL("""
 SELECT id FROM jobs WHERE {filter} ORDER BY id""").format(filter=_JOBS_FILTER)
 
-# /healthz: the database answers (no table).
-UI_PING: LiteralString = "SELECT 1"
-
-# The statement timeout of one page's transaction, behind a pooler that keeps no session.
-UI_STATEMENT_TIMEOUT_LOCAL: LiteralString = """
-SELECT set_config('statement_timeout', %(ms)s, true)"""
-
 # -- job detail ------------------------------------------------------------------------------
 
 # Every column of one job, including those later migrations add (primary key).
@@ -124,37 +117,14 @@ GROUP BY kind, signature
 ORDER BY failures DESC, last_seen DESC
 LIMIT 200"""
 
-# -- schedules -------------------------------------------------------------------------------
+# -- a queue's busy limit keys (a read of jobs alone: here, not in ../queues.py) -------------
 
-# Whether migration 0005 (schedules in the database) is applied.
-SCHEDULES_TABLE_EXISTS: LiteralString = "SELECT to_regclass('pgbeat_schedules') IS NOT NULL"
-
-# The last %(limit)s history rows of each schedule on a page, manual runs included, with
-# their jobs' status (pgbeat_schedule_history_recent, newest first; jobs primary key).
-HISTORY_RECENT_OF_SCHEDULES: LiteralString = """
-SELECT h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, h.inserted_at, h.inserted_by,
-       j.status AS job_status
-FROM unnest(%(names)s::text[]) AS s(name)
-CROSS JOIN LATERAL (
-    SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
-    FROM pgbeat_schedule_history
-    WHERE schedule = s.name AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
-      AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
-    ORDER BY fire_at DESC
-    LIMIT %(limit)s
-) AS h
-LEFT JOIN jobs AS j ON j.id = h.job_id"""
-
-# -- processes -------------------------------------------------------------------------------
-
-# Every registered process with its heartbeat's age by the database clock (a small table).
-PROCESSES_ALL: LiteralString = """
-SELECT id, role, host, pid, version, started_at, heartbeat_at,
-       extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_s,
-       schedules_hash, details
-FROM pgbeat_processes
-ORDER BY role, host, pid
-LIMIT 500"""
+# The limit keys of a queue that hold at least one running job, busiest first
+# (jobs_running): which keys are saturated, for the dashboard.
+QUEUES_RUNNING_KEYS: LiteralString = """
+SELECT limit_key, count(*) FROM jobs
+WHERE status = 'running' AND queue = %(name)s AND limit_key IS NOT NULL
+GROUP BY limit_key ORDER BY count(*) DESC, limit_key LIMIT %(limit)s"""
 
 # -- throughput and performance ----------------------------------------------------------------
 
@@ -255,17 +225,3 @@ SELECT bucket, count(*) FILTER (WHERE status = 'done') AS done,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY wait_s) AS wait_p95
 FROM timed
 GROUP BY bucket"""
-
-# -- processes: schedules files ---------------------------------------------------------------
-
-# The schedules file in effect (applied last) and what is known of each file the registered
-# schedulers hold (primary key probes; a handful of rows).
-SCHEDULE_FILES_OF_PROCESSES: LiteralString = """
-SELECT f.hash, f.first_seen_at, f.first_seen_by, f.applied_at, f.applied_by,
-       cardinality(f.schedules) AS schedule_count,
-       f.hash = (SELECT hash FROM pgbeat_schedule_files WHERE applied_at IS NOT NULL
-                 ORDER BY applied_at DESC, hash DESC LIMIT 1) AS in_effect
-FROM pgbeat_schedule_files AS f
-WHERE f.hash IN (SELECT schedules_hash FROM pgbeat_processes WHERE schedules_hash IS NOT NULL)
-   OR f.hash = (SELECT hash FROM pgbeat_schedule_files WHERE applied_at IS NOT NULL
-                ORDER BY applied_at DESC, hash DESC LIMIT 1)"""

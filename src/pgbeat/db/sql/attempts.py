@@ -1,4 +1,4 @@
-"""The statements of the attempts history (migration 0006), named TABLE_VERB.
+"""The statements of ``pgbeat_job_attempts``, the attempts history (migration 0006).
 
 Workers write the attempts that did not succeed, one statement per outcome batch; the
 dashboard reads a job's attempts.

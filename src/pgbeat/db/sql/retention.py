@@ -1,7 +1,6 @@
-"""The statements of retention: take the turn, delete one batch of old finished jobs, record.
-
-`pgbeat jobs purge` deletes with the same batch statement. Nothing here locks a row a
-claim could want: only finished rows are locked, and locked ones are skipped.
+"""The statements of ``pgbeat_retention``: the turn that lets one worker at a time delete
+old finished jobs, and the record of its rounds. The batch delete itself, which
+`pgbeat jobs purge` shares, is in jobs/retention.py.
 """
 
 from __future__ import annotations
@@ -31,23 +30,6 @@ SET last_run_at = now(), last_run_by = %(me)s, last_deleted = %(deleted)s,
     total_deleted = total_deleted + %(deleted)s
 WHERE holder = %(me)s"""
 
-# Deletes one batch of jobs of these finished statuses that finished more than %(older_than)s
-# ago (jobs_finished). A status outside done/failed/cancelled never matches, however it is
-# asked for; a job inside keep_until (its schedule period's dedup window) stays, or a
-# restarted scheduler would enqueue its period again. Locked rows are skipped, not waited
-# for, and no pending row is locked: a claim never waits on a batch. Returns each row's status.
-JOBS_DELETE_FINISHED: LiteralString = """
-DELETE FROM jobs WHERE id IN (
-    SELECT id FROM jobs
-    WHERE finished_at < now() - %(older_than)s::interval
-      AND status = ANY(%(statuses)s::text[])
-      AND status IN ('done', 'failed', 'cancelled')
-      AND (keep_until IS NULL OR keep_until < now())
-    LIMIT %(batch)s
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING status"""
-
 # The last round, who holds the turn, and the oldest finished job's finish time and age
 # (jobs_finished: its first entry).
 RETENTION_STATUS: LiteralString = """
@@ -57,8 +39,3 @@ SELECT r.holder, r.held_until > now() AS held, r.last_run_at, r.last_run_by, r.l
 FROM pgbeat_retention AS r
 LEFT JOIN (SELECT min(finished_at) AS finished_at FROM jobs WHERE finished_at IS NOT NULL)
     AS oldest ON true"""
-
-# How long ago the oldest finished job finished, for the metrics gauge (jobs_finished).
-JOBS_OLDEST_FINISHED_AGE: LiteralString = """
-SELECT extract(epoch FROM now() - min(finished_at))::float8 FROM jobs
-WHERE finished_at IS NOT NULL"""

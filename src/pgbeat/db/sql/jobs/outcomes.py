@@ -1,6 +1,6 @@
-"""The statements that end or extend a worker's runs, named TABLE_VERB: the batched outcomes
-(complete, retry, snooze, fail, release), lease renewal, the reaper, and the notifications
-that tell workers of cancels and waiters of ends.
+"""The statements that end or extend a worker's runs: the batched outcomes (complete,
+retry, snooze, fail, release), lease renewal, the reaper, and the notifications that tell
+workers of cancels and waiters of ends (with what ``pgbeat.wait`` reads of a job).
 
 Every one is fenced by ``(id, attempt)`` or by the lease, so a run that lost its job can
 no longer change it; each comment says which index it relies on.

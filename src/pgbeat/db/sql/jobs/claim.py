@@ -1,5 +1,6 @@
-"""The statements of flow control (migration 0008): queue settings, the claim by queue heads
-and the claim of limited queues.
+"""Every statement that claims jobs for a worker: the fast claim, the claim by queue heads,
+the claims of limited queues; the rows it could not read; when the next job falls due.
+(``pgbeat.testing``'s one-by-one claim is in testing.py.)
 
 A limited queue is claimed in a transaction of its own: first its ``pgbeat_queues`` row is
 locked (QUEUES_LOCK), then a claim statement counts its running jobs and recent starts. The
@@ -11,69 +12,68 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-# -- settings -------------------------------------------------------------------------------
+# Leases up to %(limit)s due jobs in claim order (higher priority first, then run_at, then
+# id), skipping rows other workers hold (jobs_claim_order: the head of the index, no sort).
+# Queues that are paused or limited are left to JOBS_CLAIM_LIMITED: the scan skips those
+# the worker saw last (%(held)s, a constant the planner can estimate; a subquery there made
+# it expect almost no rows and sort the backlog), and the update re-checks pgbeat_queues,
+# so a queue paused or limited since is never claimed here. The lease and the run's start
+# (started_at, migration 0013) are set and committed at once: no lock outlives this
+# statement. `id = ANY(ARRAY(...))` keeps the plan a primary-key lookup even before ANALYZE
+# has seen the table (a join here turned into a sequential scan per claim on a fresh
+# table). Dates outside years 1-9999 come back NULL and the payload as text: the worker
+# decodes each row alone, so one row the driver could not read fails alone instead of
+# every claim.
+JOBS_CLAIM: LiteralString = """
+UPDATE jobs
+SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
+    started_at = now()
+WHERE id = ANY(ARRAY(
+    SELECT id FROM jobs
+    WHERE status = 'pending' AND run_at <= now()
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(%(held)s::text[])
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+))
+  AND queue <> ALL(ARRAY(
+      SELECT name FROM pgbeat_queues
+      WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+         OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))
+RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
+          CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN run_at END AS run_at,
+          CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN created_at END AS created_at,
+          unique_key, queue, priority, limit_key, job_key"""
 
-# Creates a queue's row or sets the limits named in %(set)s, leaving the others as they
-# are, in one statement (primary key): two calls that each change one limit cannot undo
-# each other. NULL clears a limit. Returns the queue's settings afterwards.
-QUEUES_CONFIGURE: LiteralString = """
-INSERT INTO pgbeat_queues AS q (name, concurrency, key_concurrency, rate_count, rate_period,
-                                key_rate_count, key_rate_period)
-VALUES (%(name)s, %(concurrency)s, %(key_concurrency)s, %(rate_count)s, %(rate_period)s,
-        %(key_rate_count)s, %(key_rate_period)s)
-ON CONFLICT (name) DO UPDATE SET
-    concurrency = CASE WHEN 'concurrency' = ANY(%(set)s::text[])
-                       THEN excluded.concurrency ELSE q.concurrency END,
-    key_concurrency = CASE WHEN 'key_concurrency' = ANY(%(set)s::text[])
-                           THEN excluded.key_concurrency ELSE q.key_concurrency END,
-    rate_count = CASE WHEN 'rate' = ANY(%(set)s::text[])
-                      THEN excluded.rate_count ELSE q.rate_count END,
-    rate_period = CASE WHEN 'rate' = ANY(%(set)s::text[])
-                       THEN excluded.rate_period ELSE q.rate_period END,
-    key_rate_count = CASE WHEN 'key_rate' = ANY(%(set)s::text[])
-                          THEN excluded.key_rate_count ELSE q.key_rate_count END,
-    key_rate_period = CASE WHEN 'key_rate' = ANY(%(set)s::text[])
-                           THEN excluded.key_rate_period ELSE q.key_rate_period END,
-    updated_at = now()
-RETURNING name, paused, concurrency, key_concurrency, rate_count, rate_period,
-          key_rate_count, key_rate_period"""
+# Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
+# nested too deeply for Python), each with its reason (primary key).
+JOBS_FAIL_UNREADABLE: LiteralString = """
+UPDATE jobs
+SET status = 'failed', locked_until = NULL, finished_at = now(),
+    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'"""
 
-# Pauses or resumes a queue, creating its row if need be (primary key).
-QUEUES_SET_PAUSED: LiteralString = """
-INSERT INTO pgbeat_queues AS q (name, paused) VALUES (%(name)s, %(paused)s)
-ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
-RETURNING name, paused, concurrency, key_concurrency, rate_count, rate_period,
-          key_rate_count, key_rate_period"""
+# Subscribes to the notifications of migrations/0002's insert trigger.
+JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
 
-# Every queue with settings or live jobs: its settings and pending/running counts. Counts
-# scan the pending and running rows (jobs_claim_queue, jobs_running): an operator's view.
-QUEUES_LIST: LiteralString = """
-WITH live AS (
-    SELECT queue, count(*) FILTER (WHERE status = 'pending') AS pending,
-           count(*) FILTER (WHERE status = 'running') AS running
-    FROM jobs WHERE status IN ('pending', 'running') GROUP BY queue
-)
-SELECT coalesce(q.name, live.queue) AS name, coalesce(q.paused, false) AS paused,
-       q.concurrency, q.key_concurrency, q.rate_count, q.rate_period,
-       q.key_rate_count, q.key_rate_period,
-       coalesce(live.pending, 0) AS pending, coalesce(live.running, 0) AS running
-FROM pgbeat_queues AS q FULL JOIN live ON live.queue = q.name
-ORDER BY 1"""
+# Seconds until the next pending job the fast claim may take falls due, by the database
+# clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). Asked after a
+# fast claim found nothing: the jobs due before it are those of the paused and limited
+# queues the worker saw (%(held)s), so the scan starts 5 s back (a job that fell due
+# between the claim and this look comes back negative: claim again) and never walks a paused
+# queue's backlog. JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues.
+JOBS_SECONDS_TO_NEXT: LiteralString = """
+SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
+WHERE status = 'pending' AND run_at > now() - interval '5 seconds'
+  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+  AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+  AND queue <> ALL(%(held)s::text[])"""
 
-# The limit keys of a queue that hold at least one running job, busiest first
-# (jobs_running): which keys are saturated, for the dashboard.
-QUEUES_RUNNING_KEYS: LiteralString = """
-SELECT limit_key, count(*) FROM jobs
-WHERE status = 'running' AND queue = %(name)s AND limit_key IS NOT NULL
-GROUP BY limit_key ORDER BY count(*) DESC, limit_key LIMIT %(limit)s"""
-
-# Pending jobs by kind and queue, to tell which no live worker claims (a scan of the
-# pending rows: an operator's command).
-JOBS_PENDING_KINDS: LiteralString = """
-SELECT kind, queue, count(*) FROM jobs WHERE status = 'pending'
-GROUP BY kind, queue ORDER BY kind, queue"""
-
-# -- the claim of a limited queue ---------------------------------------------------------------
+# -- the claim by queue heads, and of a limited queue -----------------------------------------
 
 # JOBS_CLAIM when some queues are held (paused or limited) or the worker takes only some
 # queues: the scan of JOBS_CLAIM would step over every pending job of a held queue (a paused
@@ -121,47 +121,6 @@ RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
           CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
                THEN created_at END AS created_at,
           unique_key, queue, priority, limit_key, job_key"""
-
-# The paused or limited queues among a worker's queues, and which are paused (a scan of a
-# small table): the fast claim skips them all, the limited claim takes the running ones.
-QUEUES_HELD: LiteralString = """
-SELECT name, paused FROM pgbeat_queues
-WHERE (paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
-       OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
-  AND (%(queues)s::text[] IS NULL OR name = ANY(%(queues)s::text[]))
-ORDER BY name"""
-
-# Locks a queue's row for this claim's transaction and reads its limits as they are now
-# (FOR UPDATE returns the newest version of the row). Periods in seconds.
-QUEUES_LOCK: LiteralString = """
-SELECT paused, concurrency, key_concurrency,
-       rate_count, extract(epoch FROM rate_period)::float8,
-       key_rate_count, extract(epoch FROM key_rate_period)::float8
-FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
-
-# How many jobs the queue may start now (run after QUEUES_LOCK, in its transaction): the
-# claim's limit, its free concurrency slots (jobs_running) and its rate's remaining
-# starts in the window (pgbeat_queue_starts_window); least() ignores the NULLs of unset
-# limits. Returns the clock the claim records its starts at, read after the lock was
-# granted: claims of one queue follow one another, so their start times only grow; and,
-# when the rate is spent, in how many seconds its oldest start leaves the window. Deletes
-# the starts older than the longest window.
-QUEUES_BUDGET: LiteralString = """
-WITH clock AS (SELECT clock_timestamp() AS t),
-pruned AS (
-    DELETE FROM pgbeat_queue_starts USING clock
-    WHERE %(record)s::bool AND queue = %(queue)s
-      AND started_at <= t - %(keep_seconds)s::float8 * interval '1 second'
-)
-SELECT greatest(0, least(%(limit)s::int, running.left, starts.left)), t, starts.left,
-       extract(epoch FROM starts.oldest + %(rate_seconds)s::float8 * interval '1 second' - t)
-FROM clock,
-LATERAL (SELECT %(concurrency)s::int - count(*) AS left FROM jobs
-         WHERE status = 'running' AND queue = %(queue)s) AS running,
-LATERAL (SELECT %(rate_count)s::int - count(*) AS left, min(started_at) AS oldest
-         FROM pgbeat_queue_starts
-         WHERE queue = %(queue)s
-           AND started_at > t - %(rate_seconds)s::float8 * interval '1 second') AS starts"""
 
 # Claims the queue's budget (QUEUES_BUDGET) in claim order (jobs_claim_queue) and records
 # the starts when the queue has a rate. Dates outside years 1-9999 come back NULL, the

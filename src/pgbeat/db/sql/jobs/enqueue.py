@@ -1,0 +1,156 @@
+"""The statements that insert jobs: one, many, by key (with the upsert and the supersede
+that an upsert needs), and the jobs of the schedule periods a claim decided.
+
+A keyed statement finds a key's live job through ``jobs_live_key`` with a condition that
+implies that index's predicate, so the planner can use it and ``ON CONFLICT`` can name it
+as its arbiter.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+# Inserts one job; a duplicate (kind, unique_key) inserts nothing and returns no row (jobs_unique).
+JOBS_INSERT: LiteralString = """
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, queue, priority, limit_key,
+                  meta)
+VALUES (%(kind)s, %(payload)s,
+        coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
+        %(unique_key)s, %(max_attempts)s, %(queue)s, %(priority)s, %(limit_key)s,
+        %(meta)s::jsonb)
+ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id"""
+
+# Inserts many jobs in one statement from parallel arrays; duplicates are skipped (jobs_unique).
+# A job without run_at runs its delay (seconds, 0 if none) after the database's now().
+# meta (the caller's trace context) is the same for every job of the call.
+JOBS_INSERT_MANY: LiteralString = """
+INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, queue, priority, limit_key,
+                  meta)
+SELECT kind, payload, coalesce(run_at, now() + delay_seconds * interval '1 second'),
+       unique_key, max_attempts, queue, priority, limit_key,
+       %(meta)s::jsonb
+FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[],
+            %(delay_seconds)s::float8[], %(unique_keys)s::text[], %(max_attempts)s::int[],
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+     AS new_job(kind, payload, run_at, delay_seconds, unique_key, max_attempts,
+                queue, priority, limit_key)
+ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING id"""
+
+# -- by key ----------------------------------------------------------------------------------
+
+# Inserts keyed jobs from parallel arrays (one per key: the caller drops repeats); a key
+# whose live job exists inserts nothing and returns no row (jobs_live_key). A NULL max_wait
+# leaves run_at as asked (least() ignores NULLs); otherwise run_at is at most now + max_wait.
+# meta (the caller's trace context) is the same for every job of the call.
+JOBS_INSERT_KEYED: LiteralString = """
+INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
+                  meta)
+SELECT kind, job_key, payload,
+       least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
+             now() + %(max_wait)s::interval),
+       max_attempts, queue, priority, limit_key,
+       %(meta)s::jsonb
+FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
+            %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[],
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+     AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
+                queue, priority, limit_key)
+ON CONFLICT (kind, job_key)
+    WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
+DO NOTHING
+RETURNING id, kind, job_key"""
+
+# Inserts keyed jobs, or rewrites the pending live job of each key (jobs_live_key): the new
+# payload; run_at the new one (replace), the later (keep_latest) or the earlier
+# (keep_earliest) of the two, never past created_at (the first request) + max_wait; a full
+# new budget of attempts on top of those spent. Outcome statements fence runs by attempt,
+# so attempts is never lowered, and a job that ran before moves one on: a reaped run still
+# going on somewhere cannot then mark the new values done. DO UPDATE locks the conflicting
+# row and tests its newest version, and waits for an uncommitted insert of the key instead
+# of skipping it. A key whose live job is running returns no row: the caller supersedes it
+# and comes back. The statement-level insert trigger wakes idle workers on commit, updates
+# included. The queue, priority and limit key are the new request's.
+JOBS_UPSERT_KEYED: LiteralString = """
+INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
+                  meta)
+SELECT kind, job_key, payload,
+       least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
+             now() + %(max_wait)s::interval),
+       max_attempts, queue, priority, limit_key,
+       %(meta)s::jsonb
+FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
+            %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[],
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+     AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
+                queue, priority, limit_key)
+ON CONFLICT (kind, job_key)
+    WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
+DO UPDATE SET
+    payload = excluded.payload,
+    run_at = least(CASE %(on_conflict)s::text
+                       WHEN 'keep_latest' THEN greatest(jobs.run_at, excluded.run_at)
+                       WHEN 'keep_earliest' THEN least(jobs.run_at, excluded.run_at)
+                       ELSE excluded.run_at
+                   END,
+                   jobs.created_at + %(max_wait)s::interval),
+    attempts = jobs.attempts + sign(jobs.attempts)::int,
+    max_attempts = jobs.attempts + sign(jobs.attempts)::int + excluded.max_attempts,
+    last_error = NULL,
+    queue = excluded.queue, priority = excluded.priority, limit_key = excluded.limit_key
+WHERE jobs.status = 'pending'
+RETURNING id, kind, job_key"""
+
+# Takes the keys from their running jobs (jobs_live_key): each run goes on, but its row
+# leaves the index and will never run again (see JOBS_RETRY, JOBS_RELEASE, JOBS_REAP).
+JOBS_SUPERSEDE_KEYED: LiteralString = """
+UPDATE jobs SET superseded_at = now(), last_error = %(reason)s
+WHERE (kind, job_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(job_keys)s::text[]))
+  AND job_key IS NOT NULL AND superseded_at IS NULL AND status = 'running'
+RETURNING id"""
+
+# -- the jobs of schedule periods (../history.py's claim decides which) ----------------------
+
+# Inserts the jobs of the periods a claim enqueued, with the ids the claim gave them: the
+# columns of every period of the tick (written ahead of the fire time) and an id for each,
+# NULL for those that get no job now. What schedules share (payload, max_attempts, how
+# long to keep, queue, priority) travels once per template and is read by position, so
+# no join at all. NOT EXISTS before ON CONFLICT:
+# a probe (jobs_unique) is cheaper than a conflict, and OFFSET 0 keeps it a probe per row.
+# A period's job may exist without history (one an older pgbeat inserted): nothing then.
+PERIOD_JOBS_INSERT: LiteralString = """
+INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
+                       queue, priority)
+OVERRIDING SYSTEM VALUE
+SELECT p.id, p.kind, (%(payloads)s::jsonb[])[p.template], to_timestamp(p.run_epoch),
+       p.unique_key, (%(max_attempts)s::int[])[p.template],
+       to_timestamp(p.run_epoch + (%(keep_seconds)s::float8[])[p.template]),
+       (%(queues)s::text[])[p.template], (%(priorities)s::smallint[])[p.template]
+FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
+            %(unique_keys)s::text[], %(templates)s::int[])
+     AS p(id, kind, run_epoch, unique_key, template)
+WHERE p.id IS NOT NULL AND NOT EXISTS (
+      SELECT FROM jobs AS x WHERE x.kind = p.kind AND x.unique_key = p.unique_key OFFSET 0
+  )
+ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+RETURNING j.id"""
+
+# overlap = "cancel_other": once a claim enqueued a new period of these schedules, their
+# other live jobs give way (jobs_live_schedule). A running one is asked to stop
+# (cancel_requested_at, and a notification on pgbeat_cancel naming it: its worker ends the
+# run); a pending one (an older period not started yet) is cancelled at once. The new
+# periods' own jobs (%(keep)s) are left alone.
+PERIOD_JOBS_CANCEL_OTHERS: LiteralString = """
+UPDATE jobs AS j
+SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
+    finished_at = CASE j.status WHEN 'pending' THEN now() ELSE j.finished_at END,
+    last_error = CASE j.status WHEN 'pending' THEN %(reason)s ELSE j.last_error END,
+    cancel_requested_at = CASE j.status WHEN 'running' THEN now()
+                               ELSE j.cancel_requested_at END
+FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
+WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
+  AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
+  AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
+RETURNING j.id, CASE WHEN j.status = 'running'
+                     THEN pg_notify('pgbeat_cancel', j.id::text) END IS NOT NULL AS asked"""
