@@ -3,7 +3,7 @@ each period, backfills, manual runs, the history read and purged.
 
 A period's history row decides whether it gets a job. HISTORY_RELEASE_BUFFERED,
 HISTORY_BACKFILL and HISTORY_RUN_NOW insert that job in the same statement; the jobs of a
-claim are inserted by jobs/enqueue.py (PERIOD_JOBS_INSERT). The claim takes its fire
+claim are inserted by sql/jobs/enqueue.py (PERIOD_JOBS_INSERT). The claim takes its fire
 times as values.
 """
 

@@ -3,7 +3,7 @@ queue's settings: paused, limits) and ``pgbeat_queue_starts`` (the starts a rate
 
 A limited queue is claimed in a transaction of its own: first its row is locked
 (QUEUES_LOCK), then QUEUES_BUDGET counts its running jobs and recent starts, and a claim
-of jobs/claim.py takes that many.
+of sql/jobs/claim.py takes that many.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The statements of ``pgbeat_retention``: the turn that lets one worker at a time delete
 old finished jobs, and the record of its rounds. The batch delete itself, which
-`pgbeat jobs purge` shares, is in jobs/retention.py.
+`pgbeat jobs purge` shares, is in sql/jobs/retention.py.
 """
 
 from __future__ import annotations

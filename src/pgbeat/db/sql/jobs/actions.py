@@ -51,7 +51,7 @@ SELECT kind, unique_key FROM jobs
 WHERE (kind, unique_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(keys)s::text[]))"""
 
 # -- operators' actions: one statement each, which the CLI and the dashboard both run -----
-# (jobs/actions.py). Each takes ids and re-checks the status in its WHERE clause, so a job
+# (pgbeat/jobs/actions.py). Each takes ids and re-checks the status in its WHERE clause, so a job
 # whose status changed since the operator looked is skipped, never acted on.
 
 # Retry: jobs that are not running back to pending, due now, attempts reset (primary key).

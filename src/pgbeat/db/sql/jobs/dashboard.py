@@ -87,7 +87,7 @@ JOBS_COUNT_MATCHING = sql.SQL("""
 SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {filter} LIMIT %(cap)s + 1) AS matching
 """).format(filter=_JOBS_FILTER)
 
-# -- actions: the ids an all-matching action runs on (jobs/actions.py acts on them) ---------
+# -- actions: the ids an all-matching action runs on (pgbeat/jobs/actions.py acts on them) ---------
 
 # Every job matching the filter, never above %(max_id)s (the newest id when the operator
 # confirmed): the action's own statement then re-checks each one's status.

@@ -13,7 +13,7 @@ from typing import LiteralString
 # Outcome statements take parallel arrays (ids[i] ran as attempts[i]) and look rows up by
 # primary key with `id = ANY(...)`; array_position picks each row's own values. The attempt
 # fences out a run whose lease expired and whose job was claimed again since. A run whose
-# job was superseded (jobs/keys.py: a newer job took its key) or asked to stop
+# job was superseded (pgbeat/jobs/keys.py: a newer job took its key) or asked to stop
 # (cancel_requested_at) is never made pending again: where it would retry, snooze or be
 # released, it ends cancelled; a cancelled run ends cancelled whatever it returned. Each
 # returns the ids that ended cancelled, and sends one NOTIFY on pgbeat_finished whose
