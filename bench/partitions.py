@@ -143,7 +143,8 @@ def plan(conn: psycopg.Connection[Any], statement: LiteralString, params: Any) -
     return [str(r[0]) for r in rows]
 
 
-CLAIM_PARAMS = {"limit": 100, "lease": "5 minutes", "kinds": None}
+# The worker's fast-path claim: every queue, none held back (paused or limited).
+CLAIM_PARAMS = {"limit": 100, "lease": "5 minutes", "kinds": None, "queues": None, "held": []}
 
 
 def dashboard(conn: psycopg.Connection[Any], repeat: int) -> dict[str, Any]:

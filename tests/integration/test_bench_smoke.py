@@ -65,3 +65,26 @@ def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) 
         "drain >= 3x pgqueuer's best",
         "drain >= 3x pgqueuer's best, 1 process each",
     }
+
+
+@pytest.mark.slow
+def test_the_partitions_bench_runs_its_statements_on_both_layouts(server_url: str) -> None:
+    """At a tiny scale, so that a statement whose parameters changed breaks here, not in a
+    20-million-row run."""
+    env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
+    args = ["--rows", "2000", "--pending", "300", "--claims", "2", "--repeat", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.partitions", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(done.stdout)
+    assert [r["layout"] for r in document["results"]] == ["flat", "partitioned"]
+    for result in document["results"]:
+        assert result["claim"]["jobs"] == 200
+        assert result["remove_oldest_day"]["rows"] > 0
