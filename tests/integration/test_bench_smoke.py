@@ -13,12 +13,11 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
-def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) -> None:
-    output = tmp_path / "smoke.json"
+def run_bench(server_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m <args>`` from the repository's root against ``server_url``."""
     env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--output", str(output)],
+    return subprocess.run(
+        [sys.executable, "-m", *args],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -26,6 +25,12 @@ def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) 
         timeout=90,
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) -> None:
+    output = tmp_path / "smoke.json"
+    done = run_bench(server_url, "bench", "--smoke", "--output", str(output))
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Drain of no-op jobs" in done.stdout
@@ -71,17 +76,8 @@ def test_smoke_run_measures_pgbeat_and_raw_sql(server_url: str, tmp_path: Path) 
 def test_the_partitions_bench_runs_its_statements_on_both_layouts(server_url: str) -> None:
     """At a tiny scale, so that a statement whose parameters changed breaks here, not in a
     20-million-row run."""
-    env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
     args = ["--rows", "2000", "--pending", "300", "--claims", "2", "--repeat", "1"]
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.partitions", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    done = run_bench(server_url, "bench.partitions", *args)
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(done.stdout)
     assert [r["layout"] for r in document["results"]] == ["flat", "partitioned"]
