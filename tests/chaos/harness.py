@@ -180,6 +180,7 @@ class Fleet:
         self.kills = 0
         self.restarts = 0
         self.deaths: list[int] = []  # exit codes of processes that died without being killed
+        self.last_words: list[str] = []  # the end of each such process's output
 
     def _start(self) -> CliProcess:
         return start_cli(self.args, self.url, cwd=str(ROOT), **self.env)
@@ -208,6 +209,7 @@ class Fleet:
             if process is not None:  # it died without our signal
                 process.wait(10)
                 self.deaths.append(process.popen.returncode)
+                self.last_words.append(process.output()[-3000:])
                 self.retired.append(process)
             self.slots[index] = self._start()
             self.restarts += 1
@@ -246,6 +248,9 @@ class Fleet:
                 codes.append(None)
         for index, slot in enumerate(self.slots):
             if slot is not None:
+                if slot not in live:  # it had died by itself: a death, with its last words
+                    self.deaths.append(slot.popen.returncode)
+                    self.last_words.append(slot.output()[-3000:])
                 self.retired.append(slot)
             self.slots[index] = None
         return codes

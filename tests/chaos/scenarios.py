@@ -69,7 +69,12 @@ def check_processes(result: ScenarioResult, fleets: dict[str, Fleet], codes: lis
     tracebacks = [out for fleet in fleets.values() for out in fleet.tracebacks()]
     result.figures["process_deaths"] = deaths
     result.figures["tracebacks"] = len(tracebacks)
-    result.check(deaths == 0, f"{deaths} pgbeat processes died without being killed")
+    last_words = [words for fleet in fleets.values() for words in fleet.last_words]
+    result.check(
+        deaths == 0,
+        f"{deaths} pgbeat processes died without being killed; the end of their output:\n"
+        + "\n---\n".join(last_words)[:3000],
+    )
     result.check(not tracebacks, "a process printed a traceback:\n" + "\n".join(tracebacks)[:3000])
     result.check(all(code == 0 for code in codes), f"exit codes after SIGTERM: {codes}")
 
@@ -110,6 +115,11 @@ class Crew:
         self.workers = Fleet(worker_args(p.concurrency, p.lease, p.timeout), url, p.workers, rng)
         self.fleets = {"schedulers": self.schedulers, "workers": self.workers}
         self.codes: list[Any] = []
+
+    def ready(self) -> bool:
+        """Every replica of both fleets runs its loop (a process still starting exits on an
+        unreachable database, by design: a fault must not come before this)."""
+        return self.schedulers.ready() and self.workers.ready()
 
     def stop_schedulers(self) -> None:
         self.codes += self.schedulers.stop()
@@ -401,6 +411,7 @@ def _database_restart(
     try:
         busy = lambda: (probe.scalar("SELECT count(*) FROM effects") or 0) >= p.jobs // 5  # noqa: E731
         result.check(poll_until(busy, 60), "the workers never got going")
+        result.check(poll_until(crew.ready, 30), "not every process registered")
         down_at = probe.scalar("SELECT now()")
         running_at_stop = probe.scalar("SELECT count(*) FROM jobs WHERE status = 'running'")
         probe.close()
@@ -524,6 +535,7 @@ def backend_kills(url: str, p: BackendKills, workdir: Path) -> ScenarioResult:
         crew = Crew(url, workdir, BACKEND_SCHEDULES, p, rng, "--log-level", "WARNING")
         enqueued = 0
         try:
+            result.check(poll_until(crew.ready, 30), "not every process registered")
             started = time.monotonic()
             while (elapsed := time.monotonic() - started) < p.seconds:
                 time.sleep(rng.uniform(*p.kill_every))  # spacing between faults
