@@ -28,12 +28,11 @@ CLAIMS: dict[str, LiteralString] = {
     "JOBS_CLAIM_LIMITED_KEYS": claim_sql.JOBS_CLAIM_LIMITED_KEYS,
     "JOBS_CLAIM_NEXT_DUE": testing_sql.JOBS_CLAIM_NEXT_DUE,
 }
-# Every parameter any of them takes: one default queue without limits in the database,
-# limit keys with room (key_concurrency 5), no rate and no starts recorded.
+# Every parameter any of them takes: the default queue, without limits for the fast claims
+# and with room for the limited ones (set by the test), no rate and no starts recorded.
 PARAMS: dict[str, Any] = {
     "limit": 10, "lease": LEASE, "kinds": None, "queues": None, "held": [],
-    "queue": "default", "now": None, "record": False, "scan": 256, "after": None,
-    "key_concurrency": 5, "key_rate_count": None, "key_rate_seconds": None,
+    "queue": "default", "now": None, "scan": 256, "after": None,
 }  # fmt: skip
 
 
@@ -59,6 +58,10 @@ def test_each_claim_statement_sets_started_at_with_its_lease(
         " VALUES ('k', '{}', now() - interval '1 minute', 'key-a')"
     )
     assert _started(conn)[0][1] is None  # never run
+    if name == "JOBS_CLAIM_LIMITED":  # the limited claims read the queue's own settings
+        pgbeat.configure_queue(conn, "default", concurrency=5)
+    elif name.startswith("JOBS_CLAIM_LIMITED"):
+        pgbeat.configure_queue(conn, "default", key_concurrency=5)
     before = _clock(conn)
     claimed = conn.execute(CLAIMS[name], PARAMS).fetchall()
     after = _clock(conn)

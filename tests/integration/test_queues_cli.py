@@ -138,27 +138,62 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     assert "jobs_claim_order" in fast and "Sort" not in fast, fast
     by_queue = _plan(conn, claim_sql.JOBS_CLAIM_BY_QUEUE, PARAMS)
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
-    limited_params = {
-        **PARAMS,
-        "queue": "api",
-        "concurrency": 10,
-        "key_concurrency": 1,
-        "rate_count": None,
-        "rate_seconds": None,
-        "key_rate_count": None,
-        "key_rate_seconds": None,
-        "record": False,
-        "keep_seconds": 0.0,
-        "now": "2026-01-01T00:00:00Z",
-        "scan": 256,
-        "after": None,
-    }
+    pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1)
+    limited_params = {**PARAMS, "queue": "api", "scan": 256, "after": None}
     limited = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue" in limited and "Sort" not in limited, limited
     head = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)
     assert "jobs_claim_queue" in head and not sorts_backlog(head), head
     keyed = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, limited_params)
     assert "jobs_claim_key" in keyed and not sorts_backlog(keyed), keyed
+
+
+@pytest.mark.parametrize(
+    "name", ["JOBS_CLAIM_LIMITED", "JOBS_CLAIM_LIMITED_HEAD", "JOBS_CLAIM_LIMITED_KEYS"]
+)
+def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_scale(
+    conn: psycopg.Connection[Any], name: str
+) -> None:
+    """The limited claims keep one generic plan per connection (QUEUES_LOCK's settings):
+    made while the table was empty, it must still read the claim indexes, not sort the
+    backlog, once 100,000 jobs are pending and no ANALYZE has run since."""
+    from pgbeat.db.sql import queues as queue_sql
+    from pgbeat.db.sql.jobs import claim as claim_sql
+
+    statement = getattr(claim_sql, name)
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    conn.execute("ANALYZE jobs")  # empty
+    keyed = name != "JOBS_CLAIM_LIMITED"
+    pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1 if keyed else None)
+    params = {**PARAMS, "queue": "api", "scan": 256, "after": None}
+    with conn.transaction():
+        conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
+        conn.execute(statement, params, prepare=True).fetchall()  # the plan is made now
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at, queue, limit_key) "
+        "SELECT 'noop', '{}', now() - interval '1 hour', 'api', 'key' || (i % 500) "
+        "FROM generate_series(1, 100000) AS i"
+    )
+    prepared = conn.execute(
+        "SELECT name, parameter_types::text[] FROM pg_prepared_statements WHERE statement LIKE %s",
+        ("%budget AS MATERIALIZED%",),
+    ).fetchall()
+    assert len(prepared) == 1, prepared
+    order = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
+    name_of_plan, types = prepared[0]
+    assert len(types) == len(order), (types, order)
+    arguments = ", ".join(f"%s::{kind}" for kind in types)
+    with conn.transaction():
+        conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
+        explain = psycopg.ClientCursor(conn)  # the values as literals: EXPLAIN takes no $n
+        explain.execute(
+            f"EXPLAIN EXECUTE {name_of_plan}({arguments})",  # type: ignore[arg-type]
+            [params[key] for key in order],
+        )
+        plan = "\n".join(row[0] for row in explain.fetchall())
+        raise psycopg.Rollback()
+    assert "Seq Scan on jobs" not in plan and not sorts_backlog(plan), plan
+    assert ("jobs_claim_key" if name.endswith("KEYS") else "jobs_claim_queue") in plan, plan
 
 
 def sorts_backlog(plan: str) -> bool:

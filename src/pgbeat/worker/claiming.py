@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 
@@ -22,11 +22,13 @@ from pgbeat.job import Job
 
 _UNREADABLE = (ValueError, TypeError, OverflowError, RecursionError)
 LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again
+FAST_RECHECK = 0.05  # seconds a fast path found short is not asked first again, unless notified
 HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
-HEAD_SCAN_MIN = 256  # rows of a key-limited queue's backlog head a claim looks at, at least
-HEAD_SCAN_FACTOR = 4  # ... or this many per job it may claim
+HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
+HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
 LIMIT_KEY_COLUMN = 10  # of a claimed row
+BUDGET_COLUMNS = 12  # a limited claim's row: the claimed job's columns, then its budget's
 _decode_json = json.JSONDecoder().decode
 
 
@@ -92,7 +94,9 @@ class Claimer:
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
         self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
         self._held_until = 0.0  # monotonic: when to read the held queues again
+        self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
+        self._keyed: dict[str, bool] = {}  # per limited queue: it has per-key limits
 
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
@@ -103,10 +107,10 @@ class Claimer:
         self._turn += 1
         # Every other claim the unlimited queues go first: limited queues with room for
         # every slot do not starve them, nor they the limited ones.
-        fast_first = bool(self.limited) and self._turn % 2 == 0
-        if fast_first:
-            rows.extend(self._claim_fast(conn, limit))
         now = time.monotonic()
+        fast_first = bool(self.limited) and self._turn % 2 == 0
+        if fast_first and now >= self._fast_short_until:
+            rows.extend(self._claim_fast(conn, limit))
         for queue in self._limited_in_turn():
             if now < self._queue_idle_until.get(queue, 0.0):
                 self.limited_short = True  # its limits were spent a moment ago
@@ -124,6 +128,10 @@ class Claimer:
                 {"ids": [i for i, _ in unreadable], "errors": [e for _, e in unreadable]},
             )
         return jobs
+
+    def jobs_arrived(self) -> None:
+        """New jobs were announced: the next fast-first turn asks the fast path again."""
+        self._fast_short_until = 0.0
 
     def seconds_to_next(self, conn: psycopg.Connection[Any], fast: bool = True) -> float | None:
         """Seconds until a pending job may be due: of the fast queues (``fast``), and of the
@@ -155,13 +163,15 @@ class Claimer:
         by_queue = self.held or self.queues
         statement = claim_sql.JOBS_CLAIM_BY_QUEUE if by_queue else claim_sql.JOBS_CLAIM
         if now < self._held_until:
-            return conn.execute(statement, self._params(limit)).fetchall()
-        with conn.pipeline():
-            fast = conn.execute(statement, self._params(limit))
-            held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues})
-        rows = fast.fetchall()
-        self._note_held(held)
-        self._held_until = now + HELD_REFRESH
+            rows = conn.execute(statement, self._params(limit)).fetchall()
+        else:
+            with conn.pipeline():
+                fast = conn.execute(statement, self._params(limit))
+                held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues})
+            rows = fast.fetchall()
+            self._note_held(held)
+            self._held_until = now + HELD_REFRESH
+        self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
         return rows
 
     def _params(self, limit: int) -> dict[str, Any]:
@@ -176,63 +186,67 @@ class Claimer:
     def _note_held(self, cursor: psycopg.Cursor[Any]) -> None:
         """Remember the paused and limited queues of QUEUES_HELD's rows."""
         rows = cursor.fetchall()
-        self.held = [name for name, _ in rows]
-        self.limited = [name for name, paused in rows if not paused]
+        self.held = [name for name, _, _ in rows]
+        self.limited = [name for name, paused, _ in rows if not paused]
+        self._keyed = {name: keyed for name, _, keyed in rows}
 
     def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
-        """Claim from one limited queue under its row lock, in a transaction of its own."""
-        with conn.transaction():
-            row = conn.execute(queue_sql.QUEUES_LOCK, {"queue": queue}).fetchone()
-            if row is None or row[0]:
-                return []  # gone or paused since the last claim
-            _, concurrency, key_concurrency, rate_count, rate_s, key_rate_count, key_rate_s = row
-            if all(v is None for v in (concurrency, key_concurrency, rate_count, key_rate_count)):
-                return []  # no limit any more: the fast path takes its jobs
-            params = {
-                **self._params(limit),
-                "queue": queue,
-                "concurrency": concurrency,
-                "key_concurrency": key_concurrency,
-                "rate_count": rate_count,
-                "rate_seconds": rate_s,
-                "key_rate_count": key_rate_count,
-                "key_rate_seconds": key_rate_s,
-                "record": rate_count is not None or key_rate_count is not None,
-                "keep_seconds": max(rate_s or 0.0, key_rate_s or 0.0),
-            }
-            budget = conn.execute(queue_sql.QUEUES_BUDGET, params).fetchone()
-            assert budget is not None
-            params["limit"], params["now"], rate_left, rate_wait = budget
-            if params["limit"] == 0:
-                rows: list[Any] = []
-                spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
-                pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
-                self._queue_idle_until[queue] = time.monotonic() + pause
-            elif key_concurrency is None and key_rate_count is None:
-                rows = conn.execute(claim_sql.JOBS_CLAIM_LIMITED, params).fetchall()
-            else:
-                rows = self._claim_keyed(conn, queue, params)
+        """Claim from one limited queue: its budget, from the head or key by key."""
+        keyed = self._keyed.get(queue, True)
+        params = {**self._params(limit), "queue": queue}
+        if keyed:
+            params["scan"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * limit)
+            statement = claim_sql.JOBS_CLAIM_LIMITED_HEAD
+        else:
+            statement = claim_sql.JOBS_CLAIM_LIMITED
+        rows, budget = _claim_locked(conn, statement, params)
+        if budget is None:  # paused, gone or unlimited since: read the held queues again
+            self._held_until = 0.0
+            return []
+        granted, rate_left, rate_wait, keyed_now, scanned = budget
+        self._keyed[queue] = keyed_now
+        if keyed_now != keyed:
+            self.limited_short = True  # claimed with the other statement next time
+            return rows
+        if granted == 0:
+            spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
+            pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
+            self._queue_idle_until[queue] = time.monotonic() + pause
+        elif keyed and scanned == params["scan"] and len(rows) < granted:
+            rows += self._claim_keys(conn, queue, params, granted - len(rows))
         if len(rows) < limit:
             self.limited_short = True
         return rows
 
-    def _claim_keyed(
-        self, conn: psycopg.Connection[Any], queue: str, params: dict[str, Any]
+    def _claim_keys(
+        self, conn: psycopg.Connection[Any], queue: str, params: dict[str, Any], limit: int
     ) -> list[Any]:
-        """The head of the backlog first; past a head clogged by saturated keys, key by key."""
-        budget = params["limit"]
-        params["scan"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * budget)
-        found = conn.execute(claim_sql.JOBS_CLAIM_LIMITED_HEAD, params).fetchall()
-        rows = [row[:-1] for row in found if row[0] is not None]
-        clogged = found[0][-1] == params["scan"] and len(rows) < budget
+        """Past a head clogged by saturated keys: key by key, in a transaction of its own."""
         now = time.monotonic()
-        if not clogged or now < self._keys_idle_until.get(queue, 0.0):
-            return rows
-        params["limit"] = budget - len(rows)
-        params["after"] = self._after_key.pop(queue, None)
-        more = conn.execute(claim_sql.JOBS_CLAIM_LIMITED_KEYS, params).fetchall()
-        if more and len(more) == params["limit"]:
+        if now < self._keys_idle_until.get(queue, 0.0):
+            return []
+        params = {**params, "limit": limit, "after": self._after_key.pop(queue, None)}
+        more, _ = _claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+        if more and len(more) == limit:
             self._after_key[queue] = max(row[LIMIT_KEY_COLUMN] for row in more)
         if not more:  # every key with jobs is saturated: no need to look again at once
             self._keys_idle_until[queue] = now + KEYS_IDLE_PAUSE
-        return rows + more
+        return more
+
+
+def _claim_locked(
+    conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]
+) -> tuple[list[Any], tuple[Any, ...] | None]:
+    """Run a limited queue's claim under its row lock, the two in one round trip, with a
+    plan kept for the connection once psycopg prepares the statement (QUEUES_LOCK says why).
+
+    Returns the claimed rows and the budget's columns (None: the queue is not limited now).
+    """
+    with conn.pipeline(), conn.transaction():
+        conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
+        cursor = conn.execute(statement, params)
+    found = cursor.fetchall()
+    if not found:
+        return [], None
+    rows = [row[:BUDGET_COLUMNS] for row in found if row[0] is not None]
+    return rows, tuple(found[0][BUDGET_COLUMNS:])

@@ -235,6 +235,8 @@ class Worker:
         with self._lock:
             notified, self._notified = self._notified, False
         self._timers.note(now, notified)
+        if notified:
+            self._claimer.jobs_arrived()
         claim = self._claim_size(now)
         beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
         self._renewer.polling = self._listener is None or not self._listener.connected.is_set()

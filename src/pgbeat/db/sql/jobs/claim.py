@@ -3,9 +3,10 @@ the claims of limited queues; the rows it could not read; when the next job fall
 (``pgbeat.testing``'s one-by-one claim is in testing.py.)
 
 A limited queue is claimed in a transaction of its own: first its ``pgbeat_queues`` row is
-locked (QUEUES_LOCK), then a claim statement counts its running jobs and recent starts. The
-claim is a new statement, so under READ COMMITTED its snapshot is taken after the lock was
-granted and sees every claim committed by the transaction that held it before.
+locked (QUEUES_LOCK), then a claim statement reads its settings and counts its running jobs
+and recent starts, both sent in one round trip. The claim is a new statement, so under READ
+COMMITTED its snapshot is taken after the lock was granted and sees every claim committed by
+the transaction that held it before.
 """
 
 from __future__ import annotations
@@ -122,16 +123,60 @@ RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
                THEN created_at END AS created_at,
           unique_key, queue, priority, limit_key, job_key"""
 
-# Claims the queue's budget (QUEUES_BUDGET) in claim order (jobs_claim_queue) and records
-# the starts when the queue has a rate. Dates outside years 1-9999 come back NULL, the
+# The claims of a limited queue, each run right after QUEUES_LOCK in the transaction that
+# holds the queue's row lock, the two sent together in one round trip. Each reads the
+# queue's settings (a new statement: its snapshot sees the row and every claim committed
+# before the lock was granted) and its budget: the claim's %(limit)s, the free
+# concurrency slots (running jobs, jobs_running), the rate's starts left in the window
+# (pgbeat_queue_starts_window); least() ignores the NULLs of unset limits. Starts are
+# recorded at the clock read after the lock (claims of a queue follow one another, so
+# their starts only grow), and starts older than the longest window are deleted. No row
+# when the queue is paused, gone or no longer limited; otherwise the claimed jobs (one row
+# of NULL job columns when none) followed by the budget, the rate's starts left, the
+# seconds until its oldest start leaves the window, whether the queue has per-key limits
+# now, and how many jobs the head of the backlog held (the per-key claims).
+
+# The claim of a queue with whole-queue limits only: its budget in claim order
+# (jobs_claim_queue). Claims nothing when the queue has per-key limits since the worker
+# last looked (the last columns say so). Dates outside years 1-9999 come back NULL, the
 # payload as text: the worker decodes each row alone and fails only a row it cannot read.
 JOBS_CLAIM_LIMITED: LiteralString = """
-WITH picked AS (
+WITH settings AS MATERIALIZED (
+    SELECT concurrency, rate_count, rate_period, key_concurrency, key_rate_count,
+           key_rate_period, clock_timestamp() AS t,
+           greatest(coalesce(rate_period, interval '0'), coalesce(key_rate_period, interval '0'))
+               AS keep
+    FROM pgbeat_queues
+    WHERE name = %(queue)s AND NOT paused
+      AND (concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+           OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
+),
+pruned AS (
+    DELETE FROM pgbeat_queue_starts AS old USING settings AS q
+    WHERE old.queue = %(queue)s AND q.keep > interval '0' AND old.started_at <= q.t - q.keep
+),
+budget AS MATERIALIZED (
+    SELECT greatest(0, least(%(limit)s::int, q.concurrency - running.n,
+                             q.rate_count - starts.n))::int AS n,
+           q.rate_count - starts.n AS rate_left,
+           extract(epoch FROM starts.oldest + q.rate_period - q.t)::float8 AS rate_wait,
+           q.key_concurrency IS NOT NULL OR q.key_rate_count IS NOT NULL AS keyed,
+           q.rate_count IS NOT NULL OR q.key_rate_count IS NOT NULL AS record,
+           q.key_concurrency, q.key_rate_count, q.key_rate_period, q.t
+    FROM settings AS q,
+    LATERAL (SELECT count(*) AS n FROM jobs
+             WHERE status = 'running' AND queue = %(queue)s AND q.concurrency IS NOT NULL)
+        AS running,
+    LATERAL (SELECT count(*) AS n, min(started_at) AS oldest FROM pgbeat_queue_starts
+             WHERE queue = %(queue)s AND q.rate_count IS NOT NULL
+               AND started_at > q.t - q.rate_period) AS starts
+),
+picked AS (
     SELECT id FROM jobs
     WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
     ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
+    LIMIT coalesce((SELECT n FROM budget WHERE NOT keyed), 0)
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
@@ -148,31 +193,60 @@ claimed AS (
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
-    SELECT queue, limit_key, %(now)s::timestamptz FROM claimed WHERE %(record)s::bool
+    SELECT claimed.queue, claimed.limit_key, b.t FROM claimed, budget AS b WHERE b.record
 )
-SELECT * FROM claimed"""
+SELECT claimed.*, b.n, b.rate_left, b.rate_wait, b.keyed, NULL::bigint AS scanned
+FROM budget AS b LEFT JOIN claimed ON true"""
 
 # The claim of a queue with per-key limits, from the head of its backlog: the first
 # %(scan)s due jobs in claim order (jobs_claim_queue), of which each limit key gets as many
 # as its own budget allows (key_concurrency minus its running jobs, jobs_running;
 # key_rate minus its starts in the window, pgbeat_queue_starts_key_window): a saturated key
 # gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
-# count against the queue's limits only. Up to %(limit)s (the queue's budget) are taken in
-# claim order. Claims of the queue are serialised by QUEUES_LOCK, so rows are not skipped:
+# count against the queue's limits only. Up to the queue's budget are taken in claim
+# order. Claims of the queue are serialised by QUEUES_LOCK, so rows are not skipped:
 # an update that meets a row changed meanwhile re-checks that it is pending (in a CASE:
 # `status = 'pending'` there let the planner look the ids up in a partial index, a scan
 # of the whole backlog, instead of the primary key). The key counts are MATERIALIZED:
-# inlined, they ran once per row of the head. The last
-# column is how many jobs the head held (one row with NULL job columns when none was
-# claimed): a full head that gave too few means saturated keys clog it, and the worker
-# goes on with JOBS_CLAIM_LIMITED_KEYS.
+# inlined, they ran once per row of the head. A full head that gave less than the budget
+# means saturated keys clog it, and the worker goes on with JOBS_CLAIM_LIMITED_KEYS.
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = """
-WITH head AS (
+WITH settings AS MATERIALIZED (
+    SELECT concurrency, rate_count, rate_period, key_concurrency, key_rate_count,
+           key_rate_period, clock_timestamp() AS t,
+           greatest(coalesce(rate_period, interval '0'), coalesce(key_rate_period, interval '0'))
+               AS keep
+    FROM pgbeat_queues
+    WHERE name = %(queue)s AND NOT paused
+      AND (concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+           OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
+),
+pruned AS (
+    DELETE FROM pgbeat_queue_starts AS old USING settings AS q
+    WHERE old.queue = %(queue)s AND q.keep > interval '0' AND old.started_at <= q.t - q.keep
+),
+budget AS MATERIALIZED (
+    SELECT greatest(0, least(%(limit)s::int, q.concurrency - running.n,
+                             q.rate_count - starts.n))::int AS n,
+           q.rate_count - starts.n AS rate_left,
+           extract(epoch FROM starts.oldest + q.rate_period - q.t)::float8 AS rate_wait,
+           q.key_concurrency IS NOT NULL OR q.key_rate_count IS NOT NULL AS keyed,
+           q.rate_count IS NOT NULL OR q.key_rate_count IS NOT NULL AS record,
+           q.key_concurrency, q.key_rate_count, q.key_rate_period, q.t
+    FROM settings AS q,
+    LATERAL (SELECT count(*) AS n FROM jobs
+             WHERE status = 'running' AND queue = %(queue)s AND q.concurrency IS NOT NULL)
+        AS running,
+    LATERAL (SELECT count(*) AS n, min(started_at) AS oldest FROM pgbeat_queue_starts
+             WHERE queue = %(queue)s AND q.rate_count IS NOT NULL
+               AND started_at > q.t - q.rate_period) AS starts
+),
+head AS (
     SELECT id, limit_key, priority, run_at FROM jobs
     WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
     ORDER BY priority DESC, run_at, id
-    LIMIT %(scan)s
+    LIMIT coalesce((SELECT CASE WHEN n > 0 THEN %(scan)s::int END FROM budget), 0)
 ),
 ranked AS (
     SELECT id, limit_key, priority, run_at,
@@ -185,20 +259,21 @@ running_keys AS MATERIALIZED (
     GROUP BY limit_key
 ),
 started_keys AS MATERIALIZED (
-    SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts
-    WHERE queue = %(queue)s AND limit_key IS NOT NULL
-      AND started_at > %(now)s::timestamptz - %(key_rate_seconds)s::float8 * interval '1 second'
-    GROUP BY limit_key
+    SELECT s.limit_key, count(*) AS n FROM pgbeat_queue_starts AS s, budget AS b
+    WHERE s.queue = %(queue)s AND s.limit_key IS NOT NULL AND b.key_rate_count IS NOT NULL
+      AND s.started_at > b.t - b.key_rate_period
+    GROUP BY s.limit_key
 ),
 picked AS (
     SELECT ranked.id FROM ranked
+    CROSS JOIN budget AS b
     LEFT JOIN running_keys AS r ON r.limit_key = ranked.limit_key
     LEFT JOIN started_keys AS s ON s.limit_key = ranked.limit_key
     WHERE ranked.limit_key IS NULL
-       OR ranked.nth <= coalesce(least(%(key_concurrency)s::int - coalesce(r.n, 0),
-                                       %(key_rate_count)s::int - coalesce(s.n, 0)), ranked.nth)
+       OR ranked.nth <= coalesce(least(b.key_concurrency - coalesce(r.n, 0),
+                                       b.key_rate_count - coalesce(s.n, 0)), ranked.nth)
     ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
-    LIMIT %(limit)s
+    LIMIT coalesce((SELECT n FROM budget), 0)
 ),
 claimed AS (
     UPDATE jobs
@@ -215,21 +290,52 @@ claimed AS (
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
-    SELECT queue, limit_key, %(now)s::timestamptz FROM claimed WHERE %(record)s::bool
+    SELECT claimed.queue, claimed.limit_key, b.t FROM claimed, budget AS b WHERE b.record
 )
-SELECT claimed.*, scanned.n
-FROM (SELECT count(*) AS n FROM head) AS scanned LEFT JOIN claimed ON true"""
+SELECT claimed.*, b.n, b.rate_left, b.rate_wait, b.keyed, (SELECT count(*) FROM head) AS scanned
+FROM budget AS b LEFT JOIN claimed ON true"""
 
 # The per-key claim when saturated keys clog the head of the backlog: limit keys with
 # pending jobs in key order from %(after)s (a skip scan of jobs_claim_key, one probe per
-# key, which stops once %(limit)s jobs are found), each giving the first jobs of its own
+# key, which stops once the budget is found), each giving the first jobs of its own
 # budget as in JOBS_CLAIM_LIMITED_HEAD. Key order, not priority, across keys: the head
 # claim took the best jobs already.
 JOBS_CLAIM_LIMITED_KEYS: LiteralString = """
-WITH RECURSIVE pending_keys(k) AS (
+WITH RECURSIVE settings AS MATERIALIZED (
+    SELECT concurrency, rate_count, rate_period, key_concurrency, key_rate_count,
+           key_rate_period, clock_timestamp() AS t,
+           greatest(coalesce(rate_period, interval '0'), coalesce(key_rate_period, interval '0'))
+               AS keep
+    FROM pgbeat_queues
+    WHERE name = %(queue)s AND NOT paused
+      AND (concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+           OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
+),
+pruned AS (
+    DELETE FROM pgbeat_queue_starts AS old USING settings AS q
+    WHERE old.queue = %(queue)s AND q.keep > interval '0' AND old.started_at <= q.t - q.keep
+),
+budget AS MATERIALIZED (
+    SELECT greatest(0, least(%(limit)s::int, q.concurrency - running.n,
+                             q.rate_count - starts.n))::int AS n,
+           q.rate_count - starts.n AS rate_left,
+           extract(epoch FROM starts.oldest + q.rate_period - q.t)::float8 AS rate_wait,
+           q.key_concurrency IS NOT NULL OR q.key_rate_count IS NOT NULL AS keyed,
+           q.rate_count IS NOT NULL OR q.key_rate_count IS NOT NULL AS record,
+           q.key_concurrency, q.key_rate_count, q.key_rate_period, q.t
+    FROM settings AS q,
+    LATERAL (SELECT count(*) AS n FROM jobs
+             WHERE status = 'running' AND queue = %(queue)s AND q.concurrency IS NOT NULL)
+        AS running,
+    LATERAL (SELECT count(*) AS n, min(started_at) AS oldest FROM pgbeat_queue_starts
+             WHERE queue = %(queue)s AND q.rate_count IS NOT NULL
+               AND started_at > q.t - q.rate_period) AS starts
+),
+pending_keys(k) AS (
     SELECT (SELECT min(limit_key) FROM jobs
             WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
               AND limit_key > coalesce(%(after)s::text, ''))
+    FROM budget WHERE n > 0
     UNION ALL
     SELECT (SELECT min(limit_key) FROM jobs
             WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
@@ -242,14 +348,15 @@ running_keys AS MATERIALIZED (
     GROUP BY limit_key
 ),
 started_keys AS MATERIALIZED (
-    SELECT limit_key, count(*) AS n FROM pgbeat_queue_starts
-    WHERE queue = %(queue)s AND limit_key IS NOT NULL
-      AND started_at > %(now)s::timestamptz - %(key_rate_seconds)s::float8 * interval '1 second'
-    GROUP BY limit_key
+    SELECT s.limit_key, count(*) AS n FROM pgbeat_queue_starts AS s, budget AS b
+    WHERE s.queue = %(queue)s AND s.limit_key IS NOT NULL AND b.key_rate_count IS NOT NULL
+      AND s.started_at > b.t - b.key_rate_period
+    GROUP BY s.limit_key
 ),
 picked AS (
     SELECT head.id
     FROM pending_keys AS p
+    CROSS JOIN budget AS b
     LEFT JOIN running_keys AS r ON r.limit_key = p.k
     LEFT JOIN started_keys AS s ON s.limit_key = p.k
     CROSS JOIN LATERAL (
@@ -257,11 +364,11 @@ picked AS (
         WHERE status = 'pending' AND queue = %(queue)s AND limit_key = p.k AND run_at <= now()
           AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
         ORDER BY priority DESC, run_at, id
-        LIMIT greatest(0, coalesce(least(%(key_concurrency)s::int - coalesce(r.n, 0),
-                                         %(key_rate_count)s::int - coalesce(s.n, 0)), %(limit)s))
+        LIMIT greatest(0, coalesce(least(b.key_concurrency - coalesce(r.n, 0),
+                                         b.key_rate_count - coalesce(s.n, 0)), b.n))
     ) AS head
     WHERE p.k IS NOT NULL
-    LIMIT %(limit)s
+    LIMIT coalesce((SELECT n FROM budget), 0)
 ),
 claimed AS (
     UPDATE jobs
@@ -278,9 +385,10 @@ claimed AS (
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
-    SELECT queue, limit_key, %(now)s::timestamptz FROM claimed WHERE %(record)s::bool
+    SELECT claimed.queue, claimed.limit_key, b.t FROM claimed, budget AS b WHERE b.record
 )
-SELECT * FROM claimed"""
+SELECT claimed.*, b.n, b.rate_left, b.rate_wait, b.keyed, NULL::bigint AS scanned
+FROM budget AS b LEFT JOIN claimed ON true"""
 
 # Seconds until the earliest pending job of the worker's limited queues falls due
 # (jobs_claim_queue), so an idle worker wakes for a delayed job of a limited queue too.
