@@ -15,14 +15,15 @@ from typing import LiteralString
 
 # Leases up to %(limit)s due jobs in claim order (higher priority first, then run_at, then
 # id), skipping rows other workers hold (jobs_claim_order: the head of the index, no sort).
-# Queues that are paused or limited are left to JOBS_CLAIM_LIMITED: the scan skips those
-# the worker saw last (%(held)s, a constant the planner can estimate; a subquery there made
-# it expect almost no rows and sort the backlog), and the update re-checks pgbeat_queues,
-# so a queue paused or limited since is never claimed here. The lease and the run's start
-# (started_at, migration 0013) are set and committed at once: no lock outlives this
-# statement. `id = ANY(ARRAY(...))` keeps the plan a primary-key lookup even before ANALYZE
-# has seen the table (a join here turned into a sequential scan per claim on a fresh
-# table). Dates outside years 1-9999 come back NULL and the payload as text: the worker
+# Only for a worker of every queue that saw no queue paused or limited at its last look
+# (otherwise JOBS_CLAIM_BY_QUEUE), so the scan filters on kinds alone: each filter here is
+# paid on every row the scan passes, on the drain's critical path. The update re-checks
+# pgbeat_queues, so a queue paused or limited since that look is never claimed here (it
+# goes to JOBS_CLAIM_LIMITED once the worker reads the held queues again). The lease and
+# the run's start (started_at, migration 0013) are set and committed at once: no lock
+# outlives this statement. `id = ANY(ARRAY(...))` keeps the plan a primary-key lookup even
+# before ANALYZE has seen the table (a join here turned into a sequential scan per claim on
+# a fresh table). Dates outside years 1-9999 come back NULL and the payload as text: the worker
 # decodes each row alone, so one row the driver could not read fails alone instead of
 # every claim.
 JOBS_CLAIM: LiteralString = """
@@ -33,8 +34,6 @@ WHERE id = ANY(ARRAY(
     SELECT id FROM jobs
     WHERE status = 'pending' AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
-      AND queue <> ALL(%(held)s::text[])
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
