@@ -140,6 +140,51 @@ def test_claim_complete_and_retry_through_pgbouncer(pooled_url: str) -> None:
 
 
 @pytest.mark.slow
+def test_queue_limits_and_pause_through_pgbouncer(pooled_url: str) -> None:
+    """Two workers behind the pooler: the limited claim (row lock, then the claim with its
+    transaction-local plan settings) keeps key_concurrency and concurrency, and a paused
+    queue starts nothing while the limited one drains."""
+    runs: list[tuple[str, float, float]] = []
+    lock = threading.Lock()
+    registry = pgbeat.Registry()
+
+    @registry.handler("k")
+    def k(payload: dict[str, str]) -> None:
+        started = time.monotonic()
+        time.sleep(0.01)  # the handler's work: long enough for runs of one key to meet
+        with lock:
+            runs.append((payload["key"], started, time.monotonic()))
+
+    with pooled_connection(pooled_url) as conn:
+        pgbeat.configure_queue(conn, "limited", concurrency=3, key_concurrency=1)
+        pgbeat.pause_queue(conn, "held")
+        jobs = [
+            pgbeat.NewJob("k", {"key": f"key{n % 4}"}, queue="limited", limit_key=f"key{n % 4}")
+            for n in range(80)
+        ]
+        pgbeat.enqueue_many(conn, jobs)
+        pgbeat.enqueue_many(conn, [pgbeat.NewJob("k", {"key": "held"}, queue="held")] * 5)
+        with (
+            RunningWorker(pooled_url, registry, concurrency=8),
+            RunningWorker(pooled_url, registry, concurrency=8),
+        ):
+            wait_for(
+                lambda: statuses(conn) == {"done": 80, "pending": 5}, timeout=60, message="drained"
+            )
+    events = sorted(
+        [(start, 1, key) for key, start, _ in runs] + [(end, -1, key) for key, _, end in runs]
+    )
+    running: dict[str, int] = {}
+    most = 0
+    for _, step, key in events:  # ends sort before starts at the same instant
+        running[key] = running.get(key, 0) + step
+        assert running[key] <= 1, f"two runs of {key} at once"
+        most = max(most, sum(running.values()))
+    assert most <= 3
+    assert "held" not in {key for key, _, _ in runs}
+
+
+@pytest.mark.slow
 def test_listen_url_wakes_a_pooled_worker(
     pooled_url: str, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,7 +75,9 @@ class Claimer:
     is left alone for 50 ms, or until its rate's oldest start leaves the window; the held
     queues are re-read every HELD_REFRESH seconds (hints only: every statement re-reads the
     settings it enforces). ``limited_short`` says a limited queue gave fewer jobs than asked
-    (its limits may hold due jobs back): the loop then asks ``seconds_to_next`` soon.
+    (its limits may hold due jobs back): the loop then asks ``seconds_to_next`` soon, which
+    knows when from the claim itself (a spent rate's window, a slot a completion may free)
+    and asks the database only for a queue that ran out of due jobs, once until jobs arrive.
     """
 
     def __init__(
@@ -97,6 +99,9 @@ class Claimer:
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
         self._keyed: dict[str, bool] = {}  # per limited queue: it has per-key limits
+        self._limited_wake: float | None = None  # monotonic: when a limited queue may give more
+        self._dry: set[str] = set()  # limited queues that ran out of due jobs this claim
+        self._dry_due: dict[str, float | None] = {}  # monotonic: their next due job, or none
 
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
@@ -104,6 +109,8 @@ class Claimer:
             self._note_held(conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues}))
         rows: list[Any] = []
         self.limited_short = False
+        self._limited_wake = None
+        self._dry.clear()
         self._turn += 1
         # Every other claim the unlimited queues go first: limited queues with room for
         # every slot do not starve them, nor they the limited ones.
@@ -112,11 +119,12 @@ class Claimer:
         if fast_first and now >= self._fast_short_until:
             rows.extend(self._claim_fast(conn, limit))
         for queue in self._limited_in_turn():
-            if now < self._queue_idle_until.get(queue, 0.0):
-                self.limited_short = True  # its limits were spent a moment ago
+            idle_until = self._queue_idle_until.get(queue, 0.0)
+            if now < idle_until:
+                self._held_back(idle_until)  # its limits were spent a moment ago
                 continue
             if len(rows) >= limit:
-                self.limited_short = True  # not every limited queue had its turn
+                self._held_back(now + LIMITED_RECHECK)  # not every limited queue had its turn
                 break
             rows.extend(self._claim_limited(conn, queue, limit - len(rows)))
         if not fast_first and len(rows) < limit:
@@ -130,8 +138,10 @@ class Claimer:
         return jobs
 
     def jobs_arrived(self) -> None:
-        """New jobs were announced: the next fast-first turn asks the fast path again."""
+        """New jobs were announced: the next fast-first turn asks the fast path again, and
+        a limited queue's next due job is looked up again."""
         self._fast_short_until = 0.0
+        self._dry_due.clear()
 
     def seconds_to_next(self, conn: psycopg.Connection[Any], fast: bool = True) -> float | None:
         """Seconds until a pending job may be due: of the fast queues (``fast``), and of the
@@ -141,14 +151,34 @@ class Claimer:
             row = conn.execute(claim_sql.JOBS_SECONDS_TO_NEXT, self._params(0)).fetchone()
             if row is not None and row[0] is not None:
                 found.append(float(row[0]))
-        if self.limited_short and self.limited:
-            row = conn.execute(
-                claim_sql.JOBS_SECONDS_TO_NEXT_LIMITED,
-                {"queues": self.limited, "kinds": self.kinds},
-            ).fetchone()
-            if row is not None and row[0] is not None:
-                found.append(float(row[0]))
+        if self.limited_short:
+            now = time.monotonic()
+            wakes = [self._limited_wake] if self._limited_wake is not None else []
+            for queue in self._dry:
+                if queue not in self._dry_due:
+                    self._dry_due[queue] = self._next_due(conn, queue, now)
+                due = self._dry_due[queue]
+                if due is not None and due <= now:  # it fell due, or others hold it: ask again
+                    self._dry_due.pop(queue)
+                    due = now + LIMITED_RECHECK
+                if due is not None:
+                    wakes.append(due)
+            if wakes:
+                found.append(min(wakes) - now)
         return min(found) if found else None
+
+    def _next_due(self, conn: psycopg.Connection[Any], queue: str, now: float) -> float | None:
+        """When the next pending job of a limited queue falls due (monotonic), or None."""
+        row = conn.execute(
+            claim_sql.JOBS_SECONDS_TO_NEXT_LIMITED, {"queues": [queue], "kinds": self.kinds}
+        ).fetchone()
+        return None if row is None or row[0] is None else now + float(row[0])
+
+    def _held_back(self, until: float | None) -> None:
+        """A limited queue gave fewer jobs than asked; it may give more at ``until``."""
+        self.limited_short = True
+        if until is not None and (self._limited_wake is None or until < self._limited_wake):
+            self._limited_wake = until
 
     def _limited_in_turn(self) -> list[str]:
         """The limited queues, the first one rotating from claim to claim."""
@@ -205,17 +235,25 @@ class Claimer:
             return []
         granted, rate_left, rate_wait, keyed_now, scanned = budget
         self._keyed[queue] = keyed_now
+        now = time.monotonic()
         if keyed_now != keyed:
-            self.limited_short = True  # claimed with the other statement next time
+            self._held_back(now + LIMITED_RECHECK)  # claimed with the other statement next time
             return rows
         if granted == 0:
             spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
             pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
-            self._queue_idle_until[queue] = time.monotonic() + pause
-        elif keyed and scanned == params["scan"] and len(rows) < granted:
+            self._queue_idle_until[queue] = now + pause
+            self._held_back(now + pause)
+            return rows
+        if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
-        if len(rows) < limit:
-            self.limited_short = True
+        if len(rows) >= limit:
+            return rows
+        if len(rows) < granted and (not keyed or scanned == 0):
+            self.limited_short = True  # out of due jobs: when is its next one due?
+            self._dry.add(queue)
+        else:  # its limits, or saturated keys: a completion may free a slot
+            self._held_back(now + LIMITED_RECHECK)
         return rows
 
     def _claim_keys(
