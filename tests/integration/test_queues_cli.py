@@ -187,7 +187,7 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
         explain = psycopg.ClientCursor(conn)  # the values as literals: EXPLAIN takes no $n
         explain.execute(
-            f"EXPLAIN EXECUTE {name_of_plan}({arguments})",  # type: ignore[arg-type]
+            f"EXPLAIN EXECUTE {name_of_plan}({arguments})",
             [params[key] for key in order],
         )
         plan = "\n".join(row[0] for row in explain.fetchall())

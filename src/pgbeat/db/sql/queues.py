@@ -81,9 +81,11 @@ ORDER BY name"""
 # so that a plan made while the table was small reads the claim indexes as a plan made at
 # a million rows does (a sequential scan would then sort the backlog at every claim until
 # the next ANALYZE). Their shape does not depend on their parameters: the budget is read
-# inside them. tests/integration/test_queues_cli.py checks a plan made on an empty table
-# and used at 100,000 rows.
+# inside them. JIT is off with them: with sequential scans off, a relation that only a
+# sequential scan can read costs more than jit_above_cost, and JIT would compile that kept
+# plan at every execution. tests/integration/test_queues_cli.py checks a plan made on an
+# empty table and used at 100,000 rows.
 QUEUES_LOCK: LiteralString = """
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-       set_config('enable_seqscan', 'off', true)
+       set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)
 FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
