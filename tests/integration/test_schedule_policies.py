@@ -106,6 +106,48 @@ def test_a_schedule_pauses_itself_after_consecutive_failed_periods(
     assert key("flaky", later) in scheduler.tick(conn, later).inserted
 
 
+def test_periods_still_retrying_are_passed_over_when_counting_failures(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """With retries that outlast the interval the newest periods are always unfinished: the
+    count reads the periods that have ended, and a retry that then succeeds is no failure."""
+    pgbeat.upsert_schedule(conn, "retrying", every="1s", catch_up="none", pause_after_failures=2)
+    t0 = whole_second_after(conn)
+    scheduler = Scheduler(database_url, None, heartbeat=False)
+
+    def retry_newest() -> None:  # the newest job failed an attempt and waits to run again
+        conn.execute(
+            "UPDATE jobs SET attempts = 1, run_at = now() + interval '1 hour'"
+            " WHERE id = (SELECT max(id) FROM jobs)"
+        )
+
+    scheduler.tick(conn, t0)
+    end_jobs(conn, "retrying", "failed")
+    scheduler.tick(conn, t0 + SECOND)
+    retry_newest()  # t0+1s: still retrying
+    assert scheduler.tick(conn, t0 + 2 * SECOND).paused == []  # one ended period so far
+    conn.execute(  # t0+2s ends failed; t0+1s keeps retrying
+        "UPDATE jobs SET status = 'failed', finished_at = now()"
+        " WHERE id = (SELECT max(id) FROM jobs)"
+    )
+    result = scheduler.tick(conn, t0 + 3 * SECOND)
+    assert result.paused == ["retrying"], result
+    assert result.skipped == [key("retrying", t0 + 3 * SECOND)]
+
+    pgbeat.upsert_schedule(conn, "recovers", every="1s", catch_up="none", pause_after_failures=2)
+    t1 = whole_second_after(conn)
+    scheduler.tick(conn, t1)
+    end_jobs(conn, "recovers", "failed")
+    scheduler.tick(conn, t1 + SECOND)
+    conn.execute(  # failed its first attempt, then succeeded
+        "UPDATE jobs SET attempts = 2, status = 'done', finished_at = now()"
+        " WHERE split_part(unique_key, '@', 1) = 'recovers' AND status = 'pending'"
+    )
+    assert scheduler.tick(conn, t1 + 2 * SECOND).paused == []
+    end_jobs(conn, "recovers", "failed")
+    assert scheduler.tick(conn, t1 + 3 * SECOND).paused == []  # failed, done, failed: no streak
+
+
 def test_buffer_one_keeps_one_period_waiting_until_the_live_job_ends(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

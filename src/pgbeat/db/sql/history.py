@@ -26,9 +26,11 @@ from typing import LiteralString
 # like one of a current pause. Periods already decided are dropped first, one probe each
 # (pgbeat_schedule_history_period): a replica that comes second does little. Outcomes:
 # skipped (paused); missed (catch-up); skipped (failures: the schedule's last
-# pause_after_failures enqueued periods all ended failed and were claimed after its last
-# resume, probed newest first on pgbeat_schedule_history_recent; the caller then pauses
-# the schedule);
+# pause_after_failures enqueued periods whose jobs have ended all ended failed and were
+# claimed after its last resume, probed newest first on pgbeat_schedule_history_recent: a
+# period whose job is pending or running, retries included, is passed over, as with
+# retries that outlast the interval the newest periods are always unfinished; the caller
+# then pauses the schedule);
 # for a schedule with a pending or running job (jobs_live_schedule) or an earlier due
 # period in this tick, skipped (overlap) under "skip", and under "buffer_one" buffered
 # (the one period that waits, pgbeat_schedule_history_buffered) or skipped (overlap) when
@@ -81,6 +83,7 @@ WITH period AS MATERIALIZED (
                 LEFT JOIN jobs AS j ON j.id = h.job_id
                 WHERE h.schedule = busy.schedule AND h.outcome = 'enqueued'
                   AND h.fire_at < to_timestamp(busy.fire_epoch)
+                  AND (j.status IS NULL OR j.status NOT IN ('pending', 'running'))
                 ORDER BY h.fire_at DESC LIMIT busy.pause_after_failures
             ) AS recent WHERE recent.status = 'failed'
                 AND recent.inserted_at > coalesce(busy.resumed_at, '-infinity'))
