@@ -174,6 +174,29 @@ def test_buffer_one_keeps_one_period_waiting_until_the_live_job_ends(
     ]
 
 
+def test_a_period_due_as_the_waiting_one_goes_waits_behind_it(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The live job ends with a period waiting, and the next tick is a fire time: the
+    waiting period is enqueued and the new one waits behind it (it was skipped)."""
+    pgbeat.upsert_schedule(conn, "steady", every="1s", catch_up="none", overlap="buffer_one")
+    t0 = whole_second_after(conn)
+    scheduler = Scheduler(database_url, None, heartbeat=False)
+    assert scheduler.tick(conn, t0).inserted == [key("steady", t0)]
+    conn.execute("UPDATE jobs SET status = 'running'")
+    assert scheduler.tick(conn, t0 + SECOND).buffered == [key("steady", t0 + SECOND)]
+    end_jobs(conn, "steady", "done")
+    result = scheduler.tick(conn, t0 + 2 * SECOND)
+    assert result.released == [key("steady", t0 + SECOND)], result
+    assert result.buffered == [key("steady", t0 + 2 * SECOND)], result
+    assert result.skipped == []
+    assert [outcome for outcome, _, _ in history(conn, "steady")] == [
+        "enqueued",
+        "enqueued",
+        "buffered",
+    ]
+
+
 def test_cancel_other_asks_the_running_job_to_stop_and_cancels_a_pending_one(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

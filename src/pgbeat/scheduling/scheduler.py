@@ -265,6 +265,9 @@ class Scheduler:
         groups = self.catalog.take_due(now)
         made: planning.Plan | None = None
         claims: Claims | None = None
+        # Before the claim too: a waiting period whose job ended goes first, so that the
+        # period due now waits behind it instead of being skipped for the one waiting.
+        released = release_buffered(conn, self.replica) if groups and self.catalog.buffering else []
         try:
             if groups:
                 made, self._prepared = self._prepared, None
@@ -277,7 +280,8 @@ class Scheduler:
             next_fires = {} if made is None else made.next_fires
             self.catalog.settle(groups, None if claims is None else now, next_fires)
         if self.catalog.buffering:  # after the claim: a period it buffered may go at once
-            claims.released = release_buffered(conn, self.replica)
+            released += release_buffered(conn, self.replica)
+        claims.released = sorted(released)
         claiming.report(claims, self._metrics, self.catalog)
         next_fire = self.catalog.next_fire()
         return TickResult(
