@@ -208,17 +208,23 @@ def test_cancel_other_asks_the_running_job_to_stop_and_cancels_a_pending_one(
     listener = psycopg.connect(database_url, autocommit=True)
     try:
         listener.execute("LISTEN pgbeat_cancel")
+        listener.execute("LISTEN pgbeat_finished")
         scheduler.tick(conn, t0 + SECOND)  # the first job runs, the second is pending
-        heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+        heard = [(n.channel, n.payload) for n in listener.notifies(timeout=5, stop_after=1)]
+        scheduler.tick(conn, t0 + 2 * SECOND)  # the second is cancelled before it ran
+        heard += [(n.channel, n.payload) for n in listener.notifies(timeout=5, stop_after=1)]
     finally:
         listener.close()
-    scheduler.tick(conn, t0 + 2 * SECOND)
     rows = conn.execute(
-        "SELECT status, cancel_requested_at IS NOT NULL FROM jobs ORDER BY id"
+        "SELECT id, status, cancel_requested_at IS NOT NULL, last_error FROM jobs ORDER BY id"
     ).fetchall()
-    assert rows == [("running", True), ("cancelled", False), ("pending", False)]
-    first = conn.execute("SELECT min(id) FROM jobs").fetchone()
-    assert first is not None and heard == [str(first[0])]
+    reason = "cancelled: a later period of its schedule replaced it (cancel_other)"
+    assert [row[1:] for row in rows] == [
+        ("running", True, reason),
+        ("cancelled", False, reason),
+        ("pending", False, None),
+    ]
+    assert heard == [("pgbeat_cancel", str(rows[0][0])), ("pgbeat_finished", str(rows[1][0]))]
 
 
 @pytest.mark.parametrize(

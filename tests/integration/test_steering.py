@@ -17,10 +17,12 @@ import pytest
 
 import pgbeat
 from pgbeat.errors import JobNotFound
+from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.worker import operations
 from tests.apps.steer_app import SETUP
 from tests.apps.steer_app import registry as steer_registry
 from tests.helpers import wait_for
+from tests.integration.test_schedule_state import SECOND, whole_second_after
 
 FAST = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
 
@@ -262,6 +264,47 @@ def test_cancel_by_key_stops_a_running_handler(
     assert pgbeat.cancel(conn, "async_sleepy", "u1") == pgbeat.Cancelled(job_id, was_running=True)
     assert pgbeat.wait(conn, job_id, timeout=5).status == "cancelled"
     assert started(conn, job_id) == 1
+
+
+@pytest.mark.slow
+def test_cancel_other_stops_the_running_handler_of_the_period_it_replaces(
+    worker: pgbeat.Worker, database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """overlap = "cancel_other" end to end: the new period's job cancels the run of the one
+    before it, in a running worker, as pgbeat.cancel_job does."""
+    pgbeat.upsert_schedule(
+        conn,
+        "newest",
+        every="1s",
+        kind="sleepy",
+        payload={"seconds": 30},
+        catch_up="none",
+        overlap="cancel_other",
+    )
+    t0 = whole_second_after(conn)
+    scheduler = Scheduler(database_url, None, heartbeat=False)
+    scheduler.tick(conn, t0)
+    first = conn.execute("SELECT max(id) FROM jobs").fetchone()
+    assert first is not None and first[0] is not None
+    wait_for(lambda: started(conn, first[0]) == 1, message="the first period's handler started")
+    asked = time.monotonic()
+    replaced = scheduler.tick(conn, t0 + SECOND)
+    assert len(replaced.inserted) == 1
+    finished = pgbeat.wait(conn, first[0], timeout=10)
+    assert finished.status == "cancelled", finished
+    assert finished.last_error is not None and "cancel_other" in finished.last_error
+    assert time.monotonic() - asked < 5
+    wait_for(
+        lambda: (
+            conn.execute("SELECT how FROM ends WHERE job_id = %s", (first[0],)).fetchall()
+            == [("stopped",)]
+        ),
+        message="the handler heard of the cancel",
+    )
+    second = conn.execute("SELECT max(id) FROM jobs").fetchone()
+    assert second is not None and second[0] != first[0]
+    pgbeat.cancel_job(conn, second[0])  # not left running for 30 s past the test
+    assert pgbeat.wait(conn, second[0], timeout=10).status == "cancelled"
 
 
 def test_cancel_job_of_pending_finished_and_missing_jobs(conn: psycopg.Connection[Any]) -> None:

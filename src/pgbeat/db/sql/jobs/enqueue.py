@@ -139,18 +139,19 @@ RETURNING j.id"""
 # overlap = "cancel_other": once a claim enqueued a new period of these schedules, their
 # other live jobs give way (jobs_live_schedule). A running one is asked to stop
 # (cancel_requested_at, and a notification on pgbeat_cancel naming it: its worker ends the
-# run); a pending one (an older period not started yet) is cancelled at once. The new
-# periods' own jobs (%(keep)s) are left alone.
+# run); a pending one (an older period not started yet) is cancelled at once, and
+# pgbeat_finished names it for whoever waits on it (pgbeat.wait). Why goes to last_error,
+# as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone.
 PERIOD_JOBS_CANCEL_OTHERS: LiteralString = """
 UPDATE jobs AS j
 SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
     finished_at = CASE j.status WHEN 'pending' THEN now() ELSE j.finished_at END,
-    last_error = CASE j.status WHEN 'pending' THEN %(reason)s ELSE j.last_error END,
+    last_error = %(reason)s,
     cancel_requested_at = CASE j.status WHEN 'running' THEN now()
                                ELSE j.cancel_requested_at END
 FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
 WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
   AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
   AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
-RETURNING j.id, CASE WHEN j.status = 'running'
-                     THEN pg_notify('pgbeat_cancel', j.id::text) END IS NOT NULL AS asked"""
+RETURNING j.id, pg_notify(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
+                                         ELSE 'pgbeat_finished' END, j.id::text)"""
