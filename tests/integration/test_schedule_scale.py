@@ -92,6 +92,40 @@ def test_a_tick_of_thousands_of_periods_joins_them_by_hash(
     assert timedelta(0) == rows[2] and rows[3] < timedelta(seconds=60)  # half are jittered
 
 
+def seq_scans(node: dict[str, Any]) -> list[str]:
+    """The tables a plan reads by a sequential scan."""
+    found = [node["Relation Name"]] if node["Node Type"] == "Seq Scan" else []
+    for child in node.get("Plans", []):
+        found += seq_scans(child)
+    return found
+
+
+def test_on_tables_analyzed_empty_the_claim_probes_by_index(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A new deployment: jobs and the history analyzed while empty, so the planner costs a
+    scan of them at nothing. Under the claim's settings its statements still probe them by
+    index (a scan of jobs per period made the first 10,000-period tick quadratic: 1.1 s)."""
+    fire = next_minute(conn)
+    insert_schedules(database_url, schedules_firing_at(fire)[:300])
+    conn.execute("ANALYZE")
+    catalog = Catalog()
+    catalog.load(conn)
+    made = planning.plan(catalog, catalog.take_due(fire), fire)
+    assert len(made.batch) == 300
+    ids: list[int | None] = list(range(10**9, 10**9 + 300))
+    with conn.transaction():
+        conn.execute(history_sql.HISTORY_CLAIM_SETTINGS)
+        for statement, params in [
+            (history_sql.HISTORY_CLAIM_PERIODS, made.batch._params("test")),
+            (enqueue_sql.PERIOD_JOBS_INSERT, made.batch.jobs_params(ids)),
+        ]:
+            row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
+            assert row is not None
+            scanned = seq_scans(row[0][0]["Plan"])
+            assert "jobs" not in scanned and "pgbeat_schedule_history" not in scanned, row
+
+
 @pytest.mark.slow
 def test_periods_built_ahead_are_the_ones_a_tick_would_build(
     database_url: str, conn: psycopg.Connection[Any]

@@ -13,6 +13,7 @@ back, period by period.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -295,11 +296,11 @@ class PeriodBatch:
     def _template_params(self) -> dict[str, str]:
         """What the templates in use hold, by position (1, 2, ...) in template number order."""
         used = [self._templates[number] for number in sorted(self._used)]
-        return {
-            "payloads": text_array([t.payload for t in used]),
+        return {  # payloads and queues as JSON arrays (PERIOD_JOBS_INSERT says why)
+            "payloads": "[" + ",".join(t.payload for t in used) + "]",
             "max_attempts": number_array([str(t.max_attempts) for t in used]),
             "keep_seconds": number_array([repr(t.keep_seconds) for t in used]),
-            "queues": text_array([t.queue for t in used]),
+            "queues": json.dumps([t.queue for t in used]),
             "priorities": number_array([str(t.priority) for t in used]),
         }
 

@@ -116,17 +116,20 @@ RETURNING id"""
 # columns of every period of the tick (written ahead of the fire time) and an id for each,
 # NULL for those that get no job now. What schedules share (payload, max_attempts, how
 # long to keep, queue, priority) travels once per template and is read by position, so
-# no join at all. NOT EXISTS before ON CONFLICT:
+# no join at all. Payloads and queues travel as one jsonb array each, not as jsonb[] and
+# text[]: a subscript of an array of variable-length values walks it from its start, so
+# 10,000 periods of 10,000 templates (one payload per customer) took 1.5 s, quadratic;
+# a jsonb array's element is found by its offset. NOT EXISTS before ON CONFLICT:
 # a probe (jobs_unique) is cheaper than a conflict, and OFFSET 0 keeps it a probe per row.
 # A period's job may exist without history (one an older pgbeat inserted): nothing then.
 PERIOD_JOBS_INSERT: LiteralString = """
 INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
                        queue, priority)
 OVERRIDING SYSTEM VALUE
-SELECT p.id, p.kind, (%(payloads)s::jsonb[])[p.template], to_timestamp(p.run_epoch),
+SELECT p.id, p.kind, %(payloads)s::jsonb -> (p.template - 1), to_timestamp(p.run_epoch),
        p.unique_key, (%(max_attempts)s::int[])[p.template],
        to_timestamp(p.run_epoch + (%(keep_seconds)s::float8[])[p.template]),
-       (%(queues)s::text[])[p.template], (%(priorities)s::smallint[])[p.template]
+       %(queues)s::jsonb ->> (p.template - 1), (%(priorities)s::smallint[])[p.template]
 FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
             %(unique_keys)s::text[], %(templates)s::int[])
      AS p(id, kind, run_epoch, unique_key, template)
