@@ -11,6 +11,7 @@ that must not have a job.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -136,7 +137,11 @@ class ScheduleRacer:
     def _backfill(self, conn: Conn) -> None:
         now = _now(conn)
         start = now - timedelta(seconds=self.rng.uniform(20, 40))
-        added = state.backfill(conn, BACKFILLED, start, now - timedelta(seconds=10), by="chaos")
+        try:
+            added = state.backfill(conn, BACKFILLED, start, now - timedelta(seconds=10), by="chaos")
+        except ScheduleNotFound:  # the file's schedule is not in the table before a sync
+            self._count("backfill_before_sync")
+            return
         self._count("backfill")
         self.counts["backfilled_periods"] = self.counts.get("backfilled_periods", 0) + added
 
@@ -204,7 +209,11 @@ class ScheduleRacer:
         """A new file, and SIGHUP to a few replicas that run their loop (a process still
         starting has no handler yet: SIGHUP would end it, as it ends any daemon then)."""
         self._version = 1 - self._version
-        self.path.write_text(self.versions[self._version])
+        # Atomically, as a deploy writes it: a replica reading a half-written file would
+        # sync a file without its schedules and delete them (then bring them back).
+        written = self.path.with_suffix(".new")
+        written.write_text(self.versions[self._version])
+        os.replace(written, self.path)
         running = {row[0] for row in conn.execute("SELECT pid FROM pgbeat_processes")}
         live = [replica for replica in self.fleet.alive() if replica.pid in running]
         for replica in self.rng.sample(live, min(len(live), self.rng.randint(1, 3))):

@@ -314,6 +314,28 @@ def test_schedules_next_and_status_know_schedules_from_code(
     assert rows["pulse"]["next_fire"].startswith("2030-01-01T00:00:00")
 
 
+def test_status_checks_a_schedule_past_its_end_up_to_its_end(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
+) -> None:
+    """A file schedule whose end passed inside its catch-up window: its last period is the
+    one at its end, present here, so it is "ended" and not missing (checked up to now, the
+    period due a moment ago would have no job and read as missing)."""
+    end = whole_second_after(conn) - 30 * SECOND
+    (tmp_path / "schedules.toml").write_text(
+        f'[schedules.closing]\nevery = "1s"\nend_at = "{end.isoformat()}"\n'
+    )
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, unique_key, status) VALUES ('closing', '{}', %s, 'done')",
+        (f"closing@{end:%Y-%m-%dT%H:%M:%SZ}",),
+    )
+    status = run_pgbeat(database_url, "status", "--json", cwd=str(tmp_path))
+    assert status.returncode == 0, status.stderr
+    rows = {row["schedule"]: row for row in json.loads(status.stdout)["schedules"]}
+    assert rows["closing"]["ended"] is True and rows["closing"]["next_fire"] is None
+    assert rows["closing"]["latest_due_key"] == f"closing@{end:%Y-%m-%dT%H:%M:%SZ}"
+    assert rows["closing"]["present"] is True
+
+
 @pytest.mark.slow
 def test_replicas_agree_on_buffer_one_and_pause_after_failures(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
