@@ -7,6 +7,7 @@ fresh database cloned from a migrated template, so tests never see each other's 
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import shutil
@@ -174,3 +175,21 @@ def conn(database_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """An autocommit connection to the test's database."""
     with psycopg.connect(database_url, autocommit=True) as connection:
         yield connection
+
+
+@pytest.fixture(autouse=True)
+def _root_log_handlers() -> Iterator[None]:
+    """A CLI command run in-process (``main([...])``) points the root logger at the test's
+    captured stderr, which pytest closes after the test: later tests' threads then logged
+    into a closed file ("--- Logging error ---"). Each test gets the root logger back as it
+    found it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
