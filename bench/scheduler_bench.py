@@ -154,12 +154,15 @@ def main() -> None:
     if args.baseline:
         log(f"pgbeat of {args.baseline}: scheduler ticks with {args.schedules} schedules")
         before = baseline(args.baseline, args.url, args.schedules)
-    with psycopg.connect(args.url, autocommit=True) as conn:
-        pgbeat.apply_migrations(conn)
     results = []
-    for count in (int(c) for c in args.schedules.split(",")):
-        log(f"pgbeat: scheduler ticks with {count} schedules")
-        results.extend(tick_times(args.url, count))
+    # a database of its own, dropped after: the tables of --url's database are left as found
+    # (the suite's tests of `schedules next` read the schedules of DATABASE_URL's database)
+    with database.fresh_database(args.url, "scheduler_this") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            pgbeat.apply_migrations(conn)
+        for count in (int(c) for c in args.schedules.split(",")):
+            log(f"pgbeat: scheduler ticks with {count} schedules")
+            results.extend(tick_times(url, count))
     if before is not None:
         side_by_side(before, results)
     emit(results)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,8 +53,10 @@ cron = "0 0 * * *"
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_identical_schedules_are_listed_by_name(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_json: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_json: bool, monkeypatch: Any
 ) -> None:
+    # the file alone: with DATABASE_URL set, the schedules of that database would join in
+    monkeypatch.delenv("DATABASE_URL", raising=False)
     path = tmp_path / "schedules.toml"
     path.write_text(TWINS, encoding="utf-8")
     argv = ["schedules", "next", "--schedules", str(path), "--after", "2026-01-01T12:00:00Z"]
