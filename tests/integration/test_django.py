@@ -106,7 +106,12 @@ def test_manage_py_pgbeat_worker_runs_the_apps_handlers(
         assert worker.poll() is None, "the worker exited early"
     finally:
         worker.send_signal(signal.SIGTERM)
-        output, _ = worker.communicate(timeout=30)
+        try:
+            output, _ = worker.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # never leave it running; say what it printed
+            worker.kill()
+            output, _ = worker.communicate(timeout=10)
+            raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{output}") from None
     assert worker.returncode == 0, output
     status = django_db.execute("SELECT status FROM jobs").fetchone()
     assert status == ("done",), output

@@ -32,6 +32,7 @@ BAD_ROWS: dict[str, LiteralString] = {
     "deep_payload": SET + "payload = (repeat('[', 5000) || repeat(']', 5000))::jsonb "
     "WHERE name = %s",
     "bc_resumed": SET + "resumed_at = '0001-01-01 00:00:00+14' WHERE name = %s",
+    "array_payload": SET + "payload = '[1, 2]'::jsonb WHERE name = %s",  # not an object
 }
 
 

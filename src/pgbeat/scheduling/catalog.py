@@ -50,11 +50,16 @@ def _readable_schedule(row: Mapping[str, Any], guarded: bool) -> tuple[Schedule 
     problem = unreadable(row) if guarded else None
     if problem is not None:
         return None, problem
+    kind = row.get("payload_type")  # the payload travels as text (SCHEDULES_ALL says why)
+    if kind is not None and kind != "object":
+        return None, f"payload: must be a JSON object, not {_ARTICLE.get(kind, 'a')} {kind}"
     try:
         return validated_schedule(row)
     except _ROW_ERRORS as exc:
         return None, _row_error(exc)
 
+
+_ARTICLE = {"array": "an"}
 
 # What a row whose values decoded can still raise on its way into the copy (a payload
 # nested too deep to validate or to encode for its jobs).
