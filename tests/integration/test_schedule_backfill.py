@@ -131,3 +131,23 @@ def test_the_cli_backfills_and_dry_runs(database_url: str, conn: psycopg.Connect
     reversed_ = run_cli(database_url, "backfill", "report", "--from", span[3], "--to", span[1])
     assert reversed_.returncode == 1
     assert len(reversed_.stderr.strip().splitlines()) == 1 and "after start" in reversed_.stderr
+
+
+def test_the_cli_refuses_a_range_past_the_cap_and_lists_the_dry_runs_periods(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    pgbeat.upsert_schedule(conn, "often", every="1m")
+    end = database_now(conn).replace(second=0, microsecond=0)
+    too_long = ["--from", (end - timedelta(days=7)).isoformat(), "--to", end.isoformat()]
+    refused = run_cli(database_url, "backfill", "often", *too_long)
+    assert refused.returncode == 1
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "more than 10,000 periods" in lines[0] and "'often'" in lines[0]
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM pgbeat_schedule_history").fetchone() == (0,)
+    span = ["--from", (end - timedelta(minutes=3)).isoformat(), "--to", end.isoformat()]
+    dry = run_cli(database_url, "backfill", "often", *span, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    expected = [f"{end - timedelta(minutes=n):%Y-%m-%d %H:%M:%S}Z" for n in (3, 2, 1)]
+    assert dry.stdout.splitlines()[0] == "would enqueue 3 periods of often (0 already decided)"
+    assert [line.strip() for line in dry.stdout.splitlines()[1:]] == expected

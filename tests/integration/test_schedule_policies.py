@@ -148,6 +148,26 @@ def test_periods_still_retrying_are_passed_over_when_counting_failures(
     assert scheduler.tick(conn, t1 + 3 * SECOND).paused == []  # failed, done, failed: no streak
 
 
+def test_status_shows_why_a_schedule_paused_itself(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
+) -> None:
+    pgbeat.upsert_schedule(conn, "brittle", every="1s", catch_up="none", pause_after_failures=1)
+    t0 = whole_second_after(conn)
+    scheduler = Scheduler(database_url, None, heartbeat=False)
+    scheduler.tick(conn, t0)
+    end_jobs(conn, "brittle", "failed")
+    assert scheduler.tick(conn, t0 + SECOND).paused == ["brittle"]
+    status = run_pgbeat(database_url, "status", "--json", cwd=str(tmp_path))
+    assert status.returncode == 0, status.stderr
+    rows = {row["schedule"]: row for row in json.loads(status.stdout)["schedules"]}
+    assert rows["brittle"]["paused"] is True
+    assert rows["brittle"]["paused_reason"] == "1 consecutive periods failed"
+    text = run_pgbeat(database_url, "status", cwd=str(tmp_path))
+    assert text.returncode == 0, text.stderr
+    (line,) = [line for line in text.stdout.splitlines() if "brittle" in line]
+    assert "paused (1 consecutive periods failed)" in line, text.stdout
+
+
 def test_buffer_one_keeps_one_period_waiting_until_the_live_job_ends(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -93,3 +93,22 @@ priority = 2
             "end_at = 2026-01-01T00:00:00Z\n"
         )
     assert error.value.problems == ["schedules.toml: schedule 'b': end_at must be after start_at"]
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("pause_after_failures = 0", "pause_after_failures"),
+        ('overlap = "queue"', "overlap"),
+        ("start_at = 2026-01-01T00:00:00", "offset"),  # a local date-time: which instant?
+        ("priority = 40000", "priority"),
+    ],
+)
+def test_bad_new_keys_in_a_file_are_refused_with_one_line_naming_the_schedule(
+    line: str, named: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_schedules(f'[schedules.c]\nevery = "1m"\n{line}\n')
+    (problem,) = error.value.problems
+    assert problem.startswith("schedules.toml: schedule 'c': "), problem
+    assert named in problem and "\n" not in problem, problem
