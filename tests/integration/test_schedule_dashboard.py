@@ -64,3 +64,19 @@ def test_the_schedule_page_previews_and_runs_a_backfill(
             " WHERE schedule = 'filler' AND outcome = 'backfill'"
         ).fetchone()
     assert rows is not None and rows[0] == 4 and str(rows[1]).startswith("ui:")
+
+
+def test_a_schedule_past_its_end_reads_ended_on_its_page_and_the_list(
+    open_local: Dashboard, ui_database: str
+) -> None:
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        pgbeat.upsert_schedule(conn, "finished", every="1h", end_at="2026-01-01T00:00:00Z")
+    with httpx.Client(base_url=open_local.url, timeout=10) as client:
+        page = client.get("/schedules/finished")
+        assert page.status_code == 200, page.text
+        assert '<span class="status h-ended">ended</span>' in page.text
+        assert "no period after 2026-01-01" in page.text
+        listing = client.get("/schedules")
+        assert listing.status_code == 200
+        (row,) = [r for r in listing.text.split("<tr") if "/schedules/finished" in r]
+        assert "h-ended" in row and "missing" not in row.lower(), row
