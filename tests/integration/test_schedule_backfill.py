@@ -133,6 +133,7 @@ def test_the_cli_backfills_and_dry_runs(database_url: str, conn: psycopg.Connect
     assert len(reversed_.stderr.strip().splitlines()) == 1 and "after start" in reversed_.stderr
 
 
+@pytest.mark.slow  # a subprocess per CLI call
 def test_the_cli_refuses_a_range_past_the_cap_and_lists_the_dry_runs_periods(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -148,6 +148,7 @@ def test_periods_still_retrying_are_passed_over_when_counting_failures(
     assert scheduler.tick(conn, t1 + 3 * SECOND).paused == []  # failed, done, failed: no streak
 
 
+@pytest.mark.slow  # a subprocess per CLI call
 def test_status_shows_why_a_schedule_paused_itself(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
 ) -> None:
@@ -334,6 +335,7 @@ def test_schedules_next_and_status_know_schedules_from_code(
     assert rows["pulse"]["next_fire"].startswith("2030-01-01T00:00:00")
 
 
+@pytest.mark.slow  # a subprocess per CLI call
 def test_status_checks_a_schedule_past_its_end_up_to_its_end(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
 ) -> None:
