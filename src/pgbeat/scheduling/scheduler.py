@@ -265,10 +265,12 @@ class Scheduler:
         groups = self.catalog.take_due(now)
         made: planning.Plan | None = None
         claims: Claims | None = None
-        # Before the claim too: a waiting period whose job ended goes first, so that the
-        # period due now waits behind it instead of being skipped for the one waiting.
-        released = release_buffered(conn, self.replica) if groups and self.catalog.buffering else []
+        released: list[str] = []
         try:
+            # Before the claim too: a waiting period whose job ended goes first, so that the
+            # period due now waits behind it instead of being skipped for the one waiting.
+            if groups and self.catalog.buffering:
+                released = release_buffered(conn, self.replica)
             if groups:
                 made, self._prepared = self._prepared, None
             if made is not None and made.fits(self.catalog, groups, now):
