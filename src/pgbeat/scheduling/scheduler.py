@@ -267,9 +267,9 @@ class Scheduler:
         claims: Claims | None = None
         released: list[str] = []
         try:
-            # Before the claim too: a waiting period whose job ended goes first, so that the
-            # period due now waits behind it instead of being skipped for the one waiting.
-            if groups and self.catalog.buffering:
+            # Before the claim: a waiting period whose job ended goes first, so that a period
+            # due now waits behind it instead of being skipped for the one waiting.
+            if self.catalog.buffering:
                 released = release_buffered(conn, self.replica)
             if groups:
                 made, self._prepared = self._prepared, None
@@ -281,9 +281,7 @@ class Scheduler:
         finally:
             next_fires = {} if made is None else made.next_fires
             self.catalog.settle(groups, None if claims is None else now, next_fires)
-        if self.catalog.buffering:  # after the claim: a period it buffered may go at once
-            released += release_buffered(conn, self.replica)
-        claims.released = sorted(released)
+        claims.released = released
         claiming.report(claims, self._metrics, self.catalog)
         next_fire = self.catalog.next_fire()
         return TickResult(
