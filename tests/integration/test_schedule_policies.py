@@ -145,15 +145,23 @@ def test_periods_still_retrying_are_passed_over_when_counting_failures(
     assert scheduler.tick(conn, t1 + 3 * SECOND).paused == []  # failed, done, failed: no streak
 
 
+def one_waiting(
+    database_url: str, conn: psycopg.Connection[Any], name: str
+) -> tuple[Scheduler, datetime]:
+    """A buffer_one schedule ticked at t0 (its job running) and t0 + 1 s (that period waits)."""
+    pgbeat.upsert_schedule(conn, name, every="1s", catch_up="none", overlap="buffer_one")
+    t0 = whole_second_after(conn)
+    scheduler = Scheduler(database_url, None, heartbeat=False)
+    assert scheduler.tick(conn, t0).inserted == [key(name, t0)]
+    conn.execute("UPDATE jobs SET status = 'running'")
+    assert scheduler.tick(conn, t0 + SECOND).buffered == [key(name, t0 + SECOND)]
+    return scheduler, t0
+
+
 def test_buffer_one_keeps_one_period_waiting_until_the_live_job_ends(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    pgbeat.upsert_schedule(conn, "slow", every="1s", catch_up="none", overlap="buffer_one")
-    t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
-    assert scheduler.tick(conn, t0).inserted == [key("slow", t0)]
-    conn.execute("UPDATE jobs SET status = 'running'")
-    assert scheduler.tick(conn, t0 + SECOND).buffered == [key("slow", t0 + SECOND)]
+    scheduler, t0 = one_waiting(database_url, conn, "slow")
     assert scheduler.tick(conn, t0 + 2 * SECOND).skipped == [key("slow", t0 + 2 * SECOND)]
     assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
     end_jobs(conn, "slow", "done")
@@ -176,12 +184,7 @@ def test_a_period_due_as_the_waiting_one_goes_waits_behind_it(
 ) -> None:
     """The live job ends with a period waiting, and the next tick is a fire time: the
     waiting period is enqueued and the new one waits behind it (it was skipped)."""
-    pgbeat.upsert_schedule(conn, "steady", every="1s", catch_up="none", overlap="buffer_one")
-    t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
-    assert scheduler.tick(conn, t0).inserted == [key("steady", t0)]
-    conn.execute("UPDATE jobs SET status = 'running'")
-    assert scheduler.tick(conn, t0 + SECOND).buffered == [key("steady", t0 + SECOND)]
+    scheduler, t0 = one_waiting(database_url, conn, "steady")
     end_jobs(conn, "steady", "done")
     result = scheduler.tick(conn, t0 + 2 * SECOND)
     assert result.released == [key("steady", t0 + SECOND)], result

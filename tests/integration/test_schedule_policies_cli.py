@@ -6,8 +6,6 @@ failures. Each CLI call is a process of its own.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +15,7 @@ import pytest
 import pgbeat
 from pgbeat.scheduling import state
 from pgbeat.scheduling.scheduler import Scheduler
+from tests.helpers import run_cli
 from tests.integration.test_schedule_policies import end_jobs
 from tests.integration.test_schedule_state import SECOND, whole_second_after
 
@@ -28,22 +27,11 @@ def test_schedules_list_json_gives_paused_and_paused_reason(
     conn.execute(
         "UPDATE pgbeat_schedules SET paused = true, paused_reason = '3 consecutive periods failed'"
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "pgbeat", "schedules", "list", "--json"],
-        env={"DATABASE_URL": database_url, "PATH": "/usr/bin:/bin", **_pythonpath()},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    (row,) = json.loads(out)
+    listed = run_cli(["schedules", "list", "--json"], database_url)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
     assert row["paused"] is True and row["paused_reason"] == "3 consecutive periods failed"
     assert row["pause_after_failures"] == 3 and row["queue"] == "q" and row["ended"] is False
-
-
-def _pythonpath() -> dict[str, str]:
-    import os
-
-    return {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
 
 
 def test_a_schedule_past_its_end_has_no_next_period(conn: psycopg.Connection[Any]) -> None:
@@ -54,33 +42,19 @@ def test_a_schedule_past_its_end_has_no_next_period(conn: psycopg.Connection[Any
     assert pgbeat.scheduling.schedule.fire_times_after(found.schedule, end, 3) == []
 
 
-def run_pgbeat(database_url: str, *args: str, cwd: str | None = None) -> Any:
-    import os
-
-    env = {**os.environ, "DATABASE_URL": database_url}
-    return subprocess.run(
-        [sys.executable, "-m", "pgbeat", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
-
-
 def test_schedules_next_and_status_know_schedules_from_code(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
 ) -> None:
     pgbeat.upsert_schedule(conn, "pulse", every="1m", start_at="2030-01-01T00:00:00Z")
     past = datetime.now().astimezone() - timedelta(days=1)
     pgbeat.upsert_schedule(conn, "over", every="1m", end_at=past)
-    preview = run_pgbeat(database_url, "schedules", "next", "pulse", "--count", "2", "--json")
+    preview = run_cli(["schedules", "next", "pulse", "--count", "2", "--json"], database_url)
     assert preview.returncode == 0, preview.stderr
     fires = [row["fire_at"] for row in json.loads(preview.stdout)]
     assert fires == ["2030-01-01T00:00:00+00:00", "2030-01-01T00:01:00+00:00"]
-    ended = run_pgbeat(database_url, "schedules", "next", "over", cwd=str(tmp_path))
+    ended = run_cli(["schedules", "next", "over"], database_url, cwd=str(tmp_path))
     assert ended.returncode == 1 and "ended" in ended.stderr
-    status = run_pgbeat(database_url, "status", "--json", cwd=str(tmp_path))
+    status = run_cli(["status", "--json"], database_url, cwd=str(tmp_path))
     assert status.returncode == 0, status.stderr
     rows = {row["schedule"]: row for row in json.loads(status.stdout)["schedules"]}
     assert rows["over"]["ended"] is True and rows["over"]["next_fire"] is None
@@ -103,7 +77,7 @@ def test_status_checks_a_schedule_past_its_end_up_to_its_end(
         "INSERT INTO jobs (kind, payload, unique_key, status) VALUES ('closing', '{}', %s, 'done')",
         (f"closing@{end:%Y-%m-%dT%H:%M:%SZ}",),
     )
-    status = run_pgbeat(database_url, "status", "--json", cwd=str(tmp_path))
+    status = run_cli(["status", "--json"], database_url, cwd=str(tmp_path))
     assert status.returncode == 0, status.stderr
     rows = {row["schedule"]: row for row in json.loads(status.stdout)["schedules"]}
     assert rows["closing"]["ended"] is True and rows["closing"]["next_fire"] is None
@@ -121,12 +95,12 @@ def test_status_shows_why_a_schedule_paused_itself(
     scheduler.tick(conn, t0)
     end_jobs(conn, "brittle", "failed")
     assert scheduler.tick(conn, t0 + SECOND).paused == ["brittle"]
-    status = run_pgbeat(database_url, "status", "--json", cwd=str(tmp_path))
+    status = run_cli(["status", "--json"], database_url, cwd=str(tmp_path))
     assert status.returncode == 0, status.stderr
     rows = {row["schedule"]: row for row in json.loads(status.stdout)["schedules"]}
     assert rows["brittle"]["paused"] is True
     assert rows["brittle"]["paused_reason"] == "1 consecutive periods failed"
-    text = run_pgbeat(database_url, "status", cwd=str(tmp_path))
+    text = run_cli(["status"], database_url, cwd=str(tmp_path))
     assert text.returncode == 0, text.stderr
     (line,) = [line for line in text.stdout.splitlines() if "brittle" in line]
     assert "paused (1 consecutive periods failed)" in line, text.stdout
