@@ -164,7 +164,17 @@ def test_metrics_scrape_shows_a_completed_job(
             except OSError:
                 return ""
 
-        body = wait_for(scrape, timeout=10, message="metrics served")
+        # The counter moves just after the job's commit, so the row can read done a moment
+        # before the scrape counts it: wait for the sample, not for any page.
+        def counted() -> str:
+            body = scrape()
+            return body if 'pgbeat_jobs_total{kind="noop",outcome="done"}' in body else ""
+
+        body = wait_for(
+            counted,
+            timeout=10,
+            message="metrics served with the done job counted",
+        )
     finally:
         worker.stop()
     samples = {
