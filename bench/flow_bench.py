@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,16 @@ OTHER_JOBS = 250_000  # the unlimited queue's jobs beside (or without) a rate-li
 # -- children: one measurement each, on the pgbeat their PYTHONPATH gives --------------------
 
 
-def child_drain(url: str, jobs: int, keys: int, key_concurrency: int | None) -> dict[str, Any]:
-    """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs."""
+def child_drain(
+    url: str, jobs: int, keys: int, key_concurrency: int | None, distinct: bool = False
+) -> dict[str, Any]:
+    """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs.
+
+    Enqueued 1,000 a statement, so a batch shares one run_at (its now()), unless
+    ``distinct``: then each job's run_at is a microsecond apart, as jobs enqueued one by
+    one are (an index on run_at alone stores a shared value once, B-tree deduplication).
+    """
+    epoch = datetime.now(UTC) - timedelta(hours=1)
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
         fields: dict[str, Any] = {}
@@ -47,6 +55,8 @@ def child_drain(url: str, jobs: int, keys: int, key_concurrency: int | None) -> 
             for i in range(start, min(jobs, start + 1000)):
                 if keys:
                     fields = {"queue": "keyed", "limit_key": f"k{i % keys}"}
+                if distinct:
+                    fields = {**fields, "run_at": epoch + timedelta(microseconds=i)}
                 batch.append(pgbeat.NewJob("noop", {}, **fields))
             pgbeat.enqueue_many(conn, batch)
         if key_concurrency is not None:
@@ -67,13 +77,45 @@ def child_drain(url: str, jobs: int, keys: int, key_concurrency: int | None) -> 
     settings = pgbeat.WorkerSettings(concurrency=100, claim_batch=100, heartbeat=False)
     worker = pgbeat.Worker(url, registry, settings)
     thread = threading.Thread(target=worker.run, daemon=True)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     thread.start()
     finished = done.wait(CHILD_TIMEOUT)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    db_cpu = backends_cpu_seconds(url)  # the worker's connections, all opened after `started`
     worker.stop()
     thread.join(60)
-    return {"seconds": seconds, "jobs": jobs, "finished": finished}
+    return {
+        "seconds": seconds,
+        "worker_cpu_s": cpu,
+        "db_cpu_s": db_cpu,
+        "jobs": jobs,
+        "finished": finished,
+    }
+
+
+def backends_cpu_seconds(url: str) -> float | None:
+    """CPU seconds spent so far by the other server processes of ``url``'s database.
+
+    Read from /proc (the benchmarks run on a local server): CPU is steadier than wall
+    time on a small, busy machine, where the worker and the server share two cores.
+    None when the server's processes cannot be read.
+    """
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [
+            int(pid)
+            for (pid,) in conn.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        ]
+    ticks = 0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def child_rate(url: str, rate: str, seconds: float, limited: bool) -> dict[str, Any]:
@@ -197,7 +239,47 @@ def child_plan(url: str, rows: int) -> dict[str, Any]:
     return {"rows": rows, "plan": plan, "sort": any("Sort" in line for line in plan)}
 
 
+def child_claim_buffers(url: str, jobs: int, distinct: bool = False) -> dict[str, Any]:
+    """Shared buffers the fast claim touches per job claimed, draining ``jobs`` serially.
+
+    A count, not a time: steady where the drain's seconds are noisy. Each claim of 100 runs
+    under EXPLAIN (ANALYZE, BUFFERS), which executes and commits it, and the claimed jobs
+    are marked done by a plain statement (not counted), as a worker would end them.
+    """
+    try:  # this revision's home of the statement, or the one before flow control
+        from pgbeat.db.sql.jobs.claim import JOBS_CLAIM as claim
+    except ImportError:
+        from pgbeat.db.queries import JOBS_CLAIM as claim  # type: ignore[import-not-found, no-redef]
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        epoch = datetime.now(UTC) - timedelta(hours=1)
+        for start in range(0, jobs, 1000):
+            batch = [
+                pgbeat.NewJob(
+                    "noop", {}, run_at=epoch + timedelta(microseconds=i) if distinct else None
+                )
+                for i in range(start, min(jobs, start + 1000))
+            ]
+            pgbeat.enqueue_many(conn, batch)
+        conn.execute("VACUUM ANALYZE jobs")
+        params = {"limit": 100, "lease": "5 minutes", "kinds": ["noop"]}
+        buffers = claimed = 0
+        while claimed < jobs:
+            plan = [row[0] for row in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim, params)]
+            top = next(line for line in plan if "Buffers:" in line)
+            buffers += int(top.split("hit=")[1].split()[0])
+            done = conn.execute(
+                "UPDATE jobs SET status = 'done', locked_until = NULL, finished_at = now()"
+                " WHERE status = 'running'"
+            )
+            if done.rowcount == 0:
+                break
+            claimed += done.rowcount
+    return {"jobs": claimed, "buffers_per_job": buffers / max(claimed, 1)}
+
+
 CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
+    "claim_buffers": child_claim_buffers,
     "drain": child_drain,
     "rate": child_rate,
     "priority": child_priority,
@@ -236,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kwargs", default="{}")
     parser.add_argument("--base-src", type=Path, help="another revision's src/ to compare")
     parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument(
+        "--distinct", action="store_true", help="the A/B's jobs each with a run_at of its own"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rate", default="500/1s")
     parser.add_argument("--backlog", type=int, default=200_000)
@@ -260,14 +345,23 @@ def measure(args: argparse.Namespace) -> int:
         "load_average_1m_at_start": machine.load(),
     }
     drain = {"jobs": args.jobs, "keys": 0, "key_concurrency": None}
+    ab = {**drain, "distinct": args.distinct}
     if "ab" in only and args.base_src:
         runs: dict[str, list[float]] = {"this": [], "base": []}
         for _ in range(args.repeat):  # alternated, so drift of the machine hits both
             for name, src in (("base", args.base_src), ("this", here)):
-                runs[name].append(run_child(src, admin, "drain", **drain)["seconds"])
+                runs[name].append(run_child(src, admin, "drain", **ab)["seconds"])
                 print(f"drain {name}: {runs[name][-1]:.2f}s", file=sys.stderr)
         this, base = statistics.median(runs["this"]), statistics.median(runs["base"])
+        buffers = {
+            name: run_child(src, admin, "claim_buffers", jobs=args.jobs, distinct=args.distinct)[
+                "buffers_per_job"
+            ]
+            for name, src in (("base", args.base_src), ("this", here))
+        }
         report["unlimited_drain"] = {
+            "run_at": "one per job" if args.distinct else "one per 1,000-job statement",
+            "claim_buffers_per_job": {name: round(n, 2) for name, n in buffers.items()},
             "jobs": args.jobs,
             "this_jobs_per_s": round(args.jobs / this),
             "base_jobs_per_s": round(args.jobs / base),

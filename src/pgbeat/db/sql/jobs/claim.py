@@ -21,17 +21,19 @@ from typing import LiteralString
 # pgbeat_queues, so a queue paused or limited since that look is never claimed here (it
 # goes to JOBS_CLAIM_LIMITED once the worker reads the held queues again). The lease and
 # the run's start (started_at, migration 0013) are set and committed at once: no lock
-# outlives this statement. `id = ANY(ARRAY(...))` keeps the plan a primary-key lookup even
-# before ANALYZE has seen the table (a join here turned into a sequential scan per claim on
-# a fresh table). Dates outside years 1-9999 come back NULL and the payload as text: the worker
-# decodes each row alone, so one row the driver could not read fails alone instead of
-# every claim.
+# outlives this statement. The update finds the rows it locked by their tuple address
+# (`ctid = ANY(ARRAY(...))`, a TID scan): rows this statement holds locked cannot move, and
+# a TID scan is the plan whatever the statistics say (a join here turned into a sequential
+# scan per claim on a fresh table), without the primary-key descent per row that
+# `id = ANY` paid (a tenth of the claim's buffer reads: docs/flow-control.md). Dates
+# outside years 1-9999 come back NULL and the payload as text: the worker decodes each row
+# alone, so one row the driver could not read fails alone instead of every claim.
 JOBS_CLAIM: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
     started_at = now()
-WHERE id = ANY(ARRAY(
-    SELECT id FROM jobs
+WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM jobs
     WHERE status = 'pending' AND run_at <= now()
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
     ORDER BY priority DESC, run_at, id
@@ -81,7 +83,8 @@ WHERE status = 'pending' AND run_at > now() - interval '5 seconds'
 # jobs_claim_queue (the worker's --queues, or the queues with pending jobs found by a skip
 # scan of that index, one probe per queue), FOR UPDATE SKIP LOCKED, and the best of those
 # heads (at most %(limit)s per queue: never the backlog) are claimed; the rows locked but
-# not taken are free again when the statement ends. Held queues are re-checked as there.
+# not taken are free again when the statement ends. Held queues are re-checked as there,
+# and the taken rows are found by their tuple address, as there.
 JOBS_CLAIM_BY_QUEUE: LiteralString = """
 WITH RECURSIVE pending_queues(q) AS (
     SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending')
@@ -96,9 +99,9 @@ wanted(q) AS (
     SELECT unnest(%(queues)s::text[])
 ),
 picked AS (
-    SELECT head.id, head.priority, head.run_at
+    SELECT head.tid, head.id, head.priority, head.run_at
     FROM wanted CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM jobs
+        SELECT ctid AS tid, id, priority, run_at FROM jobs
         WHERE status = 'pending' AND queue = wanted.q AND run_at <= now()
           AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
         ORDER BY priority DESC, run_at, id
@@ -110,7 +113,7 @@ picked AS (
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
     started_at = now()
-WHERE id = ANY(ARRAY(SELECT id FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))
+WHERE ctid = ANY(ARRAY(SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))
   AND queue <> ALL(ARRAY(
       SELECT name FROM pgbeat_queues
       WHERE paused OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
