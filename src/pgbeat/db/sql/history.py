@@ -27,7 +27,7 @@ from typing import LiteralString
 # (pgbeat_schedule_history_period): a replica that comes second does little. Outcomes:
 # skipped (paused); missed (catch-up); skipped (failures: the schedule's last
 # pause_after_failures enqueued periods whose jobs have ended all ended failed and were
-# claimed after its last resume, probed newest first on pgbeat_schedule_history_recent: a
+# claimed after its last resume, probed newest first on pgbeat_schedule_history_period: a
 # period whose job is pending or running, retries included, is passed over, as with
 # retries that outlast the interval the newest periods are always unfinished; the caller
 # then pauses the schedule);
@@ -82,7 +82,7 @@ WITH period AS MATERIALIZED (
                 SELECT j.status, h.inserted_at FROM pgbeat_schedule_history AS h
                 LEFT JOIN jobs AS j ON j.id = h.job_id
                 WHERE h.schedule = busy.schedule AND h.outcome = 'enqueued'
-                  AND h.fire_at < to_timestamp(busy.fire_epoch)
+                  AND h.outcome <> 'manual' AND h.fire_at < to_timestamp(busy.fire_epoch)
                   AND (j.status IS NULL OR j.status NOT IN ('pending', 'running'))
                 ORDER BY h.fire_at DESC LIMIT busy.pause_after_failures
             ) AS recent WHERE recent.status = 'failed'
@@ -244,15 +244,25 @@ SELECT c.job_id, s.kind, s.payload, now(), s.name || '@manual:' || c.job_id,
 FROM claimed AS c JOIN s ON s.name = c.schedule
 RETURNING id"""
 
-# A schedule's history, newest first, before a fire time if given, with each period's job
-# (pgbeat_schedule_history_recent, then the jobs' primary key).
+# A schedule's history, newest first, before a fire time if given, with each period's job:
+# the newest periods (pgbeat_schedule_history_period) and the newest manual runs
+# (pgbeat_schedule_history_manual), each read to the limit and merged; then the jobs'
+# primary key. Two partial indexes, so a claimed period writes one index entry, not two.
 HISTORY_OF_SCHEDULE: LiteralString = """
 SELECT h.id, h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, j.status AS job_status,
        h.inserted_at, h.inserted_by, h.inserted_at - h.fire_at AS lag
-FROM pgbeat_schedule_history AS h
+FROM (
+    (SELECT * FROM pgbeat_schedule_history
+     WHERE schedule = %(name)s AND outcome <> 'manual'
+       AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
+     ORDER BY fire_at DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM pgbeat_schedule_history
+     WHERE schedule = %(name)s AND outcome = 'manual'
+       AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
+     ORDER BY fire_at DESC LIMIT %(limit)s)
+) AS h
 LEFT JOIN jobs AS j ON j.id = h.job_id
-WHERE h.schedule = %(name)s
-  AND (%(before)s::timestamptz IS NULL OR h.fire_at < %(before)s::timestamptz)
 ORDER BY h.fire_at DESC, h.id DESC
 LIMIT %(limit)s"""
 
@@ -280,16 +290,30 @@ JOIN unnest(%(schedules)s::text[], %(fire_ats)s::timestamptz[]) AS p(schedule, f
   ON h.schedule = p.schedule AND h.fire_at = p.fire_at AND h.outcome <> 'manual'"""
 
 # The last %(limit)s history rows of each schedule on a page, manual runs included, with
-# their jobs' status (pgbeat_schedule_history_recent, newest first; jobs primary key).
+# their jobs' status: per schedule, the newest periods (pgbeat_schedule_history_period) and
+# manual runs (pgbeat_schedule_history_manual) merged, newest first; jobs primary key.
 HISTORY_RECENT_OF_SCHEDULES: LiteralString = """
 SELECT h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, h.inserted_at, h.inserted_by,
        j.status AS job_status
 FROM unnest(%(names)s::text[]) AS s(name)
 CROSS JOIN LATERAL (
-    SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
-    FROM pgbeat_schedule_history
-    WHERE schedule = s.name AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
-      AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
+    SELECT * FROM (
+        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+         FROM pgbeat_schedule_history
+         WHERE schedule = s.name AND outcome <> 'manual'
+           AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
+           AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
+         ORDER BY fire_at DESC
+         LIMIT %(limit)s)
+        UNION ALL
+        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+         FROM pgbeat_schedule_history
+         WHERE schedule = s.name AND outcome = 'manual'
+           AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
+           AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
+         ORDER BY fire_at DESC
+         LIMIT %(limit)s)
+    ) AS both_kinds
     ORDER BY fire_at DESC
     LIMIT %(limit)s
 ) AS h

@@ -192,7 +192,7 @@ RETURNING name, paused_reason"""
 SCHEDULES_PURGE_TOMBSTONES: LiteralString = """
 DELETE FROM pgbeat_schedules WHERE deleted_at < now() - %(older_than)s::interval"""
 
-# Every live schedule with its latest period (history: pgbeat_schedule_history_recent) and
+# Every live schedule with its latest period (history: pgbeat_schedule_history_period) and
 # that period's job (primary key), for `schedules list` and the dashboard.
 SCHEDULES_LIST: LiteralString = """
 SELECT s.name, s.source, s.kind, s.cron, s.every, s.timezone, s.payload, s.max_attempts,
