@@ -152,3 +152,20 @@ def test_the_cli_refuses_a_range_past_the_cap_and_lists_the_dry_runs_periods(
     expected = [f"{end - timedelta(minutes=n):%Y-%m-%d %H:%M:%S}Z" for n in (3, 2, 1)]
     assert dry.stdout.splitlines()[0] == "would enqueue 3 periods of often (0 already decided)"
     assert [line.strip() for line in dry.stdout.splitlines()[1:]] == expected
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_a_range_from_the_year_1_is_refused_in_one_line(
+    conn: psycopg.Connection[Any], zone: str
+) -> None:
+    """The hostile-input test found it: a start at 0001-01-01 went one microsecond (or, west
+    of UTC, some hours) before what a datetime holds, and the backfill died of
+    OverflowError. It is refused as bad input, before anything is written."""
+    pgbeat.upsert_schedule(conn, "beat", every="1h", timezone=zone)
+    end = database_now(conn).replace(minute=0, second=0, microsecond=0)
+    start = datetime(1, 1, 1, tzinfo=UTC)
+    for call in (state.preview_backfill, state.backfill):
+        with pytest.raises(ValueError, match=r"backfill of 'beat': .* before the year 1") as err:
+            call(conn, "beat", start, end)
+        assert "\n" not in str(err.value)
+    assert conn.execute("SELECT count(*) FROM pgbeat_schedule_history").fetchone() == (0,)

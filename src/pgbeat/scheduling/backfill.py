@@ -135,7 +135,13 @@ def _schedule_plan(name: str, end: datetime) -> Plan[Schedule]:
 
 
 def _periods(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
-    fires = periods_between(schedule, start, end, MAX_BACKFILL_PERIODS)
+    try:
+        fires = periods_between(schedule, start, end, MAX_BACKFILL_PERIODS)
+    except OverflowError:  # a start in year 1, read in a zone west of UTC: year 0
+        raise ValueError(
+            f"backfill of {schedule.name!r}: the range from {_iso(start)} reaches before "
+            "the year 1, which Python cannot hold; start later"
+        ) from None
     if len(fires) > MAX_BACKFILL_PERIODS:
         raise ValueError(
             f"backfill of {schedule.name!r}: more than {MAX_BACKFILL_PERIODS:,} periods between "

@@ -25,7 +25,9 @@ from typing import LiteralString
 # (`ctid = ANY(ARRAY(...))`, a TID scan): rows this statement holds locked cannot move, and
 # a TID scan is the plan whatever the statistics say (a join here turned into a sequential
 # scan per claim on a fresh table), without the primary-key descent per row that
-# `id = ANY` paid (a tenth of the claim's buffer reads: docs/flow-control.md). Dates
+# `id = ANY` paid (a tenth of the claim's buffer reads: docs/flow-control.md); jobs is a
+# plain table, where a ctid names one row (a partitioned one has addresses per partition,
+# docs/scale.md, and bench/partitions.py claims its partitioned twin by id). Dates
 # outside years 1-9999 come back NULL and the payload as text: the worker decodes each row
 # alone, so one row the driver could not read fails alone instead of every claim.
 JOBS_CLAIM: LiteralString = """
