@@ -154,7 +154,7 @@ def test_a_period_being_inserted_by_another_replica_is_not_inserted_twice(
         psycopg.connect(database_url) as other,
         psycopg.connect(database_url, autocommit=True) as c,
     ):
-        # another replica's insert, not yet committed: invisible to NOT EXISTS
+        # another writer's insert, not yet committed: the tick's insert waits on its key
         other.execute(
             "INSERT INTO jobs (kind, payload, unique_key, run_at) VALUES (%s, '{}', %s, %s)",
             (schedule.kind, key, fire),
@@ -177,6 +177,29 @@ def test_a_period_being_inserted_by_another_replica_is_not_inserted_twice(
         tick.join(timeout=10)
     assert results and results[0].inserted == [] and results[0].existing == [key]
     assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+
+
+def test_a_period_whose_job_exists_without_history_keeps_that_job(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A job inserted for the period by an older pgbeat (no history row): the claim's
+    history row is pointed at it, no second job, and the period counts as existing."""
+    schedule = Schedule(name="m", kind="minutely", every=timedelta(minutes=1), catch_up="none")
+    fire = T0.replace(second=0)
+    key = expected_key(schedule, fire)
+    row = conn.execute(
+        "INSERT INTO jobs (kind, payload, unique_key, run_at) VALUES (%s, '{}', %s, %s)"
+        " RETURNING id",
+        (schedule.kind, key, fire),
+    ).fetchone()
+    assert row is not None
+    result = Scheduler(database_url, [schedule], heartbeat=False).tick(
+        conn, fire + timedelta(seconds=3)
+    )
+    assert result.inserted == [] and result.existing == [key]
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+    history = conn.execute("SELECT outcome, job_id FROM pgbeat_schedule_history").fetchall()
+    assert history == [("enqueued", row[0])]
 
 
 def test_an_idle_tick_inserts_nothing_and_reports_the_next_fire(
