@@ -99,8 +99,8 @@ def test_status_shows_why_a_schedule_paused_itself(
     assert status.returncode == 0, status.stderr
     rows = {row["schedule"]: row for row in json.loads(status.stdout)["schedules"]}
     assert rows["brittle"]["paused"] is True
-    assert rows["brittle"]["paused_reason"] == "1 consecutive periods failed"
+    assert rows["brittle"]["paused_reason"] == "its last period failed"  # N = 1
     text = run_cli(["status"], database_url, cwd=str(tmp_path))
     assert text.returncode == 0, text.stderr
     (line,) = [line for line in text.stdout.splitlines() if "brittle" in line]
-    assert "paused (1 consecutive periods failed)" in line, text.stdout
+    assert "paused (its last period failed)" in line, text.stdout

@@ -184,7 +184,8 @@ SELECT (SELECT count(*) FROM target) AS found, (SELECT count(*) FROM changed) AS
 SCHEDULES_PAUSE_AFTER_FAILURES: LiteralString = """
 UPDATE pgbeat_schedules
 SET paused = true, paused_at = now(), paused_by = %(by)s, updated_at = now(),
-    paused_reason = pause_after_failures || ' consecutive periods failed'
+    paused_reason = CASE pause_after_failures WHEN 1 THEN 'its last period failed'
+                    ELSE pause_after_failures || ' consecutive periods failed' END
 WHERE name = ANY(%(names)s::text[]) AND deleted_at IS NULL AND NOT paused
 RETURNING name, paused_reason"""
 
