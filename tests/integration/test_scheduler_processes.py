@@ -38,6 +38,12 @@ def seconds_of(conn: psycopg.Connection[Any], name: str) -> list[Any]:
     ]
 
 
+def in_loop(conn: psycopg.Connection[Any]) -> set[int]:
+    """The pids of the schedulers whose loop has written a heartbeat."""
+    rows = conn.execute("SELECT pid FROM pgbeat_processes WHERE role = 'scheduler'")
+    return {int(pid) for (pid,) in rows}
+
+
 def stop_all(replicas: list[CliProcess], within: float) -> list[str]:
     """SIGTERM to all at once; each has until one shared deadline to exit, else SIGKILL."""
     for replica in replicas:
@@ -81,6 +87,10 @@ def test_eight_replicas_with_kills_and_restarts_enqueue_each_period_once(
         replicas += [start_cli(args, database_url) for _ in range(2)]
         before = ticks()
         wait_for(lambda: ticks() >= before + 4, timeout=30, message="ticks after the restarts")
+        # Every survivor in its loop (its heartbeat is written there, after its signal
+        # handlers): a replica still importing when SIGTERM came died of it (-15) in CI.
+        alive = {r.pid for r in replicas if r not in victims}
+        wait_for(lambda: alive <= in_loop(conn), timeout=30, message="every survivor in its loop")
     finally:
         outputs = stop_all(replicas, within=10.0)
 
