@@ -248,6 +248,7 @@ RETURNING id"""
 # the newest periods (pgbeat_schedule_history_period) and the newest manual runs
 # (pgbeat_schedule_history_manual), each read to the limit and merged; then the jobs'
 # primary key. Two partial indexes, so a claimed period writes one index entry, not two.
+# Periods are unique by fire time; manual runs of one transaction share one, hence id.
 HISTORY_OF_SCHEDULE: LiteralString = """
 SELECT h.id, h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, j.status AS job_status,
        h.inserted_at, h.inserted_by, h.inserted_at - h.fire_at AS lag
@@ -260,7 +261,7 @@ FROM (
     (SELECT * FROM pgbeat_schedule_history
      WHERE schedule = %(name)s AND outcome = 'manual'
        AND (%(before)s::timestamptz IS NULL OR fire_at < %(before)s::timestamptz)
-     ORDER BY fire_at DESC LIMIT %(limit)s)
+     ORDER BY fire_at DESC, id DESC LIMIT %(limit)s)
 ) AS h
 LEFT JOIN jobs AS j ON j.id = h.job_id
 ORDER BY h.fire_at DESC, h.id DESC
