@@ -1,0 +1,62 @@
+"""What the steering tests share: the steer app's tables, an in-process worker, and
+readers of a job's row, attempts and executions."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pydantic
+
+import pgbeat
+from tests.apps.steer_app import SETUP
+
+FAST = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
+
+
+class Report(pydantic.BaseModel):
+    rows: int
+    name: str
+
+
+def steer_tables(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """The steer app's tables, created on ``conn`` (each test module's ``tables`` fixture)."""
+    conn.execute(SETUP.encode())
+    return conn
+
+
+def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Iterator[pgbeat.Worker]:
+    settings.setdefault("backoff", FAST)
+    settings.setdefault("poll_interval", timedelta(milliseconds=200))
+    settings.setdefault("heartbeat", False)
+    worker = pgbeat.Worker(url, registry, pgbeat.WorkerSettings(**settings))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    yield worker
+    worker.stop()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the worker did not stop"
+
+
+def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+        row = cursor.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None
+    return row
+
+
+def attempts_of(conn: psycopg.Connection[Any], job_id: int) -> list[str]:
+    rows = conn.execute(
+        "SELECT outcome FROM pgbeat_job_attempts WHERE job_id = %s ORDER BY finished_at",
+        (job_id,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def started(conn: psycopg.Connection[Any], job_id: int) -> int:
+    row = conn.execute("SELECT count(*) FROM executions WHERE job_id = %s", (job_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
