@@ -10,9 +10,11 @@ from typing import Any
 
 import psycopg
 import pydantic
+import pytest
 
 import pgbeat
 from tests.apps.steer_app import SETUP
+from tests.apps.steer_app import registry as steer_registry
 
 FAST = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
 
@@ -22,10 +24,17 @@ class Report(pydantic.BaseModel):
     name: str
 
 
-def steer_tables(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    """The steer app's tables, created on ``conn`` (each test module's ``tables`` fixture)."""
+@pytest.fixture(name="tables")
+def tables_fixture(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """The steer app's tables, created on ``conn``."""
     conn.execute(SETUP.encode())
     return conn
+
+
+@pytest.fixture(name="worker")
+def worker_fixture(database_url: str, tables: psycopg.Connection[Any]) -> Iterator[pgbeat.Worker]:
+    """An in-process worker of the steer app's registry, stopped after the test."""
+    yield from running_worker(database_url, steer_registry)
 
 
 def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Iterator[pgbeat.Worker]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,25 +18,15 @@ from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.worker import operations
 from tests.apps.steer_app import registry as steer_registry
 from tests.helpers import wait_for
-from tests.integration.steering_support import (
+from tests.integration.steering_support import (  # noqa: F401 (the two fixtures)
     attempts_of,
     job_row,
     running_worker,
     started,
-    steer_tables,
+    tables_fixture,
+    worker_fixture,
 )
 from tests.integration.test_schedule_state import SECOND, whole_second_after
-
-
-@pytest.fixture
-def tables(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    return steer_tables(conn)
-
-
-@pytest.fixture
-def worker(database_url: str, tables: psycopg.Connection[Any]) -> Iterator[pgbeat.Worker]:
-    yield from running_worker(database_url, steer_registry)
-
 
 # -- snooze ----------------------------------------------------------------------------------
 

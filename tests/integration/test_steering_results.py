@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -15,25 +14,15 @@ import pytest
 
 import pgbeat
 from pgbeat.errors import JobNotFound
-from tests.apps.steer_app import registry as steer_registry
-from tests.integration.steering_support import (
+from tests.integration.steering_support import (  # noqa: F401 (the two fixtures)
     Report,
     job_row,
     running_worker,
-    steer_tables,
+    tables_fixture,
+    worker_fixture,
 )
 
 # -- results and wait ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tables(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    return steer_tables(conn)
-
-
-@pytest.fixture
-def worker(database_url: str, tables: psycopg.Connection[Any]) -> Iterator[pgbeat.Worker]:
-    yield from running_worker(database_url, steer_registry)
 
 
 @pytest.mark.slow
