@@ -59,9 +59,13 @@ def sleepy(payload: dict[str, Any], job: pgbeat.JobContext) -> dict[str, Any]:
 
 @registry.handler("async_sleepy")
 async def async_sleepy(payload: dict[str, Any], job: pgbeat.JobContext) -> dict[str, Any]:
-    """Sleep ``seconds`` on the event loop; a cancel arrives as CancelledError."""
-    await asyncio.to_thread(_started, job)
+    """Sleep ``seconds`` on the event loop; a cancel arrives as CancelledError.
+
+    The start is recorded inside the try: a test cancels as soon as it sees that row, which
+    can be before this coroutine resumed from the thread that wrote it (the cancel then
+    arrived at that await, and the end went unrecorded: CI saw it)."""
     try:
+        await asyncio.to_thread(_started, job)
         await asyncio.sleep(float(payload.get("seconds", 0)))
     except asyncio.CancelledError:
         await asyncio.shield(asyncio.to_thread(_ended, job, "stopped"))
