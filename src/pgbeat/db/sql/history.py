@@ -82,7 +82,7 @@ WITH period AS MATERIALIZED (
                 SELECT j.status, h.inserted_at FROM pgbeat_schedule_history AS h
                 LEFT JOIN jobs AS j ON j.id = h.job_id
                 WHERE h.schedule = busy.schedule AND h.outcome = 'enqueued'
-                  AND h.outcome <> 'manual' AND h.fire_at < to_timestamp(busy.fire_epoch)
+                  AND h.fire_at < to_timestamp(busy.fire_epoch)
                   AND (j.status IS NULL OR j.status NOT IN ('pending', 'running'))
                 ORDER BY h.fire_at DESC LIMIT busy.pause_after_failures
             ) AS recent WHERE recent.status = 'failed'
