@@ -37,28 +37,33 @@ OTHER_JOBS = 250_000  # the unlimited queue's jobs beside (or without) a rate-li
 # -- children: one measurement each, on the pgbeat their PYTHONPATH gives --------------------
 
 
-def child_drain(
-    url: str, jobs: int, keys: int, key_concurrency: int | None, distinct: bool = False
-) -> dict[str, Any]:
-    """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs.
+def enqueue_noops(conn: psycopg.Connection[Any], jobs: int, keys: int, distinct: bool) -> None:
+    """``jobs`` no-op jobs, over ``keys`` limit keys of queue "keyed" if any.
 
     Enqueued 1,000 a statement, so a batch shares one run_at (its now()), unless
     ``distinct``: then each job's run_at is a microsecond apart, as jobs enqueued one by
     one are (an index on run_at alone stores a shared value once, B-tree deduplication).
     """
     epoch = datetime.now(UTC) - timedelta(hours=1)
+    for start in range(0, jobs, 1000):
+        batch = []
+        for i in range(start, min(jobs, start + 1000)):
+            fields: dict[str, Any] = {}
+            if keys:
+                fields = {"queue": "keyed", "limit_key": f"k{i % keys}"}
+            if distinct:
+                fields["run_at"] = epoch + timedelta(microseconds=i)
+            batch.append(pgbeat.NewJob("noop", {}, **fields))
+        pgbeat.enqueue_many(conn, batch)
+
+
+def child_drain(
+    url: str, jobs: int, keys: int, key_concurrency: int | None, distinct: bool = False
+) -> dict[str, Any]:
+    """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs."""
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
-        fields: dict[str, Any] = {}
-        for start in range(0, jobs, 1000):
-            batch = []
-            for i in range(start, min(jobs, start + 1000)):
-                if keys:
-                    fields = {"queue": "keyed", "limit_key": f"k{i % keys}"}
-                if distinct:
-                    fields = {**fields, "run_at": epoch + timedelta(microseconds=i)}
-                batch.append(pgbeat.NewJob("noop", {}, **fields))
-            pgbeat.enqueue_many(conn, batch)
+        enqueue_noops(conn, jobs, keys, distinct)
         if key_concurrency is not None:
             pgbeat.configure_queue(conn, "keyed", key_concurrency=key_concurrency)
         conn.execute("VACUUM ANALYZE jobs")
@@ -252,15 +257,7 @@ def child_claim_buffers(url: str, jobs: int, distinct: bool = False) -> dict[str
         from pgbeat.db.queries import JOBS_CLAIM as claim  # type: ignore[import-not-found, no-redef]
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
-        epoch = datetime.now(UTC) - timedelta(hours=1)
-        for start in range(0, jobs, 1000):
-            batch = [
-                pgbeat.NewJob(
-                    "noop", {}, run_at=epoch + timedelta(microseconds=i) if distinct else None
-                )
-                for i in range(start, min(jobs, start + 1000))
-            ]
-            pgbeat.enqueue_many(conn, batch)
+        enqueue_noops(conn, jobs, 0, distinct)
         conn.execute("VACUUM ANALYZE jobs")
         params = {"limit": 100, "lease": "5 minutes", "kinds": ["noop"]}
         buffers = claimed = 0
