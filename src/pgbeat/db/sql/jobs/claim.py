@@ -21,15 +21,12 @@ from typing import LiteralString
 # pgbeat_queues, so a queue paused or limited since that look is never claimed here (it
 # goes to JOBS_CLAIM_LIMITED once the worker reads the held queues again). The lease and
 # the run's start (started_at, migration 0013) are set and committed at once: no lock
-# outlives this statement. The update finds the rows it locked by their tuple address
-# (`ctid = ANY(ARRAY(...))`, a TID scan): rows this statement holds locked cannot move, and
-# a TID scan is the plan whatever the statistics say (a join here turned into a sequential
-# scan per claim on a fresh table), without the primary-key descent per row that
-# `id = ANY` paid (a tenth of the claim's buffer reads: docs/flow-control.md); jobs is a
-# plain table, where a ctid names one row (a partitioned one has addresses per partition,
-# docs/scale.md, and bench/partitions.py claims its partitioned twin by id). Dates
-# outside years 1-9999 come back NULL and the payload as text: the worker decodes each row
-# alone, so one row the driver could not read fails alone instead of every claim.
+# outlives this statement. The update finds the rows it locked by tuple address (`ctid =
+# ANY(ARRAY(...))`, a TID scan whatever the statistics say; a join here became a sequential
+# scan per claim on a fresh table): locked rows cannot move, and no primary-key descent per
+# row (docs/flow-control.md). A ctid names one row in a plain table only (docs/scale.md).
+# Dates outside years 1-9999 come back NULL and the payload as text: the worker decodes
+# each row alone, so one row the driver could not read fails alone instead of every claim.
 JOBS_CLAIM: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
