@@ -157,24 +157,17 @@ def test_metrics_scrape_shows_a_completed_job(
     try:
         wait_for(lambda: statuses(conn) == {"done": 1}, timeout=30, message="job done")
 
-        def scrape() -> str:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    return str(r.read().decode())
-            except OSError:
-                return ""
-
         # The counter moves just after the job's commit, so the row can read done a moment
         # before the scrape counts it: wait for the sample, not for any page.
         def counted() -> str:
-            body = scrape()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    body = str(r.read().decode())
+            except OSError:
+                return ""
             return body if 'pgbeat_jobs_total{kind="noop",outcome="done"}' in body else ""
 
-        body = wait_for(
-            counted,
-            timeout=10,
-            message="metrics served with the done job counted",
-        )
+        body = wait_for(counted, timeout=10, message="metrics served with the done job counted")
     finally:
         worker.stop()
     samples = {
