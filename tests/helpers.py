@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -127,3 +127,10 @@ def start_cli(
 def statuses(conn: psycopg.Connection[Any]) -> dict[str, int]:
     rows = conn.execute("SELECT status, count(*) FROM jobs GROUP BY status").fetchall()
     return {status: count for status, count in rows}
+
+
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of an ``EXPLAIN (FORMAT JSON)`` plan, the given one first."""
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)

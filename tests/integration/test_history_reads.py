@@ -7,7 +7,6 @@ expected order is known without the code under test.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +16,7 @@ import pgbeat
 from pgbeat.db.sql import history as history_sql
 from pgbeat.scheduling import state
 from pgbeat.ui.schedule_data import history_rows
+from tests.helpers import plan_nodes
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # (seconds after T0, outcome): periods and manual runs interleaved, oldest first.
@@ -91,18 +91,8 @@ def test_history_reads_use_the_partial_indexes_not_a_scan(conn: psycopg.Connecti
     ):
         row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
         assert row is not None
-        nodes = list(walk(row[0][0]["Plan"]))
-        read = {node.get("Index Name") for node in nodes}
+        plan = row[0][0]["Plan"]
+        read = {node.get("Index Name") for node in plan_nodes(plan)}
         assert {"pgbeat_schedule_history_period", "pgbeat_schedule_history_manual"} <= read
-        assert not [
-            node
-            for node in nodes
-            if node["Node Type"] == "Seq Scan"
-            and node.get("Relation Name") == "pgbeat_schedule_history"
-        ]
-
-
-def walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from walk(child)
+        scanned = {n.get("Relation Name") for n in plan_nodes(plan) if n["Node Type"] == "Seq Scan"}
+        assert "pgbeat_schedule_history" not in scanned

@@ -22,7 +22,7 @@ from pgbeat.scheduling import periods, planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import wait_for
+from tests.helpers import plan_nodes, wait_for
 
 COUNT = 2_000
 
@@ -94,10 +94,7 @@ def test_a_tick_of_thousands_of_periods_joins_them_by_hash(
 
 def seq_scans(node: dict[str, Any]) -> list[str]:
     """The tables a plan reads by a sequential scan."""
-    found = [node["Relation Name"]] if node["Node Type"] == "Seq Scan" else []
-    for child in node.get("Plans", []):
-        found += seq_scans(child)
-    return found
+    return [n["Relation Name"] for n in plan_nodes(node) if n["Node Type"] == "Seq Scan"]
 
 
 def test_on_tables_analyzed_empty_the_claim_probes_by_index(
