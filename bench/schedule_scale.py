@@ -8,9 +8,10 @@ every replica runs a schedule created or changed by ``pgbeat.upsert_schedule`` a
 commit.
 
 ``python -m bench.schedule_scale startup``: 100,000 schedules created from code (as for
-idle); a replica's start-up, from ``Scheduler()`` to the end of its first tick (the table
-loaded, due periods claimed), three times. ``--baseline DIR`` first runs the same with the
-pgbeat of another checkout (``git worktree add /tmp/base REV``) and prints both.
+idle); a replica's start, three times, each in a new process (as a restart is): from
+``Scheduler()`` to the end of its first tick (the table loaded, due periods claimed), and
+from the launch of the process. ``--baseline DIR`` also runs the same with the pgbeat of
+another checkout (``git worktree add /tmp/base REV``), in a database of its own.
 
 ``python -m bench.schedule_scale burst``: 10,000 schedules (250 in each of 40 zones) that
 all fire at the same instant, 8 replicas. Measures when each period's history row and job
@@ -234,30 +235,62 @@ def idle(url: str, count: int, replicas: int, seconds: float, changes: int) -> d
     return idle_figures(count, replicas, fleet.ready, done, commits, copy_seconds)
 
 
-def startup(url: str, count: int, repeats: int = 3) -> dict[str, Any]:
-    """Milliseconds from a replica's ``Scheduler()`` to the end of its first tick."""
+def startup(url: str, count: int, repeats: int = 3, src: str | None = None) -> dict[str, Any]:
+    """A replica's start, ``repeats`` times, each in a process of its own (as a restart is):
+    milliseconds from ``Scheduler()`` to the end of its first tick, and from the launch of
+    the process (``src``: the pgbeat of another checkout)."""
     copy_seconds = insert_schedules(url, daily_schedules(count, random.Random(13)))
-    millis = []
-    with psycopg.connect(url, autocommit=True, options="-c jit=off") as conn:
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE")
-        for _ in range(repeats):
-            started = time.perf_counter()
-            scheduler = Scheduler(url, None, heartbeat=False)
-            scheduler.tick(conn, connections.database_now(conn))
-            millis.append(round((time.perf_counter() - started) * 1000, 1))
-            del scheduler
-    log(f"start-up at {count} schedules: {millis} ms")
-    return {"schedules": count, "copy_seconds": round(copy_seconds, 2), "startup_ms": millis}
+    root = Path(__file__).resolve().parent.parent
+    path = os.pathsep.join([str(Path(src)) if src else str(root / "src"), str(root)])
+    command = [sys.executable, "-m", "bench.schedule_scale", "start-once", "--url", url]
+    millis, from_launch = [], []
+    for _ in range(repeats):
+        launched = time.time()
+        done = subprocess.run(
+            command, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"a start-up failed: {done.stderr.strip()[-500:]}")
+        child = json.loads(done.stdout)
+        millis.append(child["startup_ms"])
+        from_launch.append(round((child["ended"] - launched) * 1000, 1))
+    log(f"start-up at {count} schedules: {millis} ms ({from_launch} ms from the launch)")
+    return {
+        "schedules": count,
+        "copy_seconds": round(copy_seconds, 2),
+        "startup_ms": millis,
+        "from_launch_ms": from_launch,
+    }
+
+
+def start_once(url: str) -> None:
+    """One replica's start in this process, timed; JSON on stdout (``startup``'s child)."""
+    with psycopg.connect(url, autocommit=True, options="-c jit=off") as conn:
+        started = time.perf_counter()
+        scheduler = Scheduler(url, None, heartbeat=False)
+        result = scheduler.tick(conn, connections.database_now(conn))
+        millis = round((time.perf_counter() - started) * 1000, 1)
+    ended = time.time()
+    print(json.dumps({"startup_ms": millis, "ended": ended, "inserted": len(result.inserted)}))
 
 
 def baseline_startup(directory: str, count: int) -> dict[str, Any]:
-    """``startup`` with the pgbeat of another checkout, in a process and database of its own."""
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": f"{Path(directory) / 'src'}{os.pathsep}{root}"}
-    command = [sys.executable, "-m", "bench.schedule_scale", "startup", "--schedules", str(count)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    """``startup`` with the pgbeat of another checkout, in a database of its own."""
+    with database.fresh_database(database.admin_url(), "schedules_base") as url:
+        base = Path(directory) / "src"
+        env_path = os.pathsep.join([str(base), str(Path(__file__).resolve().parent.parent)])
+        migrate = [sys.executable, "-c", _MIGRATE, url]
+        subprocess.run(migrate, env={**os.environ, "PYTHONPATH": env_path}, check=True)
+        return startup(url, count, src=str(base))
+
+
+# Applies the migrations of the pgbeat on PYTHONPATH (a baseline's own).
+_MIGRATE = (
+    "import sys, psycopg, pgbeat; "
+    "pgbeat.apply_migrations(psycopg.connect(sys.argv[1], autocommit=True))"
+)
 
 
 def upsert_some(url: str, changes: int) -> dict[str, tuple[str, float]]:
@@ -439,7 +472,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("benchmark", choices=["idle", "burst", "startup"])
+    parser.add_argument("benchmark", choices=["idle", "burst", "startup", "start-once"])
+    parser.add_argument("--url", help="start-once: the database (startup's child)")
     parser.add_argument("--baseline", metavar="DIR", help="startup: also this checkout's pgbeat")
     parser.add_argument("--schedules", type=int, help="default 100000 (idle), 10000 (burst)")
     parser.add_argument("--replicas", type=int, help="default 4 (idle), 8 (burst)")
@@ -447,6 +481,9 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=10, help="idle: upserts to watch for")
     parser.add_argument("--jitter", help="burst: a jitter such as 60s")
     args = parser.parse_args()
+    if args.benchmark == "start-once":
+        start_once(args.url)
+        return
     admin = database.admin_url()
     with database.fresh_database(admin, "schedules") as url:
         with psycopg.connect(url, autocommit=True) as conn:

@@ -125,3 +125,31 @@ def test_a_definition_edited_without_its_hash_runs_alike_on_every_replica(
     fires = [datetime.fromisoformat(key.partition("@")[2]) for key in keys]
     assert fires and all(fire.timestamp() % 7 == 0 for fire in fires), keys
     assert len(set(fires)) == len(fires)
+
+
+# Names the model refuses, each on a copy of one valid row (so the copies share its
+# definition, which a replica validates once): only the name can make them invalid.
+BAD_NAMES = ("not a name", "x" * 201, "..", "semi;colon", "")
+
+
+def test_rows_alike_but_for_their_names_are_each_checked_by_name(
+    conn: Conn, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pgbeat.upsert_schedule(conn, "alike_1", every="1s", kind="alike", catch_up="none")
+    copy: LiteralString = (
+        "INSERT INTO pgbeat_schedules SELECT (jsonb_populate_record(NULL::pgbeat_schedules,"
+        " to_jsonb(s) || jsonb_build_object('name', %s::text))).*"
+        " FROM pgbeat_schedules AS s WHERE name = 'alike_1'"
+    )
+    for name in ("alike_2", "x" * 200, *BAD_NAMES):
+        conn.execute(copy, (name,))
+    caplog.set_level(logging.WARNING, "pgbeat.scheduler")
+    replica = Scheduler(database_url, None, heartbeat=False)
+    result = replica.tick(conn, _now(conn) + timedelta(seconds=2))
+    assert sorted(replica.catalog.names()) == sorted(["alike_1", "alike_2", "x" * 200])
+    assert sorted(replica.catalog.invalid) == sorted(BAD_NAMES)
+    assert all(replica.catalog.invalid[name].startswith("name") for name in BAD_NAMES)
+    assert {key.partition("@")[0] for key in result.inserted} == {"alike_1", "alike_2", "x" * 200}
+    # Alike rows join one group: one timing, one template, three members.
+    groups = {id(replica.catalog._group_of[name]) for name in replica.catalog.names()}
+    assert len(groups) == 1 and len(replica.catalog.templates.by_number) == 1

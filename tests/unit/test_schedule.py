@@ -13,12 +13,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from freezegun import freeze_time
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pgbeat.scheduling.schedule import (
     Schedule,
     fire_times_after,
     fire_times_between,
+    is_schedule_name,
     next_fire_after,
     unique_key,
     validate_cron,
@@ -821,3 +824,25 @@ def test_durations_accept_text_and_serialise_back() -> None:
     dumped = schedule.model_dump_json()
     assert '"every":"1h30m"' in dumped
     assert Schedule.model_validate_json(dumped) == schedule
+
+
+@given(st.text(max_size=210) | st.from_regex(r"[A-Za-z0-9_.:-]{1,205}", fullmatch=True))
+def test_is_schedule_name_agrees_with_the_model(name: str) -> None:
+    try:
+        Schedule.model_validate({"name": name, "kind": "k", "every": "1m"})
+    except ValidationError:
+        accepted = False
+    else:
+        accepted = True
+    assert is_schedule_name(name) is accepted
+
+
+@pytest.mark.parametrize("value", [".", "..", "...", "a" * 200, "a" * 201, "", "a b", 7, None])
+def test_is_schedule_name_at_the_edges(value: object) -> None:
+    try:
+        Schedule.model_validate({"name": value, "kind": "k", "every": "1m"})
+    except ValidationError:
+        accepted = False
+    else:
+        accepted = True
+    assert is_schedule_name(value) is accepted

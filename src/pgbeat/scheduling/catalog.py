@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import operator
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,36 +30,54 @@ from psycopg.rows import dict_row
 
 from pgbeat.db.guarded import DECODE_ERRORS, guard, unreadable
 from pgbeat.db.sql import schedules as schedule_sql
+from pgbeat.scheduling.definition import DEFINITION_COLUMNS
 from pgbeat.scheduling.groups import (
+    Definition,
     Group,
     Member,
     Policy,
     Template,
     Templates,
     gaps_of,
-    policy_of,
 )
-from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.schedule import is_schedule_name
 from pgbeat.scheduling.state import validated_schedule
 
 log = logging.getLogger("pgbeat.scheduler")
 
 
-def _readable_schedule(row: Mapping[str, Any], guarded: bool) -> tuple[Schedule | None, str | None]:
-    """The row's ``Schedule``, or None and why: a value Python cannot hold (only a guarded
-    read can return one), or a definition that does not validate (or nests too deep to)."""
+def _readable_schedule(
+    row: Mapping[str, Any], guarded: bool, known: dict[tuple[Any, ...], Definition]
+) -> tuple[Definition | None, str | None]:
+    """The row's definition, or None and why: a value Python cannot hold (only a guarded
+    read can return one), or a definition that does not validate (or nests too deep to).
+
+    ``known`` holds the definitions validated so far, by their columns but name and payload:
+    a row equal to one of them in those needs no model, once its name passes the model's
+    rules (a validation per row was a quarter of a start-up at 100,000 schedules).
+    """
     problem = unreadable(row) if guarded else None
     if problem is not None:
         return None, problem
     kind = row.get("payload_type")  # the payload travels as text (SCHEDULES_ALL says why)
     if kind is not None and kind != "object":
         return None, f"payload: must be a JSON object, not {_ARTICLE.get(kind, 'a')} {kind}"
+    key = _shared(row)
+    definition = known.get(key)
+    if definition is not None and is_schedule_name(row["name"]):
+        return definition, None
     try:
-        return validated_schedule(row)
+        schedule, problem = validated_schedule(row)
+        if schedule is None:
+            return None, problem
+        definition = known[key] = Definition.of(schedule)
+        return definition, None
     except _ROW_ERRORS as exc:
         return None, _row_error(exc)
 
 
+# The definition columns that a row's Definition depends on (all but the payload), as a tuple.
+_shared = operator.itemgetter(*(column for column in DEFINITION_COLUMNS if column != "payload"))
 _ARTICLE = {"array": "an"}
 
 # What a row whose values decoded can still raise on its way into the copy (a payload
@@ -133,10 +152,12 @@ class Catalog:
                 guard(cursor)
             cursor.itersize = 2000
             cursor.execute(schedule_sql.SCHEDULES_ALL)
+            known: dict[tuple[Any, ...], Definition] = {}
             for row in cursor:
-                self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
-                if row["name"] is not None:
-                    self._apply(row, guarded)
+                if row["snapshot_xmax"] is not None:
+                    self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
+                else:
+                    self._apply(row, guarded, known)
 
     def refresh(self, conn: psycopg.Connection[Any]) -> int:
         """Apply the rows written since the last look; return how many schedules changed.
@@ -152,10 +173,12 @@ class Catalog:
         with conn.cursor(row_factory=dict_row) as cursor:
             guard(cursor)
             cursor.execute(schedule_sql.SCHEDULES_CHANGED, {"xmax": xmax, "xip": xip})
+            known: dict[tuple[Any, ...], Definition] = {}
             for row in cursor:
-                self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
-                if row["name"] is not None:
-                    changed += self._apply(row, guarded=True)
+                if row["snapshot_xmax"] is not None:
+                    self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
+                else:
+                    changed += self._apply(row, True, known)
         return changed
 
     def take_due(self, now: datetime) -> list[Group]:
@@ -234,28 +257,33 @@ class Catalog:
         fresh.alive = False
         return settled
 
-    def _apply(self, row: dict[str, Any], guarded: bool) -> int:
+    def _apply(
+        self, row: dict[str, Any], guarded: bool, known: dict[tuple[Any, ...], Definition]
+    ) -> int:
         """Bring one row into the copy; 1 when the schedules changed, else 0."""
-        changed = self._change(row, guarded)
+        changed = self._change(row, guarded, known)
         self.changes += changed
         return changed
 
-    def _change(self, row: dict[str, Any], guarded: bool) -> int:
+    def _change(
+        self, row: dict[str, Any], guarded: bool, known: dict[tuple[Any, ...], Definition]
+    ) -> int:
         name = row["name"]
         group = self._group_of.get(name)
         member = None if group is None else group.members[name]
         if row["deleted_at"] is not None:
             self.invalid.pop(name, None)
             return self._remove(name) if member is not None else 0
-        schedule, problem = _readable_schedule(row, guarded)
-        if schedule is None:
+        definition, problem = _readable_schedule(row, guarded, known)
+        if definition is None:
             if member is not None:
                 self._remove(name)
             self._report_invalid(name, problem or "invalid")
             return 1
+        template = definition.template(row["payload_text"])
         if member is not None and member.definition_hash == row["definition_hash"]:
             assert group is not None
-            if self._same(member, group, schedule, row.get("payload_text")):
+            if self._same(member, group, definition, template):
                 gaps = gaps_of(row)  # a pause or resume: same periods
                 if gaps != member.gaps:
                     member.gaps = gaps
@@ -270,47 +298,44 @@ class Catalog:
             )
         if member is not None:
             self._remove(name)
-        try:
-            self._add(schedule, row)
-        except _ROW_ERRORS as exc:
-            self._report_invalid(name, _row_error(exc))
-            return 1
+        self._add(name, definition, template, row)
         self.invalid.pop(name, None)
         return 1
 
     def _same(
-        self, member: Member, group: Group, schedule: Schedule, payload_text: str | None
+        self, member: Member, group: Group, definition: Definition, template: Template
     ) -> bool:
-        """Whether ``schedule`` has the periods and jobs that ``member`` (of ``group``) has.
+        """Whether ``definition`` has the periods and jobs that ``member`` (of ``group``) has.
 
         Everything ``_add`` takes from a definition is compared here.
         """
         return (
-            group.policy == policy_of(schedule)
-            and member.kind == schedule.kind
-            and member.jitter == schedule.jitter
-            and member.overlap == schedule.overlap
-            and self.templates.by_number[member.template] == Template.of(schedule, payload_text)
+            group.policy == definition.policy
+            and member.kind == definition.kind
+            and member.jitter == definition.jitter
+            and member.overlap == definition.overlap
+            and self.templates.by_number[member.template] == template
         )
 
-    def _add(self, schedule: Schedule, row: Mapping[str, Any]) -> None:
-        # first: it raises for a payload JSON cannot hold
-        template = Template.of(schedule, row.get("payload_text"))
-        policy = policy_of(schedule)
-        group = self._fresh.setdefault(policy, Group(policy))
-        group.members[schedule.name] = Member(
-            name=schedule.name,
-            kind=schedule.kind,
-            jitter=schedule.jitter,
-            overlap=schedule.overlap,
-            definition_hash=row["definition_hash"],
-            template=self.templates.take(template),
-            gaps=gaps_of(row),
-            created_at=row["created_at"],
+    def _add(
+        self, name: str, definition: Definition, template: Template, row: Mapping[str, Any]
+    ) -> None:
+        group = self._fresh.get(definition.policy)
+        if group is None:
+            group = self._fresh[definition.policy] = Group(definition.policy)
+        group.members[name] = Member(
+            name,
+            definition.kind,
+            definition.jitter,
+            definition.overlap,
+            row["definition_hash"],
+            self.templates.take(template),
+            gaps_of(row),
+            row["created_at"],
         )
-        self._group_of[schedule.name] = group
-        if schedule.overlap == "buffer_one":
-            self.buffering.add(schedule.name)
+        self._group_of[name] = group
+        if definition.overlap == "buffer_one":
+            self.buffering.add(name)
 
     def _remove(self, name: str) -> int:
         self.buffering.discard(name)

@@ -81,11 +81,11 @@ def schedule_values(schedule: Schedule) -> dict[str, Any]:
 
 def schedule_from_row(row: Mapping[str, Any]) -> Schedule:
     """The ``Schedule`` of a pgbeat_schedules row (validated: rows may come from raw SQL)."""
-    values = {column: row[column] for column in DEFINITION_COLUMNS}
-    values["payload"] = row["payload"] if row["payload"] is not None else {}
-    return Schedule.model_validate(
-        {"name": row["name"], **_without_none(values)}, context={FROM_JSONB: True}
-    )
+    # A NULL is the default (a payload too: {}); a row without a payload column (a
+    # replica's load: catalog.py) validates the rest.
+    values = {c: v for c in DEFINITION_COLUMNS if (v := row.get(c)) is not None}
+    values["name"] = row["name"]
+    return Schedule.model_validate(values, context={FROM_JSONB: True})
 
 
 def _canonical(schedule: Schedule) -> str:
@@ -114,7 +114,3 @@ def _seconds(value: timedelta | None) -> float | None:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _without_none(values: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}

@@ -8,7 +8,6 @@ Rows in, values out, no statements: the catalog (catalog.py) keeps them in step 
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,17 +35,40 @@ class Template(NamedTuple):
     queue: str
     priority: int
 
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """What a replica runs of a validated schedule, but its name and payload.
+
+    Rows that differ only in those share one (catalog.py validates such rows once).
+    """
+
+    policy: Policy
+    kind: str
+    jitter: timedelta | None
+    overlap: str
+    max_attempts: int
+    keep_seconds: float
+    queue: str
+    priority: int
+
     @classmethod
-    def of(cls, schedule: Schedule, payload_text: str | None = None) -> Template:
-        """The template of ``schedule``; ``payload_text`` is its payload as the jsonb column
-        gives it, when read from the table (no second encoding of 100,000 payloads)."""
+    def of(cls, schedule: Schedule) -> Definition:
         return cls(
-            json.dumps(schedule.payload) if payload_text is None else payload_text,
+            policy_of(schedule),
+            schedule.kind,
+            schedule.jitter,
+            schedule.overlap,
             schedule.max_attempts or payloads.DEFAULT_MAX_ATTEMPTS,
             keep_for(schedule).total_seconds(),
             schedule.queue,
             schedule.priority,
         )
+
+    def template(self, payload: str) -> Template:
+        """The template of a schedule with this definition and ``payload`` (JSON text, as
+        the jsonb column gives it: no second encoding of 100,000 payloads)."""
+        return Template(payload, self.max_attempts, self.keep_seconds, self.queue, self.priority)
 
 
 @dataclass(eq=False, slots=True)

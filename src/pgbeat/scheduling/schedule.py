@@ -41,6 +41,7 @@ _FIRST = datetime(1970, 1, 1, tzinfo=UTC)
 _LAST = datetime(9999, 1, 1, tzinfo=UTC)
 _DAY = timedelta(days=1)
 _NAME = re.compile(r"[A-Za-z0-9_.:-]+")
+_NOT_NAMES = (".", "..")
 # "localtime" (and "posixrules") are whatever the host's zone files point at, and
 # "right/*" clocks count leap seconds: replicas on different hosts would disagree, so
 # none is accepted even when zoneinfo loads it.
@@ -87,7 +88,7 @@ class Schedule(BaseModel):
     def _check_name(cls, value: str) -> str:
         if not _NAME.fullmatch(value):
             raise ValueError(f"{value!r} has characters other than letters, digits and _ . : -")
-        if value in (".", ".."):  # as a path segment of a link it names another page
+        if value in _NOT_NAMES:  # as a path segment of a link it names another page
             raise ValueError(f"{value!r} is not a schedule name: use a letter or a digit")
         return value
 
@@ -223,6 +224,16 @@ class Schedule(BaseModel):
         return self.cron is not None and cron.parse_cron(self.cron).fixed_time
 
 
+def is_schedule_name(value: object) -> bool:
+    """Whether ``Schedule`` accepts ``value`` as a name (its every rule, without a model)."""
+    return (
+        isinstance(value, str)
+        and len(value) <= limits.MAX_KIND_LENGTH
+        and _NAME.fullmatch(value) is not None
+        and value not in _NOT_NAMES
+    )
+
+
 @functools.lru_cache(maxsize=4096)  # pure: a replica's 100,000 rows share a few thousand
 def validate_cron(expr: str) -> str:
     """Return ``expr`` normalised (single spaces, lower-case names) or raise ``ValueError``.
@@ -259,6 +270,10 @@ def next_fire_after(schedule: Schedule, after: datetime) -> datetime:
         return _EPOCH + ((after - _EPOCH) // schedule.every + 1) * schedule.every
     candidates: list[datetime] = []
     for instants in _cron_fires(schedule, after):
+        if len(instants) == 1 and not candidates:  # the common case, without a list
+            if instants[0] > after:
+                return instants[0]
+            continue
         candidates.extend(t for t in instants if t > after)
         # A repeated (fall-back) hour can put an earlier fire after a later match, but
         # nothing after this wall-clock time fires before its first instant.
@@ -372,6 +387,8 @@ def _cron_fires(schedule: Schedule, after: datetime) -> Iterator[tuple[datetime,
         local = max(local, dst.wall_time(gap_end, zone) - _MINUTE)
 
 
+# Pure, and a tick asks it for every cron schedule with one ``after`` in a few zones.
+@functools.lru_cache(maxsize=1024)
 def _scan_start(after: datetime, zone: ZoneInfo) -> datetime:
     """A naive local time before every wall-clock time that can fire after ``after``."""
     # Fires up to the next transition have wall times after `after`'s own. Only a
