@@ -33,7 +33,7 @@ class Plan:
     changes: int  # the catalog's change count then
     groups: list[Group]
     batch: PeriodBatch
-    periods: list[GroupPeriods]
+    periods: list[GroupPeriods]  # the groups with due or missed periods
     next_fires: dict[Policy, datetime]  # each group's next fire after ``at``
 
     def fits(self, catalog: Catalog, groups: list[Group], now: datetime) -> bool:
@@ -56,8 +56,9 @@ def plan(catalog: Catalog, groups: list[Group], at: datetime) -> Plan:
     next_fires: dict[Policy, datetime] = {}
     for group in groups:
         due, missed, next_fires[group.policy] = _periods_of(group, at, memo)
-        batch.add(group, due, missed)
-        periods.append((group, due, missed))
+        if due or missed:
+            batch.add(group, due, missed)
+            periods.append((group, due, missed))
     return Plan(at, catalog.changes, groups, batch, periods, next_fires)
 
 
@@ -83,7 +84,7 @@ def plan_ahead(
 
 def _periods_of(
     group: Group, now: datetime, memo: _FireMemo
-) -> tuple[list[datetime], list[datetime], datetime]:
+) -> tuple[Sequence[datetime], Sequence[datetime], datetime]:
     """A group's due and missed periods at ``now``, and its next fire after ``now``.
 
     One fire-time computation when its window holds no period: the common case for a
@@ -94,7 +95,7 @@ def _periods_of(
     since = window_start if group.last_tick is None else max(group.last_tick, window_start)
     first = memo.next_after(timing, since)
     if first > now:
-        return [], [], first
+        return (), (), first  # no list: tens of thousands of them at a start
     due = due_periods(timing, group.last_tick, now, memo.between)
     missed = missed_periods(timing, group.last_tick, now, due, MISSED_LIMIT, memo.between)
     return due, missed, memo.next_after(timing, now)
