@@ -80,8 +80,8 @@ def _readable_schedule(
 _shared = operator.itemgetter(*(column for column in DEFINITION_COLUMNS if column != "payload"))
 _ARTICLE = {"array": "an"}
 
-# What a row whose values decoded can still raise on its way into the copy (a payload
-# nested too deep to validate or to encode for its jobs).
+# What a row whose values decoded can still raise on its way through the model and into
+# a Definition (the payload is not decoded: it goes to the jobs as the text it is).
 _ROW_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)
 
 

@@ -13,7 +13,7 @@ from typing import LiteralString
 # comes as text only, with its JSON type: a replica passes it to the jobs as the text it
 # is (decoding 100,000 payloads it never reads took a tenth of a start-up), and columns it
 # does not use stay out (with the snapshot on every row, they took a fifth of the read).
-_CATALOG_COLUMNS: LiteralString = """
+_CATALOG_SELECT: LiteralString = """
 SELECT name, source, kind, cron, every, timezone, payload::text AS payload_text,
        jsonb_typeof(payload) AS payload_type, max_attempts, catch_up, catch_up_window,
        overlap, jitter, start_at, end_at, pause_after_failures, queue, priority,
@@ -28,14 +28,14 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
        ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot()))::text[]"""
 
 # Every live schedule, and the snapshot's row. A full scan, at a replica's start.
-SCHEDULES_ALL: LiteralString = _CATALOG_COLUMNS + " WHERE deleted_at IS NULL" + _SNAPSHOT_ROW
+SCHEDULES_ALL: LiteralString = _CATALOG_SELECT + " WHERE deleted_at IS NULL" + _SNAPSHOT_ROW
 
 # The rows changed since the previous look: written by a transaction that was in progress
 # then (xip) or began after it (>= xmax). Exact, and independent of how long unrelated
 # transactions run (pgbeat_schedules_changed). Tombstones included, and the new snapshot's
 # row.
 SCHEDULES_CHANGED: LiteralString = (
-    _CATALOG_COLUMNS
+    _CATALOG_SELECT
     + """
 WHERE changed_xid >= %(xmax)s::xid8 OR changed_xid = ANY(%(xip)s::xid8[])"""
     + _SNAPSHOT_ROW
