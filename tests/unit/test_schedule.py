@@ -846,3 +846,20 @@ def test_is_schedule_name_at_the_edges(value: object) -> None:
     else:
         accepted = True
     assert is_schedule_name(value) is accepted
+
+
+@pytest.mark.parametrize("cron", ["0 * * * *", "30 2 * * *", "*/7 1-3 * * *", "59 23 * * *"])
+def test_scan_starts_shared_by_many_calls_change_no_answer(cron: str) -> None:
+    """A tick shares one ScanStarts over its calls; around both of Berlin's 2026 changes,
+    ``after`` given in UTC and as either reading of a repeated wall time (fold 0 and 1,
+    which Python holds equal), every answer is the one worked out alone."""
+    berlin = ZoneInfo("Europe/Berlin")
+    schedule = Schedule(name="s", kind="k", cron=cron, timezone="Europe/Berlin")
+    shared: dict[tuple[datetime, ZoneInfo], datetime] = {}
+    for night in (at("2026-03-28 22:00"), at("2026-10-24 22:00")):
+        for minute in range(0, 8 * 60, 7):
+            instant = night + timedelta(minutes=minute, seconds=minute % 3 * 30)
+            local = instant.astimezone(berlin)
+            for after in (instant, local, local.replace(fold=1 - local.fold)):
+                alone = next_fire_after(schedule, after)
+                assert next_fire_after(schedule, after, shared) == alone, (cron, after)

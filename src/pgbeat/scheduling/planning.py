@@ -17,7 +17,12 @@ from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.catchup import ON_TIME, due_periods, missed_periods
 from pgbeat.scheduling.groups import Group, Policy
 from pgbeat.scheduling.periods import PeriodBatch
-from pgbeat.scheduling.schedule import Schedule, fire_times_between, next_fire_after
+from pgbeat.scheduling.schedule import (
+    ScanStarts,
+    Schedule,
+    fire_times_between,
+    next_fire_after,
+)
 
 AHEAD = timedelta(seconds=2)  # plan the next fire time when at least this far ahead
 MISSED_LIMIT = 100  # missed periods recorded per schedule and tick, the latest ones
@@ -111,6 +116,7 @@ class _FireMemo:
     def __init__(self) -> None:
         self._between: dict[tuple[Any, ...], list[datetime]] = {}
         self._next: dict[tuple[Any, ...], datetime] = {}
+        self._scan_starts: ScanStarts = {}  # shared by every timing: one per zone
 
     @staticmethod
     def _timing(schedule: Schedule) -> tuple[Any, ...]:
@@ -125,5 +131,5 @@ class _FireMemo:
     def next_after(self, schedule: Schedule, after: datetime) -> datetime:
         key = (*self._timing(schedule), after)
         if key not in self._next:
-            self._next[key] = next_fire_after(schedule, after)
+            self._next[key] = next_fire_after(schedule, after, self._scan_starts)
         return self._next[key]

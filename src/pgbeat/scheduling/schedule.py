@@ -263,13 +263,20 @@ def fire_times_between(schedule: Schedule, start: datetime, end: datetime) -> li
     return sorted(fires)
 
 
-def next_fire_after(schedule: Schedule, after: datetime) -> datetime:
+# Where to start scanning wall-clock times, by (UTC instant, zone): a tick asks the same
+# ``after`` of every cron schedule, in a few zones (planning.py keeps one per tick).
+ScanStarts = dict[tuple[datetime, ZoneInfo], datetime]
+
+
+def next_fire_after(
+    schedule: Schedule, after: datetime, scan_starts: ScanStarts | None = None
+) -> datetime:
     """The first fire instant strictly after ``after``, as an aware UTC datetime."""
     _require_aware(after=after)
     if schedule.every is not None:
         return _EPOCH + ((after - _EPOCH) // schedule.every + 1) * schedule.every
     candidates: list[datetime] = []
-    for instants in _cron_fires(schedule, after):
+    for instants in _cron_fires(schedule, after, scan_starts):
         if len(instants) == 1 and not candidates:  # the common case, without a list
             if instants[0] > after:
                 return instants[0]
@@ -367,12 +374,18 @@ def _is_zone_name(name: str) -> bool:
     return True
 
 
-def _cron_fires(schedule: Schedule, after: datetime) -> Iterator[tuple[datetime, ...]]:
+def _cron_fires(
+    schedule: Schedule, after: datetime, scan_starts: ScanStarts | None = None
+) -> Iterator[tuple[datetime, ...]]:
     """For each matching wall-clock time that may fire after ``after``: its instants."""
     assert schedule.cron is not None
     expression, zone = cron.parse_cron(schedule.cron), schedule.zone
     fixed = expression.fixed_time
-    local = _scan_start(after, zone)
+    if scan_starts is None:
+        local = _scan_start(after, zone)
+    else:  # by UTC: two readings of a repeated wall time (fold 0 and 1) are equal in Python
+        key = (after.astimezone(UTC), zone)
+        local = scan_starts.get(key) or scan_starts.setdefault(key, _scan_start(after, zone))
     while True:
         local = expression.next_match(local)
         instants = dst.instants(local, zone)
@@ -387,8 +400,6 @@ def _cron_fires(schedule: Schedule, after: datetime) -> Iterator[tuple[datetime,
         local = max(local, dst.wall_time(gap_end, zone) - _MINUTE)
 
 
-# Pure, and a tick asks it for every cron schedule with one ``after`` in a few zones.
-@functools.lru_cache(maxsize=1024)
 def _scan_start(after: datetime, zone: ZoneInfo) -> datetime:
     """A naive local time before every wall-clock time that can fire after ``after``."""
     # Fires up to the next transition have wall times after `after`'s own. Only a
