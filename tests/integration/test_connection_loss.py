@@ -27,8 +27,10 @@ def test_worker_survives_terminated_backends(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     conn.execute(SETUP.encode())
-    total = 300
-    pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.01}) for _ in range(total)])
+    # About 5 s of work at 4 slots: room for every fault however fast the worker recovers
+    # (300 jobs of 10 ms were done after two faults in one CI run, and proved too little).
+    total = 400
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.05}) for _ in range(total)])
     # A claim whose reply is lost with the connection leaves its jobs running until their
     # lease expires: a short lease lets the reaper bring them back within the test.
     settings = pgbeat.WorkerSettings(concurrency=4, lease=timedelta(seconds=2))
