@@ -40,44 +40,79 @@ from pgbeat.scheduling.groups import (
     Templates,
     gaps_of,
 )
-from pgbeat.scheduling.schedule import is_schedule_name
+from pgbeat.scheduling.schedule import is_schedule_name, timing_fields
 from pgbeat.scheduling.state import validated_schedule
 
 log = logging.getLogger("pgbeat.scheduler")
 
 
+class _Validated:
+    """The definitions one read of the table has validated, for the rows after them.
+
+    A row equal to one of them in every definition column but name and payload needs no
+    model once its name passes the model's rules; one that differs from one of them only
+    in its cron and zone as well, once those pass their fields' rules (``timing_fields``).
+    A validation per row was a quarter of a start-up at 100,000 schedules, whose rows are
+    mostly such: one report per customer, at the customer's hour, in the customer's zone.
+    """
+
+    def __init__(self) -> None:
+        self.by_columns: dict[tuple[Any, ...], Definition] = {}
+        self.by_rest: dict[tuple[Any, ...], Definition] = {}  # all but cron and timezone
+
+    def known(self, row: Mapping[str, Any]) -> Definition | None:
+        """A definition validated already that ``row``'s is equal to, or a retiming of."""
+        definition = self.by_columns.get(_shared(row))
+        if definition is not None:
+            return definition
+        like = self.by_rest.get(_rest_of(row))
+        timing = None if like is None else timing_fields(row["cron"], row["timezone"])
+        if like is None or timing is None:
+            return None
+        return like.retimed(*timing)
+
+    def add(self, row: Mapping[str, Any], definition: Definition) -> None:
+        self.by_columns[_shared(row)] = definition
+        self.by_rest.setdefault(_rest_of(row), definition)
+
+
 def _readable_schedule(
-    row: Mapping[str, Any], guarded: bool, known: dict[tuple[Any, ...], Definition]
+    row: Mapping[str, Any], guarded: bool, validated: _Validated
 ) -> tuple[Definition | None, str | None]:
     """The row's definition, or None and why: a value Python cannot hold (only a guarded
-    read can return one), or a definition that does not validate (or nests too deep to).
-
-    ``known`` holds the definitions validated so far, by their columns but name and payload:
-    a row equal to one of them in those needs no model, once its name passes the model's
-    rules (a validation per row was a quarter of a start-up at 100,000 schedules).
-    """
+    read can return one), or a definition that does not validate (or nests too deep to)."""
     problem = unreadable(row) if guarded else None
     if problem is not None:
         return None, problem
     kind = row.get("payload_type")  # the payload travels as text (SCHEDULES_ALL says why)
     if kind is not None and kind != "object":
         return None, f"payload: must be a JSON object, not {_ARTICLE.get(kind, 'a')} {kind}"
-    key = _shared(row)
-    definition = known.get(key)
+    definition = validated.known(row)
     if definition is not None and is_schedule_name(row["name"]):
         return definition, None
-    try:
+    try:  # the model itself: for its one-line reason when the row is invalid
         schedule, problem = validated_schedule(row)
         if schedule is None:
             return None, problem
-        definition = known[key] = Definition.of(schedule)
+        definition = Definition.of(schedule)
+        validated.add(row, definition)
         return definition, None
     except _ROW_ERRORS as exc:
         return None, _row_error(exc)
 
 
-# The definition columns that a row's Definition depends on (all but the payload), as a tuple.
-_shared = operator.itemgetter(*(column for column in DEFINITION_COLUMNS if column != "payload"))
+# The definition columns that a row's Definition depends on (all but the payload), as a
+# tuple; and the same but cron and timezone, with whether cron is set (the model's rule
+# of one of cron and every).
+_SHARED = tuple(column for column in DEFINITION_COLUMNS if column != "payload")
+_shared = operator.itemgetter(*_SHARED)
+_rest = operator.itemgetter(*(c for c in _SHARED if c not in ("cron", "timezone")))
+
+
+def _rest_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (*_rest(row), row["cron"] is None)
+
+
 _ARTICLE = {"array": "an"}
 
 # What a row whose values decoded can still raise on its way through the model and into
@@ -152,12 +187,12 @@ class Catalog:
                 guard(cursor)
             cursor.itersize = 2000
             cursor.execute(schedule_sql.SCHEDULES_ALL)
-            known: dict[tuple[Any, ...], Definition] = {}
+            validated = _Validated()
             for row in cursor:
                 if row["snapshot_xmax"] is not None:
                     self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 else:
-                    self._apply(row, guarded, known)
+                    self._apply(row, guarded, validated)
 
     def refresh(self, conn: psycopg.Connection[Any]) -> int:
         """Apply the rows written since the last look; return how many schedules changed.
@@ -173,12 +208,12 @@ class Catalog:
         with conn.cursor(row_factory=dict_row) as cursor:
             guard(cursor)
             cursor.execute(schedule_sql.SCHEDULES_CHANGED, {"xmax": xmax, "xip": xip})
-            known: dict[tuple[Any, ...], Definition] = {}
+            validated = _Validated()
             for row in cursor:
                 if row["snapshot_xmax"] is not None:
                     self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
                 else:
-                    changed += self._apply(row, True, known)
+                    changed += self._apply(row, True, validated)
         return changed
 
     def take_due(self, now: datetime) -> list[Group]:
@@ -257,24 +292,20 @@ class Catalog:
         fresh.alive = False
         return settled
 
-    def _apply(
-        self, row: dict[str, Any], guarded: bool, known: dict[tuple[Any, ...], Definition]
-    ) -> int:
+    def _apply(self, row: dict[str, Any], guarded: bool, validated: _Validated) -> int:
         """Bring one row into the copy; 1 when the schedules changed, else 0."""
-        changed = self._change(row, guarded, known)
+        changed = self._change(row, guarded, validated)
         self.changes += changed
         return changed
 
-    def _change(
-        self, row: dict[str, Any], guarded: bool, known: dict[tuple[Any, ...], Definition]
-    ) -> int:
+    def _change(self, row: dict[str, Any], guarded: bool, validated: _Validated) -> int:
         name = row["name"]
         group = self._group_of.get(name)
         member = None if group is None else group.members[name]
         if row["deleted_at"] is not None:
             self.invalid.pop(name, None)
             return self._remove(name) if member is not None else 0
-        definition, problem = _readable_schedule(row, guarded, known)
+        definition, problem = _readable_schedule(row, guarded, validated)
         if definition is None:
             if member is not None:
                 self._remove(name)

@@ -65,6 +65,20 @@ class Definition:
             schedule.priority,
         )
 
+    def retimed(self, cron: str | None, timezone: str) -> Definition:
+        """This definition with another cron and zone (validated by the caller)."""
+        _, every, _, catch_up, window = self.policy
+        return Definition(
+            (cron, every, timezone, catch_up, window),
+            self.kind,
+            self.jitter,
+            self.overlap,
+            self.max_attempts,
+            self.keep_seconds,
+            self.queue,
+            self.priority,
+        )
+
     def template(self, payload: str) -> Template:
         """The template of a schedule with this definition and ``payload`` (JSON text, as
         the jsonb column gives it: no second encoding of 100,000 payloads)."""

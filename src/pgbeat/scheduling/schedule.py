@@ -234,6 +234,22 @@ def is_schedule_name(value: object) -> bool:
     )
 
 
+def timing_fields(cron: object, timezone: object) -> tuple[str | None, str] | None:
+    """``cron`` (normalised) and ``timezone`` as ``Schedule`` holds them, or None where it
+    refuses either: the two fields' own rules, without a model (``every`` and the rule
+    that one of cron and every is set are the model's, and not checked here)."""
+    if not isinstance(timezone, str) or not _is_zone_name(timezone):
+        return None
+    if cron is None:
+        return None, timezone
+    if not isinstance(cron, str):
+        return None
+    try:
+        return validate_cron(cron), timezone
+    except ValueError:
+        return None
+
+
 @functools.lru_cache(maxsize=4096)  # pure: a replica's 100,000 rows share a few thousand
 def validate_cron(expr: str) -> str:
     """Return ``expr`` normalised (single spaces, lower-case names) or raise ``ValueError``.
