@@ -23,7 +23,12 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()"""
 
 
 def held(conn: psycopg.Connection[Any]) -> Counter[str]:
-    return Counter(row[0] for row in conn.execute(ACTIVITY))
+    """The connections held. A worker's retention round (every 10 s) opens one of its own
+    for the round and closes it (docs/operations.md): not held, so left out here, or a
+    round that falls in the test's window fails it (it did once in CI)."""
+    names = Counter(row[0] for row in conn.execute(ACTIVITY))
+    del names["pgbeat-retention"]
+    return names
 
 
 def settled(conn: psycopg.Connection[Any], expected: Counter[str]) -> Counter[str] | None:
