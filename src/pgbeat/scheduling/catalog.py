@@ -21,7 +21,7 @@ import heapq
 import itertools
 import logging
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -187,12 +187,7 @@ class Catalog:
                 guard(cursor)
             cursor.itersize = 2000
             cursor.execute(schedule_sql.SCHEDULES_ALL)
-            validated = _Validated()
-            for row in cursor:
-                if row["snapshot_xmax"] is not None:
-                    self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
-                else:
-                    self._apply(row, guarded, validated)
+            self._apply_rows(cursor, guarded)
 
     def refresh(self, conn: psycopg.Connection[Any]) -> int:
         """Apply the rows written since the last look; return how many schedules changed.
@@ -204,17 +199,10 @@ class Catalog:
             self.load(conn)
             return len(self)
         xmax, xip = self.snapshot
-        changed = 0
         with conn.cursor(row_factory=dict_row) as cursor:
             guard(cursor)
             cursor.execute(schedule_sql.SCHEDULES_CHANGED, {"xmax": xmax, "xip": xip})
-            validated = _Validated()
-            for row in cursor:
-                if row["snapshot_xmax"] is not None:
-                    self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
-                else:
-                    changed += self._apply(row, True, validated)
-        return changed
+            return self._apply_rows(cursor, guarded=True)
 
     def take_due(self, now: datetime) -> list[Group]:
         """The groups due at ``now``: new ones, and those whose next fire has come.
@@ -291,6 +279,17 @@ class Catalog:
             self._group_of[name] = settled
         fresh.alive = False
         return settled
+
+    def _apply_rows(self, rows: Iterable[dict[str, Any]], guarded: bool) -> int:
+        """Bring the schedules' rows into the copy and take the snapshot's (SCHEDULES_ALL
+        and SCHEDULES_CHANGED); return how many schedules changed."""
+        validated, changed = _Validated(), 0
+        for row in rows:
+            if row["snapshot_xmax"] is not None:
+                self.snapshot = (row["snapshot_xmax"], row["snapshot_xip"])
+            else:
+                changed += self._apply(row, guarded, validated)
+        return changed
 
     def _apply(self, row: dict[str, Any], guarded: bool, validated: _Validated) -> int:
         """Bring one row into the copy; 1 when the schedules changed, else 0."""
