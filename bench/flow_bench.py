@@ -290,7 +290,7 @@ CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
 def run_child(src: Path, admin: str, mode: str, **kwargs: Any) -> dict[str, Any]:
     """One child on a fresh database, importing pgbeat from ``src``."""
     with database.fresh_database(admin, f"flow_{mode}") as url:
-        env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
+        env = machine.revision_env(src)
         command = [sys.executable, "-m", "bench.flow_bench", "--child", mode, "--url", url]
         command += ["--kwargs", json.dumps(kwargs)]
         done = subprocess.run(

@@ -8,6 +8,13 @@ import subprocess
 from pathlib import Path
 
 BUSY_LOAD = 0.5  # a 1-minute load average above this means something else is running
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def revision_env(src: Path | str, **extra: str) -> dict[str, str]:
+    """This process's environment for a child that imports pgbeat from ``src`` (this
+    checkout's ``src/`` or another revision's) and the benches from this checkout."""
+    return {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}", **extra}
 
 
 def facts() -> dict[str, str | int | float]:

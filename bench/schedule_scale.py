@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import queue
 import random
 import statistics
@@ -45,7 +44,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 
 import pgbeat
-from bench import database
+from bench import database, machine
 from pgbeat.db import connections
 from pgbeat.durations import parse_duration
 from pgbeat.scheduling.definition import schedule_values
@@ -242,15 +241,12 @@ def startup(url: str, count: int, repeats: int = 3, src: str | None = None) -> d
     copy_seconds = insert_schedules(url, daily_schedules(count, random.Random(13)))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE")
-    root = Path(__file__).resolve().parent.parent
-    path = os.pathsep.join([str(Path(src)) if src else str(root / "src"), str(root)])
+    env = machine.revision_env(src or machine.REPO_ROOT / "src")
     command = [sys.executable, "-m", "bench.schedule_scale", "start-once", "--url", url]
     millis, from_launch = [], []
     for _ in range(repeats):
         launched = time.time()
-        done = subprocess.run(
-            command, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True
-        )
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"a start-up failed: {done.stderr.strip()[-500:]}")
         child = json.loads(done.stdout)
@@ -280,17 +276,9 @@ def baseline_startup(directory: str, count: int) -> dict[str, Any]:
     """``startup`` with the pgbeat of another checkout, in a database of its own."""
     with database.fresh_database(database.admin_url(), "schedules_base") as url:
         base = Path(directory) / "src"
-        env_path = os.pathsep.join([str(base), str(Path(__file__).resolve().parent.parent)])
-        migrate = [sys.executable, "-c", _MIGRATE, url]
-        subprocess.run(migrate, env={**os.environ, "PYTHONPATH": env_path}, check=True)
+        migrate = [sys.executable, "-m", "pgbeat", "migrate", "--database-url", url]
+        subprocess.run(migrate, env=machine.revision_env(base), check=True, capture_output=True)
         return startup(url, count, src=str(base))
-
-
-# Applies the migrations of the pgbeat on PYTHONPATH (a baseline's own).
-_MIGRATE = (
-    "import sys, psycopg, pgbeat; "
-    "pgbeat.apply_migrations(psycopg.connect(sys.argv[1], autocommit=True))"
-)
 
 
 def upsert_some(url: str, changes: int) -> dict[str, tuple[str, float]]:

@@ -16,7 +16,6 @@ both alike).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 import psycopg
 
 import pgbeat
-from bench import database
+from bench import database, machine
 from bench.measure import (
     TICK,
     Result,
@@ -124,8 +123,7 @@ def _result(count: int, kind: str, millis: list[float]) -> Result:
 def baseline(directory: str, url: str, counts: str) -> list[dict[str, Any]]:
     """This benchmark run against the pgbeat of another checkout (it measures in a database
     of its own, as ``main`` does)."""
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": f"{Path(directory) / 'src'}{os.pathsep}{root}"}
+    env = machine.revision_env(Path(directory) / "src")
     command = [sys.executable, "-m", "bench.scheduler_bench", "--url", url]
     done = subprocess.run(
         [*command, "--schedules", counts], env=env, capture_output=True, text=True, check=True

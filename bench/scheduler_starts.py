@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from typing import IO, Any
 
 import psycopg
 
-from bench import database
+from bench import database, machine
 
 KIND = "heartbeat"
 DEADLINE = timedelta(seconds=120)  # a start slower than this is reported as a failure
@@ -44,10 +43,9 @@ def schedules_file(directory: Path, count: int) -> Path:
 def launch(src: Path, url: str, schedules: Path, log: IO[bytes]) -> subprocess.Popen[bytes]:
     """``pgbeat scheduler``, its log to a file (a pipe nobody reads would fill, 10,000 lines
     of "enqueued", and stop it)."""
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(root)])}
     command = [sys.executable, "-m", "pgbeat", "scheduler", "--schedules", str(schedules)]
     command += ["--database-url", url]
+    env = machine.revision_env(src)
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
 
 
@@ -104,8 +102,7 @@ def database_now(url: str) -> datetime:
 
 def one_revision(src: Path, count: int, repeats: int) -> dict[str, list[float]]:
     """Cold starts and restarts of the pgbeat in ``src``, each cold start in a new database."""
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(root)])}
+    env = machine.revision_env(src)
     cold: list[float] = []
     restarts: list[float] = []
     with tempfile.TemporaryDirectory() as directory:

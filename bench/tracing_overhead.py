@@ -21,7 +21,6 @@ whatever else the machine does, where the timings above move by 20 % between rou
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import database
+from bench import database, machine
 from bench.measure import URL_ENV, log
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +88,7 @@ def drain_once(url: str, src: Path, jobs: int, otel: str, script: str) -> tuple[
     """Jobs per second of one drain by the pgbeat in ``src``, in a fresh interpreter: per
     second of wall-clock time, and per second of the process's CPU time (which other
     processes' load on a shared machine disturbs far less)."""
-    env = {**os.environ, URL_ENV: url, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
+    env = machine.revision_env(src, **{URL_ENV: url})
     done = subprocess.run(
         [sys.executable, "-c", script, str(jobs), otel],
         capture_output=True,
@@ -108,7 +107,7 @@ VALGRIND = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null")
 
 def instructions_per_job(src: Path, otel: str, runs: int = 2000) -> float:
     """The executor path's instructions per job (callgrind), start-up subtracted."""
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
+    env = machine.revision_env(src)
     counts = []
     for jobs in (200, 200 + runs):
         done = subprocess.run(
