@@ -24,14 +24,8 @@ from pgbeat.durations import parse_duration
 from pgbeat.errors import ConfigError
 from pgbeat.scheduling.catchup import due_periods
 from pgbeat.scheduling.file import parse_schedules
-from pgbeat.scheduling.schedule import (
-    Schedule,
-    fire_times_after,
-    fire_times_between,
-    next_fire_after,
-    unique_key,
-    validate_cron,
-)
+from pgbeat.scheduling.fires import fire_times_after, fire_times_between, next_fire_after
+from pgbeat.scheduling.schedule import Schedule, unique_key, validate_cron
 from tests.helpers import run_cli
 
 # hypothesis's failure report imports a deprecated module; the suite turns warnings into errors

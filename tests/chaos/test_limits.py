@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, ON_TIME, due_periods
 from pgbeat.scheduling.file import parse_schedules
-from pgbeat.scheduling.schedule import Schedule, fire_times_between
+from pgbeat.scheduling.fires import fire_times_between
+from pgbeat.scheduling.schedule import Schedule
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

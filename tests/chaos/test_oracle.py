@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pgbeat.scheduling.schedule import Schedule, fire_times_between, unique_key
+from pgbeat.scheduling.fires import fire_times_between
+from pgbeat.scheduling.schedule import Schedule, unique_key
 from tests.chaos.oracle import expected_fires, expected_key
 
 

@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
-from pgbeat.scheduling.schedule import Schedule, fire_times_after, fire_times_between
+from pgbeat.scheduling.fires import fire_times_after, fire_times_between
+from pgbeat.scheduling.schedule import Schedule
 from tests.cron.brute_force import brute_force_between, fields_of, wall_clock
 from tests.cron.expressions import SHORTCUTS, random_expression
 from tests.cron.zones import ZONES, random_instant, starts_before, transitions

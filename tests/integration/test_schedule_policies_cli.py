@@ -14,6 +14,7 @@ import pytest
 
 import pgbeat
 from pgbeat.scheduling import state
+from pgbeat.scheduling.fires import fire_times_after
 from pgbeat.scheduling.scheduler import Scheduler
 from tests.helpers import run_cli
 from tests.integration.test_schedule_policies import end_jobs
@@ -39,7 +40,7 @@ def test_a_schedule_past_its_end_has_no_next_period(conn: psycopg.Connection[Any
     pgbeat.upsert_schedule(conn, "over", every="1m", end_at=end)
     found = state.get_schedule(conn, "over")
     assert found is not None and found.schedule is not None
-    assert pgbeat.scheduling.schedule.fire_times_after(found.schedule, end, 3) == []
+    assert fire_times_after(found.schedule, end, 3) == []
 
 
 def test_schedules_next_and_status_know_schedules_from_code(

@@ -22,7 +22,8 @@ from playwright.sync_api import Browser, Page, expect
 import pgbeat
 from pgbeat.scheduling.catchup import last_fires_between
 from pgbeat.scheduling.file import load_schedules
-from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
+from pgbeat.scheduling.fires import next_fire_after
+from pgbeat.scheduling.schedule import Schedule, unique_key
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.ui import timefmt
 from tests.helpers import wait_for

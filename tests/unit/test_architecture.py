@@ -24,6 +24,7 @@ PURE = (
     "pgbeat.job_inputs",
     "pgbeat.durations",
     "pgbeat.scheduling.schedule",
+    "pgbeat.scheduling.fires",
     "pgbeat.scheduling.dst",
     "pgbeat.scheduling.catchup",
     "pgbeat.scheduling.file",

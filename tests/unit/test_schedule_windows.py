@@ -9,12 +9,8 @@ import pytest
 from pgbeat.errors import ConfigError
 from pgbeat.scheduling.definition import definition_hash
 from pgbeat.scheduling.file import parse_schedules
-from pgbeat.scheduling.schedule import (
-    Schedule,
-    fire_times_after,
-    has_ended,
-    periods_between,
-)
+from pgbeat.scheduling.fires import fire_times_after, periods_between
+from pgbeat.scheduling.schedule import Schedule, has_ended
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

@@ -17,7 +17,8 @@ from pgbeat.db import connections, urls
 from pgbeat.durations import format_duration
 from pgbeat.errors import ScheduleNotFound, UserError
 from pgbeat.scheduling import state
-from pgbeat.scheduling.schedule import Schedule, fire_times_after, has_ended
+from pgbeat.scheduling.fires import fire_times_after
+from pgbeat.scheduling.schedule import Schedule, has_ended
 from pgbeat.scheduling.state import PeriodRecord, ScheduleState
 
 BACKFILL_SHOWN = 10  # periods a dry run lists

@@ -22,7 +22,8 @@ from pgbeat.db import connections, migrate, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
-from pgbeat.scheduling.schedule import Schedule, next_fire_after, unique_key
+from pgbeat.scheduling.fires import next_fire_after
+from pgbeat.scheduling.schedule import Schedule, unique_key
 from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
 from pgbeat.scheduling.sync import load_for_reload
 from pgbeat.signals import handling_reload_signal

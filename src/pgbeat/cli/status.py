@@ -25,7 +25,8 @@ from pgbeat.observe.liveness import OVERDUE_GRACE, STALE_AFTER
 from pgbeat.scheduling import state
 from pgbeat.scheduling.catchup import latest_fire_between
 from pgbeat.scheduling.file import load_schedules
-from pgbeat.scheduling.schedule import Schedule, fire_times_after, has_ended, unique_key
+from pgbeat.scheduling.fires import fire_times_after
+from pgbeat.scheduling.schedule import Schedule, has_ended, unique_key
 
 
 def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@
 A period in the range gets a job when the history has no row for it (or only a missed one),
 with the period's own unique key, due at its fire time: a second backfill of the same range
 adds nothing, and neither does one of periods the scheduler enqueued. The range is read in
-the schedule's zone with its DST rules (schedule.py), so a backfill enqueues what the
+the schedule's zone with its DST rules (fires.py), so a backfill enqueues what the
 scheduler would have. Exported as ``pgbeat.scheduling.state.backfill``.
 """
 
@@ -20,7 +20,8 @@ from pgbeat.errors import ScheduleError, ScheduleNotFound
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.catchup import ON_TIME
 from pgbeat.scheduling.definition import schedule_from_row
-from pgbeat.scheduling.schedule import Schedule, periods_between
+from pgbeat.scheduling.fires import periods_between
+from pgbeat.scheduling.schedule import Schedule
 
 MAX_BACKFILL_PERIODS = 10_000  # periods per call; a longer range is refused, not cut
 

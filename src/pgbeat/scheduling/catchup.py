@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from pgbeat.scheduling.schedule import Schedule, fire_times_between
+from pgbeat.scheduling.fires import fire_times_between
+from pgbeat.scheduling.schedule import Schedule
 
 FiresBetween = Callable[[Schedule, datetime, datetime], list[datetime]]
 

@@ -4,7 +4,7 @@ Pure and self-contained. An expression becomes five sets of allowed values plus 
 Debian derives from its text: whether a day field begins with ``*`` (then a day must match
 both day fields, otherwise either) and whether the minute or hour field does (then the job
 follows the wall clock across DST changes instead of running at a fixed time). Turning
-wall-clock minutes into instants is the DST policy's job, in schedule.py.
+wall-clock minutes into instants is the DST policy's job, in fires.py.
 """
 
 from __future__ import annotations

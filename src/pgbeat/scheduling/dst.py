@@ -1,5 +1,5 @@
 """Wall-clock time in a zone around daylight-saving transitions: which instants a local
-time names, and where a gap ends. Pure; the DST policy that uses it is in schedule.py.
+time names, and where a gap ends. Pure; the DST policy that uses it is in fires.py.
 """
 
 from __future__ import annotations

@@ -15,14 +15,10 @@ from typing import Any
 
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.catchup import ON_TIME, due_periods, missed_periods
+from pgbeat.scheduling.fires import ScanStarts, fire_times_between, next_fire_after
 from pgbeat.scheduling.groups import Group, Policy
 from pgbeat.scheduling.periods import PeriodBatch
-from pgbeat.scheduling.schedule import (
-    ScanStarts,
-    Schedule,
-    fire_times_between,
-    next_fire_after,
-)
+from pgbeat.scheduling.schedule import Schedule
 
 AHEAD = timedelta(seconds=2)  # plan the next fire time when at least this far ahead
 MISSED_LIMIT = 100  # missed periods recorded per schedule and tick, the latest ones

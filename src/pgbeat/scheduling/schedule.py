@@ -1,9 +1,6 @@
-"""The ``Schedule`` model and its fire times, with pgbeat's daylight-saving policy.
+"""The ``Schedule`` model: what a schedule is, its fields' rules, and its periods' keys.
 
-Pure: every instant is passed in and every answer is an aware UTC datetime, so the
-scheduler and the ``schedules next`` preview agree on every replica. Cron expressions
-are read and matched on naive local wall-clock time as Debian's cron does (cron.py) and
-mapped to instants by Debian/Vixie cron's DST rules (see docs/cron.md).
+Pure. When a schedule fires is in fires.py.
 """
 
 from __future__ import annotations
@@ -11,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -28,18 +24,14 @@ from pydantic import (
 
 from pgbeat import limits
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
-from pgbeat.scheduling import cron, dst
+from pgbeat.scheduling import cron
 
 CatchUp = Literal["none", "latest", "all"]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
-_MINUTE = timedelta(minutes=1)
-_MICROSECOND = timedelta(microseconds=1)
 _FIRST = datetime(1970, 1, 1, tzinfo=UTC)
 _LAST = datetime(9999, 1, 1, tzinfo=UTC)
-_DAY = timedelta(days=1)
 _NAME = re.compile(r"[A-Za-z0-9_.:-]+")
 _NOT_NAMES = (".", "..")
 # "localtime" (and "posixrules") are whatever the host's zone files point at, and
@@ -265,88 +257,6 @@ def validate_cron(expr: str) -> str:
     return normalised
 
 
-def fire_times_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
-    """All fire instants t with start < t <= end, sorted, deduplicated, as aware UTC datetimes."""
-    _require_aware(start=start, end=end)
-    if schedule.every is not None:
-        return _every_between(schedule.every, start, end)
-    fires: set[datetime] = set()
-    for instants in _cron_fires(schedule, start):
-        # Later wall-clock matches never fire before this one's first instant.
-        if instants[0] > end:
-            break
-        fires.update(t for t in instants if start < t <= end)
-    return sorted(fires)
-
-
-# Where to start scanning wall-clock times, by (UTC instant, zone): a tick asks the same
-# ``after`` of every cron schedule, in a few zones (planning.py keeps one per tick).
-ScanStarts = dict[tuple[datetime, ZoneInfo], datetime]
-
-
-def next_fire_after(
-    schedule: Schedule, after: datetime, scan_starts: ScanStarts | None = None
-) -> datetime:
-    """The first fire instant strictly after ``after``, as an aware UTC datetime."""
-    _require_aware(after=after)
-    if schedule.every is not None:
-        return _EPOCH + ((after - _EPOCH) // schedule.every + 1) * schedule.every
-    candidates: list[datetime] = []
-    for instants in _cron_fires(schedule, after, scan_starts):
-        if len(instants) == 1 and not candidates:  # the common case, without a list
-            if instants[0] > after:
-                return instants[0]
-            continue
-        candidates.extend(t for t in instants if t > after)
-        # A repeated (fall-back) hour can put an earlier fire after a later match, but
-        # nothing after this wall-clock time fires before its first instant.
-        if instants[0] > after:
-            return min(candidates)
-    raise AssertionError("unreachable: cron matches never run out")
-
-
-def fire_times_after(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
-    """The next ``count`` periods strictly after ``after``, ascending, in UTC.
-
-    Only periods within the schedule's ``start_at`` .. ``end_at``: fewer than ``count``
-    (none, for a schedule past its end) when the window closes first.
-    """
-    if count < 0:
-        raise ValueError(f"count must not be negative, got {count}")
-    if schedule.start_at is not None and after < schedule.start_at:
-        after = schedule.start_at - _MICROSECOND  # the start itself may be a period
-    fires: list[datetime] = []
-    for _ in range(count):
-        after = next_fire_after(schedule, after)
-        if schedule.end_at is not None and after > schedule.end_at:
-            break
-        fires.append(after)
-    return fires
-
-
-def periods_between(
-    schedule: Schedule, start: datetime, end: datetime, limit: int
-) -> list[datetime]:
-    """The periods t with start <= t < end within the schedule's window, at most ``limit``.
-
-    Read with the schedule's zone and DST rules, as the scheduler would have fired them
-    (a backfill's periods). Stops after ``limit`` + 1, so a caller can tell "too many".
-    """
-    _require_aware(start=start, end=end)
-    if schedule.start_at is not None:
-        start = max(start, schedule.start_at)
-    if schedule.end_at is not None:
-        end = min(end, schedule.end_at + _MICROSECOND)
-    fires: list[datetime] = []
-    after = start - _MICROSECOND
-    while len(fires) <= limit:
-        after = next_fire_after(schedule, after)
-        if after >= end:
-            break
-        fires.append(after)
-    return fires
-
-
 def has_ended(schedule: Schedule, now: datetime) -> bool:
     """True once ``end_at`` has passed: the schedule has no period left."""
     return schedule.end_at is not None and now > schedule.end_at
@@ -364,11 +274,12 @@ def unique_key_prefix(schedule: Schedule) -> str:
 
 def unique_key_suffix(fire_at: datetime) -> str:
     """The fire time's part of a period's key, shared by every schedule that fires then."""
-    _require_aware(fire_at=fire_at)
+    require_aware(fire_at=fire_at)
     return f"{fire_at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
-def _require_aware(**values: datetime) -> None:
+def require_aware(**values: datetime) -> None:
+    """Raise ``ValueError`` naming each of ``values`` that is a naive datetime."""
     for label, value in values.items():
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{label} must be a timezone-aware datetime, got {value!r}")
@@ -388,50 +299,3 @@ def _is_zone_name(name: str) -> bool:
     except (KeyError, ValueError, OSError):  # not found, not a key, a directory, not TZif
         return False
     return True
-
-
-def _cron_fires(
-    schedule: Schedule, after: datetime, scan_starts: ScanStarts | None = None
-) -> Iterator[tuple[datetime, ...]]:
-    """For each matching wall-clock time that may fire after ``after``: its instants."""
-    assert schedule.cron is not None
-    expression, zone = cron.parse_cron(schedule.cron), schedule.zone
-    fixed = expression.fixed_time
-    if scan_starts is None:
-        local = _scan_start(after, zone)
-    else:  # by UTC: two readings of a repeated wall time (fold 0 and 1) are equal in Python
-        key = (after.astimezone(UTC), zone)
-        local = scan_starts.get(key) or scan_starts.setdefault(key, _scan_start(after, zone))
-    while True:
-        local = expression.next_match(local)
-        instants = dst.instants(local, zone)
-        if instants:
-            # Fixed-time jobs run once, in the first pass; wildcard jobs follow the clock.
-            yield instants[:1] if fixed else instants
-            continue
-        gap_end = dst.gap_end(local, zone)
-        if fixed:
-            yield (gap_end,)  # skipped by the clock: run the moment the gap ends
-        # Later times in the gap fire at the same instant, or (wildcard) not at all.
-        local = max(local, dst.wall_time(gap_end, zone) - _MINUTE)
-
-
-def _scan_start(after: datetime, zone: ZoneInfo) -> datetime:
-    """A naive local time before every wall-clock time that can fire after ``after``."""
-    # Fires up to the next transition have wall times after `after`'s own. Only a
-    # fall-back moves the clock back: its repeated wall times (from the moment it
-    # happens, read in the new offset) may come before `after`'s wall time, yet fire
-    # later. A day ahead covers every real transition.
-    utc = after.astimezone(UTC)
-    start = dst.wall_time(utc, zone)
-    if dst.utc_offset(utc + _DAY, zone) < dst.utc_offset(utc, zone):
-        change = dst.transition_between(utc, utc + _DAY, zone)
-        start = min(start, dst.wall_time(change, zone) - _SECOND)
-    return start.replace(second=0, microsecond=0)
-
-
-def _every_between(every: timedelta, start: datetime, end: datetime) -> list[datetime]:
-    first = _EPOCH + ((start - _EPOCH) // every + 1) * every
-    if first > end:
-        return []
-    return [first + n * every for n in range((end - first) // every + 1)]

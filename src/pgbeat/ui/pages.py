@@ -24,7 +24,7 @@ from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.observe.liveness import STALE_AFTER, is_live
-from pgbeat.scheduling.schedule import fire_times_after
+from pgbeat.scheduling.fires import fire_times_after
 from pgbeat.ui import jobs_data, performance, schedule_data
 from pgbeat.ui.context import Ui
 from pgbeat.ui.store import one, rows

@@ -15,12 +15,8 @@ import psycopg
 
 from pgbeat.db.sql import history as history_sql
 from pgbeat.observe.liveness import OVERDUE_GRACE
-from pgbeat.scheduling.schedule import (
-    Schedule,
-    fire_times_after,
-    has_ended,
-    next_fire_after,
-)
+from pgbeat.scheduling.fires import fire_times_after, next_fire_after
+from pgbeat.scheduling.schedule import Schedule, has_ended
 from pgbeat.ui import timeline
 from pgbeat.ui.describe import describe_cron, describe_every
 from pgbeat.ui.schedule_source import ScheduleEntry

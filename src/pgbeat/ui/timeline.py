@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 
 from pgbeat.scheduling import dst
 from pgbeat.scheduling.catchup import last_fires_between
-from pgbeat.scheduling.schedule import Schedule, next_fire_after
+from pgbeat.scheduling.fires import next_fire_after
+from pgbeat.scheduling.schedule import Schedule
 from pgbeat.ui.describe import field_values
 from pgbeat.ui.timefmt import local_text, offset_text
 
