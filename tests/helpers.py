@@ -134,3 +134,13 @@ def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("Plans", []):
         yield from plan_nodes(child)
+
+
+def sorts_backlog(plan: str) -> bool:
+    """Whether a Sort reads pending jobs straight from the table or a claim index (sorts
+    of the running rows, or of the backlog's bounded head, are no sort of the backlog)."""
+    lines = plan.splitlines()
+    return "Seq Scan on jobs" in plan or any(
+        "Sort" in line and any("jobs_claim" in below for below in lines[i + 1 : i + 3])
+        for i, line in enumerate(lines)
+    )

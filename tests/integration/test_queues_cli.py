@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import pgbeat
-from tests.helpers import run_cli
+from tests.helpers import run_cli, sorts_backlog
 from tests.integration.ui_support import dashboard
 
 
@@ -194,16 +194,6 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         raise psycopg.Rollback()
     assert "Seq Scan on jobs" not in plan and not sorts_backlog(plan), plan
     assert ("jobs_claim_key" if name.endswith("KEYS") else "jobs_claim_queue") in plan, plan
-
-
-def sorts_backlog(plan: str) -> bool:
-    """Whether a Sort reads pending jobs straight from the table or a claim index (sorts
-    of the running rows, or of the backlog's bounded head, are no sort of the backlog)."""
-    lines = plan.splitlines()
-    return "Seq Scan on jobs" in plan or any(
-        "Sort" in line and any("jobs_claim" in below for below in lines[i + 1 : i + 3])
-        for i, line in enumerate(lines)
-    )
 
 
 def test_the_dashboard_names_the_same_kinds(

@@ -134,6 +134,7 @@ class Claimer:
             conn.execute(
                 claim_sql.JOBS_FAIL_UNREADABLE,
                 {"ids": [i for i, _ in unreadable], "errors": [e for _, e in unreadable]},
+                prepare=False,  # never kept (its comment says why)
             )
         return jobs
 
@@ -170,7 +171,9 @@ class Claimer:
     def _next_due(self, conn: psycopg.Connection[Any], queue: str, now: float) -> float | None:
         """When the next pending job of a limited queue falls due (monotonic), or None."""
         row = conn.execute(
-            claim_sql.JOBS_SECONDS_TO_NEXT_LIMITED, {"queues": [queue], "kinds": self.kinds}
+            claim_sql.JOBS_SECONDS_TO_NEXT_LIMITED,
+            {"queues": [queue], "kinds": self.kinds},
+            prepare=False,  # never kept (its comment says why)
         ).fetchone()
         return None if row is None or row[0] is None else now + float(row[0])
 

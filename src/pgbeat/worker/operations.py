@@ -146,7 +146,7 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
 def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> set[int]:
     """Return unfinished runs to pending at shutdown, without charging their attempt; return
     the ids that ended cancelled instead."""
-    return _cancelled(conn.execute(outcome_sql.JOBS_RELEASE, _fences(jobs)))
+    return _cancelled(conn.execute(outcome_sql.JOBS_RELEASE, _fences(jobs), prepare=False))
 
 
 def renew_leases(
@@ -157,7 +157,8 @@ def renew_leases(
     Returns, for each run still holding its job, whether someone asked it to stop; a run
     missing from the answer lost its job (reaped, and maybe claimed again).
     """
-    rows = conn.execute(outcome_sql.JOBS_RENEW, {**_fences(jobs), "lease": lease}).fetchall()
+    params = {**_fences(jobs), "lease": lease}
+    rows = conn.execute(outcome_sql.JOBS_RENEW, params, prepare=False).fetchall()  # never kept
     return {int(job_id): bool(stop) for job_id, stop in rows}
 
 

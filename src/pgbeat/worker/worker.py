@@ -50,6 +50,16 @@ BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a r
 RECENT_CANCELS = 2.0  # seconds a heard cancel is remembered for runs not yet submitted
 
 
+# The session settings of the worker's two connections (claims, outcomes); _session says why.
+SESSION_SETTINGS = {
+    "synchronous_commit": "off",
+    "enable_bitmapscan": "off",
+    "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
+    "jit": "off",
+}
+
+
 def _session(
     url: str,
     name: str,
@@ -63,19 +73,18 @@ def _session(
     again (at-least-once, as always); enqueues stay fully durable.
     Bitmap scans are off because they never mark dead index entries: every status change
     leaves one in each index, and plain index scans clean them up as they pass.
-    Plans are made for each execution: a generic plan cached while the table was small (a
-    sequential scan) stayed in use as it grew to a million rows, and without an ANALYZE
-    nothing replaced it: claims slowed by orders of magnitude.
+    Plans are kept: each statement is planned once per connection (a generic plan, from
+    psycopg's fifth execution, when it prepares the statement), since planning the claim
+    and the completion cost the server about 0.12 ms each, a seventh of their work.
+    Sequential scans are off so that a plan made while the table was small reads the
+    indexes as one made at a million rows does: a kept plan made on a small table (a
+    sequential scan) once stayed in use as the table grew, no ANALYZE replaced it, and
+    claims slowed by orders of magnitude (tests/integration/test_worker_plans.py makes each
+    statement's plan on an empty table and reads it at 100,000 jobs). JIT is off: with
+    sequential scans off, a scan of a small table that has no usable index costs more than
+    jit_above_cost, and a kept plan would be compiled at every execution.
     """
-    return Connector(
-        url,
-        name,
-        configure=configure,
-        backoff=backoff,
-        synchronous_commit="off",
-        enable_bitmapscan="off",
-        plan_cache_mode="force_custom_plan",
-    )
+    return Connector(url, name, configure=configure, backoff=backoff, **SESSION_SETTINGS)
 
 
 class Worker:

@@ -52,6 +52,9 @@ RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
 
 # Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
 # nested too deeply for Python), each with its reason (primary key).
+# Never kept as a plan (the worker runs it with prepare=False, planned at each run): a
+# generic plan made while the table was small reads all of jobs_running, whose predicate
+# its status test matches, instead of the primary key (worker.SESSION_SETTINGS).
 JOBS_FAIL_UNREADABLE: LiteralString = """
 UPDATE jobs
 SET status = 'failed', locked_until = NULL, finished_at = now(),
@@ -393,6 +396,8 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 
 # Seconds until the earliest pending job of the worker's limited queues falls due
 # (jobs_claim_queue), so an idle worker wakes for a delayed job of a limited queue too.
+# Never kept as a plan (prepare=False): a generic plan made while the table was small walks
+# jobs_claim_order, every pending job of every queue, instead (worker.SESSION_SETTINGS).
 JOBS_SECONDS_TO_NEXT_LIMITED: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
 WHERE status = 'pending' AND queue = ANY(%(queues)s::text[])

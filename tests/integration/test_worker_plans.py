@@ -1,0 +1,139 @@
+"""The worker's connections keep one generic plan per statement (worker.SESSION_SETTINGS):
+a plan made while the jobs table was empty must still read the right index, never a
+sequential scan or a sort of the backlog, once 140,000 jobs are there and no ANALYZE has
+run. The statements whose kept plan would not are never kept (run with prepare=False)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgbeat.db.pooler import session_options
+from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import meta as meta_sql
+from pgbeat.db.sql.jobs import outcomes as outcome_sql
+from pgbeat.job import Job
+from pgbeat.worker import operations
+from pgbeat.worker.claiming import Claimer
+from pgbeat.worker.worker import SESSION_SETTINGS
+from tests.helpers import sorts_backlog
+
+LEASE = timedelta(minutes=5)
+
+# What the worker's claim and outcome connections keep a plan of, and the index it must read.
+KEPT = {
+    "JOBS_CLAIM": (claim_sql, "jobs_claim_order"),
+    "JOBS_CLAIM_BY_QUEUE": (claim_sql, "jobs_claim_queue"),
+    "JOBS_SECONDS_TO_NEXT": (claim_sql, "Index Scan using jobs_"),
+    "JOBS_COMPLETE": (outcome_sql, "jobs_pkey"),
+    "JOBS_RETRY": (outcome_sql, "jobs_pkey"),
+    "JOBS_SNOOZE": (outcome_sql, "jobs_pkey"),
+    "JOBS_FAIL": (outcome_sql, "jobs_pkey"),
+    "JOBS_REAP": (outcome_sql, "jobs_running"),
+    "JOBS_META": (meta_sql, "jobs_pkey"),
+}
+# What they run but never keep: a plan made on an empty table reads the wrong index.
+NEVER_KEPT = {
+    "JOBS_FAIL_UNREADABLE": claim_sql,
+    "JOBS_SECONDS_TO_NEXT_LIMITED": claim_sql,
+    "JOBS_RELEASE": outcome_sql,
+    "JOBS_RENEW": outcome_sql,
+}
+# The rest of those modules: the limited claims keep their plans under QUEUES_LOCK's
+# settings (tests/integration/test_queues_cli.py checks them); JOBS_STATE runs on the
+# caller's connection (pgbeat.wait); LISTEN and UNLISTEN plan nothing.
+ELSEWHERE = {
+    "JOBS_CLAIM_LIMITED",
+    "JOBS_CLAIM_LIMITED_HEAD",
+    "JOBS_CLAIM_LIMITED_KEYS",
+    "JOBS_STATE",
+    "JOBS_LISTEN",
+    "JOBS_LISTEN_CANCEL",
+    "JOBS_LISTEN_FINISHED",
+    "JOBS_UNLISTEN_FINISHED",
+}
+
+
+def _shape(statement: str) -> str:
+    """A statement's text with its parameters blanked, as psycopg's ($n) or ours (%(x)s)."""
+    return re.sub(r"\s+", " ", re.sub(r"\$\d+|%\(\w+\)s", "?", statement)).strip()
+
+
+def _statements(module: ModuleType) -> set[str]:
+    return {
+        name for name, value in vars(module).items() if name.isupper() and isinstance(value, str)
+    }
+
+
+def test_every_statement_of_the_worker_modules_is_classified() -> None:
+    """A new statement must be put in KEPT (with the index its plan reads) or NEVER_KEPT."""
+    found = _statements(claim_sql) | _statements(outcome_sql) | _statements(meta_sql)
+    assert found == set(KEPT) | set(NEVER_KEPT) | ELSEWHERE
+
+
+def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
+    """Each statement once, through the worker's own functions where it has one."""
+    fast = Claimer(LEASE, ["noop"])
+    assert fast.claim(conn, 50) == []  # JOBS_CLAIM, with QUEUES_HELD
+    fast.seconds_to_next(conn)  # JOBS_SECONDS_TO_NEXT
+    by_queue = Claimer(LEASE, ["noop"], ["default"])
+    assert by_queue.claim(conn, 50) == []  # JOBS_CLAIM_BY_QUEUE
+    by_queue._next_due(conn, "api", 0.0)  # JOBS_SECONDS_TO_NEXT_LIMITED
+    conn.execute(
+        claim_sql.JOBS_FAIL_UNREADABLE, {"ids": [1], "errors": ["unreadable"]}, prepare=False
+    )  # as Claimer.claim runs it, for a row it could not decode
+    now = datetime.now(UTC)
+    job = Job(1, "noop", {}, 1, 3, now, now, None)
+    operations.complete_jobs(conn, [job])
+    operations.retry_jobs(conn, [(job, "boom", timedelta(seconds=2))])
+    operations.snooze_jobs(conn, [(job, timedelta(seconds=2))])
+    operations.fail_jobs(conn, [(job, "boom")])
+    operations.release_jobs(conn, [job])
+    operations.renew_leases(conn, [job], LEASE)
+    operations.reap_expired(conn)
+    conn.execute(meta_sql.JOBS_META, {"ids": [1]}).fetchall()
+
+
+@pytest.mark.slow  # 140,000 rows
+def test_kept_plans_made_on_an_empty_table_read_the_indexes_at_scale(database_url: str) -> None:
+    options = session_options(database_url, SESSION_SETTINGS)
+    with psycopg.connect(database_url, autocommit=True, options=options) as conn:
+        conn.prepare_threshold = 0  # prepare at once (the worker's connections: from the 5th)
+        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        conn.execute("ANALYZE jobs")  # empty
+        _run_every_statement(conn)
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, run_at, status, locked_until, finished_at, "
+            "queue, priority, limit_key) "
+            "SELECT 'noop', '{}', now() - interval '1 hour', s.status, "
+            "CASE WHEN s.status = 'running' THEN now() + interval '1 hour' END, "
+            "CASE WHEN s.status = 'done' THEN now() END, "
+            "CASE WHEN i % 3 = 0 THEN 'api' ELSE 'default' END, (i % 5)::smallint - 2, "
+            "'key' || (i % 500) "
+            "FROM generate_series(1, 140000) AS i, LATERAL (SELECT CASE "
+            "WHEN i <= 100000 THEN 'pending' WHEN i <= 120000 THEN 'running' ELSE 'done' END "
+            "AS status) AS s"
+        )
+        prepared = {
+            _shape(text): (name, params, generic, custom)
+            for name, text, params, generic, custom in conn.execute(
+                "SELECT name, statement, cardinality(parameter_types), generic_plans, "
+                "custom_plans FROM pg_prepared_statements"
+            )
+        }
+        for label, (module, index) in KEPT.items():
+            shape = _shape(getattr(module, label))
+            assert shape in prepared, f"{label} was not prepared"
+            name, params, generic, custom = prepared[shape]
+            assert generic >= 1 and custom == 0, (label, generic, custom)
+            arguments = f"({', '.join(['NULL'] * params)})" if params else ""
+            plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN EXECUTE {name}{arguments}"))
+            assert "Seq Scan on jobs" not in plan and not sorts_backlog(plan), (label, plan)
+            assert index in plan, (label, plan)
+        for label, module in NEVER_KEPT.items():
+            assert _shape(getattr(module, label)) not in prepared, f"{label} was kept"
