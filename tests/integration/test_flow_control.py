@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.pq import TransactionStatus
 
 import pgbeat
 from pgbeat.worker import operations
@@ -82,6 +83,28 @@ def test_queue_concurrency_counts_running_jobs(conn: psycopg.Connection[Any]) ->
     assert claim(conn) == []
     finish(conn, [job for job in first if job.queue == "reports"][:2])
     assert len(claim(conn)) == 2
+
+
+def test_a_failed_limited_claim_leaves_no_transaction_open(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A limited claim sends BEGIN, its row lock, the claim and COMMIT in one pipeline: when
+    one fails (here the row lock times out), the transaction is rolled back, nothing is
+    claimed, and the next claim on the same connection runs."""
+    pgbeat.configure_queue(conn, "reports", concurrency=3)
+    enqueue_many(conn, 2, queue="reports")
+    with (
+        psycopg.connect(database_url, autocommit=True) as worker,
+        psycopg.connect(database_url) as holder,
+    ):
+        holder.execute("SELECT 1 FROM pgbeat_queues WHERE name = 'reports' FOR UPDATE")
+        worker.execute("SET lock_timeout = '50ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            claim(worker)
+        assert worker.info.transaction_status == TransactionStatus.IDLE
+        assert conn.execute("SELECT count(*) FROM jobs WHERE status = 'running'").fetchone() == (0,)
+        holder.rollback()
+        assert len(claim(worker)) == 2
 
 
 def test_a_batch_never_takes_two_jobs_of_a_saturated_key(conn: psycopg.Connection[Any]) -> None:

@@ -15,8 +15,10 @@ from datetime import timedelta
 from typing import Any, LiteralString
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from pgbeat.db.sql import queues as queue_sql
+from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.job import Job
 
@@ -278,14 +280,22 @@ class Claimer:
 def _claim_locked(
     conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]
 ) -> tuple[list[Any], tuple[Any, ...] | None]:
-    """Run a limited queue's claim under its row lock, the two in one round trip, with a
-    plan kept for the connection once psycopg prepares the statement (QUEUES_LOCK says why).
+    """Run a limited queue's claim under its row lock, with a plan kept for the connection
+    once psycopg prepares the statement (QUEUES_LOCK says why): BEGIN, the lock, the claim
+    and COMMIT in one round trip (session.py says why by hand).
 
     Returns the claimed rows and the budget's columns (None: the queue is not limited now).
     """
-    with conn.pipeline(), conn.transaction():
-        conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
-        cursor = conn.execute(statement, params)
+    try:
+        with conn.pipeline():
+            conn.execute(session_sql.TRANSACTION_BEGIN, prepare=False)
+            conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
+            cursor = conn.execute(statement, params)
+            conn.execute(session_sql.TRANSACTION_COMMIT, prepare=False)
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status == TransactionStatus.INERROR:
+            conn.execute(session_sql.TRANSACTION_ROLLBACK, prepare=False)  # start clean
+        raise
     found = cursor.fetchall()
     if not found:
         return [], None

@@ -5,6 +5,14 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+# A transaction block by hand, on a connection in autocommit: a limited queue's claim
+# sends BEGIN, its statements and COMMIT in one pipeline, one round trip (psycopg's
+# transaction() in a pipeline syncs before COMMIT, a second round trip per claim), and
+# ROLLBACK when a statement of it failed.
+TRANSACTION_BEGIN: LiteralString = "BEGIN"
+TRANSACTION_COMMIT: LiteralString = "COMMIT"
+TRANSACTION_ROLLBACK: LiteralString = "ROLLBACK"
+
 # The database's clock: the one time every replica agrees on.
 DATABASE_NOW: LiteralString = "SELECT now()"
 
