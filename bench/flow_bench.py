@@ -318,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--distinct", action="store_true", help="the A/B's jobs each with a run_at of its own"
     )
+    parser.add_argument(
+        "--ab-key-concurrency",
+        type=int,
+        help="the A/B's jobs over 500 limit keys of a queue with this key_concurrency",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rate", default="500/1s")
     parser.add_argument("--backlog", type=int, default=200_000)
@@ -343,6 +348,8 @@ def measure(args: argparse.Namespace) -> int:
     }
     drain = {"jobs": args.jobs, "keys": 0, "key_concurrency": None}
     ab = {**drain, "distinct": args.distinct}
+    if args.ab_key_concurrency is not None:
+        ab.update(keys=500, key_concurrency=args.ab_key_concurrency)
     if "ab" in only and args.base_src:
         runs: dict[str, list[float]] = {"this": [], "base": []}
         for _ in range(args.repeat):  # alternated, so drift of the machine hits both
@@ -350,15 +357,18 @@ def measure(args: argparse.Namespace) -> int:
                 runs[name].append(run_child(src, admin, "drain", **ab)["seconds"])
                 print(f"drain {name}: {runs[name][-1]:.2f}s", file=sys.stderr)
         this, base = statistics.median(runs["this"]), statistics.median(runs["base"])
-        buffers = {
-            name: run_child(src, admin, "claim_buffers", jobs=args.jobs, distinct=args.distinct)[
+        buffers = {  # the fast claim's: none of a key-limited queue's claims
+            side: run_child(src, admin, "claim_buffers", jobs=args.jobs, distinct=args.distinct)[
                 "buffers_per_job"
             ]
-            for name, src in (("base", args.base_src), ("this", here))
+            for side, src in (("base", args.base_src), ("this", here))
+            if args.ab_key_concurrency is None
         }
-        report["unlimited_drain"] = {
+        row = "unlimited_drain" if args.ab_key_concurrency is None else "key_limited_drain"
+        report[row] = {
             "run_at": "one per job" if args.distinct else "one per 1,000-job statement",
-            "claim_buffers_per_job": {name: round(n, 2) for name, n in buffers.items()},
+            "key_concurrency": args.ab_key_concurrency,
+            "claim_buffers_per_job": {side: round(n, 2) for side, n in buffers.items()},
             "jobs": args.jobs,
             "this_jobs_per_s": round(args.jobs / this),
             "base_jobs_per_s": round(args.jobs / base),
