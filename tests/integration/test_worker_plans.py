@@ -78,15 +78,13 @@ def test_every_statement_of_the_worker_modules_is_classified() -> None:
 
 def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
     """Each statement once, through the worker's own functions where it has one."""
+    conn.execute("INSERT INTO jobs (kind, payload, run_at) VALUES ('noop', '{}', '-infinity')")
     fast = Claimer(LEASE, ["noop"])
-    assert fast.claim(conn, 50) == []  # JOBS_CLAIM, with QUEUES_HELD
+    assert fast.claim(conn, 50) == []  # JOBS_CLAIM, with QUEUES_HELD; JOBS_FAIL_UNREADABLE
     fast.seconds_to_next(conn)  # JOBS_SECONDS_TO_NEXT
     by_queue = Claimer(LEASE, ["noop"], ["default"])
     assert by_queue.claim(conn, 50) == []  # JOBS_CLAIM_BY_QUEUE
     by_queue._next_due(conn, "api", 0.0)  # JOBS_SECONDS_TO_NEXT_LIMITED
-    conn.execute(
-        claim_sql.JOBS_FAIL_UNREADABLE, {"ids": [1], "errors": ["unreadable"]}, prepare=False
-    )  # as Claimer.claim runs it, for a row it could not decode
     now = datetime.now(UTC)
     job = Job(1, "noop", {}, 1, 3, now, now, None)
     operations.complete_jobs(conn, [job])
@@ -107,6 +105,7 @@ def test_kept_plans_made_on_an_empty_table_read_the_indexes_at_scale(database_ur
         conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
         conn.execute("ANALYZE jobs")  # empty
         _run_every_statement(conn)
+        assert conn.execute("SELECT status FROM jobs").fetchall() == [("failed",)]
         conn.execute(
             "INSERT INTO jobs (kind, payload, run_at, status, locked_until, finished_at, "
             "queue, priority, limit_key) "

@@ -80,7 +80,7 @@ def _session(
     indexes as one made at a million rows does: a kept plan made on a small table (a
     sequential scan) once stayed in use as the table grew, no ANALYZE replaced it, and
     claims slowed by orders of magnitude (tests/integration/test_worker_plans.py makes each
-    statement's plan on an empty table and reads it at 100,000 jobs). JIT is off: with
+    statement's plan on an empty table and reads it at 140,000 jobs). JIT is off: with
     sequential scans off, a scan of a small table that has no usable index costs more than
     jit_above_cost, and a kept plan would be compiled at every execution.
     """
