@@ -167,14 +167,11 @@ def test_processes_flag_runs_and_restarts_children(
     database_url: str, app_tables: psycopg.Connection[Any]
 ) -> None:
     conn = app_tables
-    pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.05}) for _ in range(60)])
     supervisor = start_cli(
         ["worker", APP, "--processes", "2", "--concurrency", "4"], database_url, cwd=ROOT
     )
     try:
-        wait_for(lambda: statuses(conn) == {"done": 60}, timeout=60, message="all done")
-        pids = {row[0] for row in conn.execute("SELECT DISTINCT pid FROM effects")}
-        workers = wait_for(
+        workers = wait_for(  # both children's loops run before any job exists
             lambda: (
                 [
                     r[0]
@@ -183,18 +180,23 @@ def test_processes_flag_runs_and_restarts_children(
                 if count(conn, "SELECT count(*) FROM pgbeat_processes WHERE role = 'worker'") == 2
                 else []
             ),
-            timeout=20,
+            timeout=30,
             message="two worker heartbeats",
         )
+        # 1.5 s of work for one child's 4 slots: the other takes its share on its wake-up
+        # (a notification, or its 1 s poll at the latest)
+        pgbeat.enqueue_many(conn, [pgbeat.NewJob("effect", {"sleep": 0.05}) for _ in range(120)])
+        wait_for(lambda: statuses(conn) == {"done": 120}, timeout=60, message="all done")
+        pids = {row[0] for row in conn.execute("SELECT DISTINCT pid FROM effects")}
         os.kill(workers[0], signal.SIGKILL)  # a crashed child is started again
         wait_for(lambda: "restarting it" in supervisor.output(), timeout=20, message="restart")
         pgbeat.enqueue(conn, "effect", {"sleep": 0})
-        wait_for(lambda: statuses(conn) == {"done": 61}, timeout=30, message="job after restart")
+        wait_for(lambda: statuses(conn) == {"done": 121}, timeout=30, message="job after restart")
     finally:
         output = supervisor.stop()
     assert supervisor.returncode == 0, output
     assert len(pids) == 2, "both processes should have run jobs"
-    assert count(conn, "SELECT count(*) FROM effects") == 61
+    assert count(conn, "SELECT count(*) FROM effects") == 121
 
 
 def _alive(pid: int) -> bool:
