@@ -4,9 +4,8 @@ the claims of limited queues; the rows it could not read; when the next job fall
 
 A limited queue is claimed in a transaction of its own: first its ``pgbeat_queues`` row is
 locked (QUEUES_LOCK), then a claim statement reads its settings and counts its running jobs
-and recent starts, both sent in one round trip. The claim is a new statement, so under READ
-COMMITTED its snapshot is taken after the lock was granted and sees every claim committed by
-the transaction that held it before.
+and recent starts, in one round trip. The claim is a new statement, so under READ COMMITTED
+its snapshot is taken after the lock was granted: it sees every claim committed before.
 """
 
 from __future__ import annotations
@@ -20,13 +19,12 @@ from typing import LiteralString
 # paid on every row the scan passes, on the drain's critical path. The update re-checks
 # pgbeat_queues, so a queue paused or limited since that look is never claimed here (it
 # goes to JOBS_CLAIM_LIMITED once the worker reads the held queues again). The lease and
-# the run's start (started_at, migration 0013) are set and committed at once: no lock
-# outlives this statement. The update finds the rows it locked by tuple address (`ctid =
-# ANY(ARRAY(...))`, a TID scan whatever the statistics say; a join here became a sequential
-# scan per claim on a fresh table): locked rows cannot move, and no primary-key descent per
-# row (docs/flow-control.md). A ctid names one row in a plain table only (docs/scale.md).
-# Dates outside years 1-9999 come back NULL and the payload as text: the worker decodes
-# each row alone, so one row the driver could not read fails alone instead of every claim.
+# started_at are set and committed at once: no lock outlives this statement. The update
+# finds the rows it locked by tuple address (`ctid = ANY(ARRAY(...))`, a TID scan whatever
+# the statistics say; a join became a sequential scan per claim on a fresh table): locked
+# rows cannot move (a ctid names one row in a plain table only: docs/scale.md). Dates
+# outside years 1-9999 come back NULL and the payload as text: the worker decodes each row
+# alone, so one row the driver could not read fails alone instead of every claim.
 JOBS_CLAIM: LiteralString = """
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
@@ -52,9 +50,8 @@ RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
 
 # Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
 # nested too deeply for Python), each with its reason (primary key).
-# Never kept as a plan (the worker runs it with prepare=False, planned at each run): a
-# generic plan made while the table was small reads all of jobs_running, whose predicate
-# its status test matches, instead of the primary key (worker.SESSION_SETTINGS).
+# Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
+# whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
 JOBS_FAIL_UNREADABLE: LiteralString = """
 UPDATE jobs
 SET status = 'failed', locked_until = NULL, finished_at = now(),
@@ -396,8 +393,7 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 
 # Seconds until the earliest pending job of the worker's limited queues falls due
 # (jobs_claim_queue), so an idle worker wakes for a delayed job of a limited queue too.
-# Never kept as a plan (prepare=False): a generic plan made while the table was small walks
-# jobs_claim_order, every pending job of every queue, instead (worker.SESSION_SETTINGS).
+# Never kept (prepare=False): a plan kept from a small table walks all of jobs_claim_order.
 JOBS_SECONDS_TO_NEXT_LIMITED: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
 WHERE status = 'pending' AND queue = ANY(%(queues)s::text[])

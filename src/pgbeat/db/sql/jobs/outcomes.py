@@ -121,9 +121,8 @@ FROM ended"""
 
 # Returns running jobs to pending at shutdown without charging the attempt (primary key);
 # a superseded or cancelled one is not run again: it ends cancelled.
-# Never kept as a plan (the worker runs it with prepare=False, planned at each run): a
-# generic plan made while the table was small reads all of jobs_running, whose predicate
-# its status test matches, instead of the primary key (worker.SESSION_SETTINGS).
+# Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
+# whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
 JOBS_RELEASE: LiteralString = """
 WITH ended AS (
     UPDATE jobs
@@ -151,9 +150,8 @@ FROM ended"""
 # (primary key), fenced by attempt like the outcomes: a run whose job was reaped and
 # claimed again gets no row back, and its worker gives it up. Says which jobs someone
 # asked to stop (cancel_requested_at): behind a pooler that is how their worker learns it.
-# Never kept as a plan (the worker runs it with prepare=False, planned at each run): a
-# generic plan made while the table was small reads all of jobs_running, whose predicate
-# its status test matches, instead of the primary key (worker.SESSION_SETTINGS).
+# Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
+# whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
 JOBS_RENEW: LiteralString = """
 UPDATE jobs SET locked_until = now() + %(lease)s::interval
 WHERE id = ANY(%(ids)s::bigint[])
