@@ -213,6 +213,8 @@ def measure(admin: str, partitioned: bool, args: argparse.Namespace) -> dict[str
         found = build(url, partitioned, args.rows, args.pending)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("SET enable_bitmapscan = off")  # as the worker's sessions run
+            # plans for these values, partitions pruned at planning (the worker's own,
+            # of its plain table, are generic: worker.SESSION_SETTINGS)
             conn.execute("SET plan_cache_mode = force_custom_plan")
             found["plans"] = {
                 "claim": plan(conn, claim_statement(partitioned), CLAIM_PARAMS),
