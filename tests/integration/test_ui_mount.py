@@ -5,6 +5,7 @@ own, and every link, redirect and cookie must keep the mount's path.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -28,17 +29,34 @@ def host_home(_request: Request) -> PlainTextResponse:
     return PlainTextResponse("the host app")
 
 
-def starlette_host(database_url: str) -> Starlette:
-    """An application of the user's own, with the dashboard as the README shows it."""
+@contextlib.contextmanager
+def dashboard_closed_after(database_url: str) -> Iterator[Starlette]:
+    """A dashboard whose pool is closed when the test ends. Mounted, it gets no lifespan of
+    its own: in an application its pool lives as long as the process, but a test must not
+    leave it to the garbage collector, which may run in one of the pool's own threads,
+    where psycopg_pool cannot join that thread (a clean-clone CI run failed on it once)."""
     dashboard = pgbeat.ui.create_app(database_url, token=ADMIN_TOKEN)
+    try:
+        yield dashboard
+    finally:
+        with TestClient(dashboard):  # its lifespan: open (nothing if a page did), then close
+            pass
+
+
+def starlette_host(dashboard: Starlette) -> Starlette:
+    """An application of the user's own, with the dashboard as the README shows it."""
     return Starlette(routes=[Route("/", host_home), Mount(MOUNT, app=dashboard)])
 
 
 @pytest.fixture
-def client(database_url: str) -> Iterator[TestClient]:
-    with TestClient(
-        starlette_host(database_url), base_url=ORIGIN, follow_redirects=False
-    ) as running:
+def host(database_url: str) -> Iterator[Starlette]:
+    with dashboard_closed_after(database_url) as dashboard:
+        yield starlette_host(dashboard)
+
+
+@pytest.fixture
+def client(host: Starlette) -> Iterator[TestClient]:
+    with TestClient(host, base_url=ORIGIN, follow_redirects=False) as running:
         yield running
 
 
@@ -92,32 +110,31 @@ def test_every_page_works_under_a_starlette_mount(
     assert status == ("pending",)
 
 
-def test_the_pool_opens_on_the_first_page_without_any_lifespan(database_url: str) -> None:
+def test_the_pool_opens_on_the_first_page_without_any_lifespan(host: Starlette) -> None:
     # No `with`: the TestClient then sends no lifespan events at all, like a server that
     # does not support them.
-    client = TestClient(starlette_host(database_url), base_url=ORIGIN, follow_redirects=False)
+    client = TestClient(host, base_url=ORIGIN, follow_redirects=False)
     assert client.get(MOUNT + "/healthz").text == "ok\n"
 
 
 def test_fastapi_mount(database_url: str) -> None:
     fastapi = pytest.importorskip("fastapi")
     app = fastapi.FastAPI()
-    app.mount("/pgbeat", pgbeat.ui.create_app(database_url, token=ADMIN_TOKEN))
-    with TestClient(app, base_url=ORIGIN, follow_redirects=False) as client:
-        log_in(client, "/pgbeat")
-        assert client.get("/pgbeat/jobs").status_code == 200
+    with dashboard_closed_after(database_url) as dashboard:
+        app.mount("/pgbeat", dashboard)
+        with TestClient(app, base_url=ORIGIN, follow_redirects=False) as client:
+            log_in(client, "/pgbeat")
+            assert client.get("/pgbeat/jobs").status_code == 200
 
 
 def test_django_asgi_project_behind_one_router(database_url: str, django_database: str) -> None:
     from django.core.asgi import get_asgi_application
 
-    app = Starlette(
-        routes=[
-            Mount("/pgbeat", app=pgbeat.ui.create_app(database_url, token=ADMIN_TOKEN)),
-            Mount("/", app=get_asgi_application()),
-        ]
-    )
-    with TestClient(app, base_url=ORIGIN, follow_redirects=False) as client:
-        log_in(client, "/pgbeat")
-        assert client.get("/pgbeat/schedules").status_code == 200
-        assert client.get("/no-such-django-page/").status_code == 404  # Django answers
+    with dashboard_closed_after(database_url) as dashboard:
+        app = Starlette(
+            routes=[Mount("/pgbeat", app=dashboard), Mount("/", app=get_asgi_application())]
+        )
+        with TestClient(app, base_url=ORIGIN, follow_redirects=False) as client:
+            log_in(client, "/pgbeat")
+            assert client.get("/pgbeat/schedules").status_code == 200
+            assert client.get("/no-such-django-page/").status_code == 404  # Django answers

@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
-from tests.integration.test_ui_mount import MOUNT, starlette_host
+from tests.integration.test_ui_mount import MOUNT, dashboard_closed_after, starlette_host
 from tests.integration.ui_support import ADMIN_TOKEN, CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium: seconds per test
@@ -48,7 +48,10 @@ class Serving:
 
 @pytest.fixture
 def origin(database_url: str) -> Iterator[str]:
-    with Serving(starlette_host(database_url)) as served:
+    with (
+        dashboard_closed_after(database_url) as dashboard,
+        Serving(starlette_host(dashboard)) as served,
+    ):
         yield served
 
 
