@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import psycopg
 
 from pgbeat.cli import jobs, queues, schedules, status, types, ui, worker
-from pgbeat.cli.common import Parser
-from pgbeat.db import pooler, urls
+from pgbeat.cli.common import Parser, add_schema_flag
+from pgbeat.db import pooler, schemas, urls
 from pgbeat.errors import PgbeatError
 from pgbeat.observe import logs
 
@@ -80,6 +80,7 @@ def _common_flags() -> argparse.ArgumentParser:
         help="'transaction' behind pgbouncer in transaction mode: no session state, workers "
         "poll (default: $PGBEAT_POOLER, else none)",
     )
+    add_schema_flag(common)
     common.add_argument(
         "--log-level",
         default=os.environ.get("PGBEAT_LOG_LEVEL", "INFO"),
@@ -107,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     if getattr(args, "pooler", None):  # read by every connection, also in worker processes
         os.environ[pooler.POOLER_ENV] = args.pooler
+    if getattr(args, "schema", None):  # likewise: read wherever a URL is resolved
+        os.environ[schemas.SCHEMA_ENV] = args.schema
     # Every error is scrubbed against the URL in use: libpq quotes pieces of a password
     # it misreads (an unescaped "@" turns its tail into the host name).
     url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
