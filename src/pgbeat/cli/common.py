@@ -174,7 +174,7 @@ def start_metrics(args: argparse.Namespace, url: str, kinds: Iterable[str] = ())
     """
     if args.metrics_port is None:
         return None
-    metrics = PrometheusMetrics(url, kinds)
+    metrics = PrometheusMetrics(url, kinds, schemas.configured_schema())
     try:
         metrics.serve(args.metrics_port, args.metrics_host)
     except OSError as exc:
