@@ -162,7 +162,7 @@ def test_the_python_api_works_on_a_connection_whose_search_path_starts_with_the_
         job_id = pgbeat.enqueue(conn, "api_a", {"n": 1}, queue="q")
         pgbeat.pause_queue(conn, "q")
         pgbeat.upsert_schedule(conn, "every_a", every="1h")
-        assert pgbeat.cancel_job(conn, job_id)
+        assert job_id is not None and pgbeat.cancel_job(conn, job_id)
     with psycopg.connect(a_url) as conn:
         assert conn.execute("SELECT kind, status FROM jobs").fetchall() == [("api_a", "cancelled")]
         assert conn.execute("SELECT name FROM pgbeat_schedules").fetchall() == [("every_a",)]
@@ -201,12 +201,12 @@ def test_notifications_of_one_schema_never_reach_the_other(
         ]
         listen_public.execute("LISTEN pgbeat_jobs")
         b_id = pgbeat.enqueue(b, "in_b")
-        pgbeat.cancel_job(b, b_id)
+        pgbeat.cancel_job(b, b_id or 0)
         pgbeat.upsert_schedule(b, "s", every="1h")
         assert _heard(listen_a) == [] and _heard(listen_public, 0.1) == []
         a_id = pgbeat.enqueue(a, "in_a")
         assert _heard(listen_a) == ["pgbeat_jobs:app_a"]
-        pgbeat.cancel_job(a, a_id)
+        pgbeat.cancel_job(a, a_id or 0)
         assert _heard(listen_a) == ["pgbeat_finished:app_a"]
         pgbeat.upsert_schedule(a, "s", every="1h")
         assert _heard(listen_a) == ["pgbeat_schedules:app_a"]
