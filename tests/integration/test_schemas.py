@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import pgbeat
 from pgbeat.cli.main import build_parser
@@ -308,3 +311,50 @@ def _get(url: str) -> str:
             return str(response.read().decode())
     except OSError:
         return ""
+
+
+def test_the_least_privilege_script_applies_to_a_schema(
+    database_url: str, two_apps: tuple[str, str]
+) -> None:
+    """docs/least-privilege.sql run with app_a first on search_path (and its roles renamed
+    for the app, as docs/schemas.md shows): an enqueue login enqueues in app_a, and has no
+    right in app_b."""
+    grants = (ROOT / "docs" / "least-privilege.sql").read_text()
+    suffix = f"app_a_{uuid.uuid4().hex[:6]}"
+    roles = re.compile(r"\bpgbeat_(enqueue|keys|worker|scheduler|ui_viewer|ui_admin|admin)\b")
+    login = f"web_{suffix}"
+    a_url = two_apps[0]
+    with psycopg.connect(a_url, autocommit=True) as admin:
+        admin.execute(roles.sub(lambda m: f"{m.group(0)}_{suffix}", grants).encode())
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                sql.Identifier(login), sql.Identifier(f"pgbeat_enqueue_{suffix}")
+            )
+        )
+        owner = admin.execute(
+            "SELECT tableowner FROM pg_tables WHERE tablename = 'jobs' AND schemaname = 'app_a'"
+        ).fetchone()
+        assert owner == (f"pgbeat_admin_{suffix}",)
+    as_login = psycopg.conninfo.make_conninfo(database_url, user=login)
+    try:
+        done = run_cli(["enqueue", "from_web", "--schema", "app_a"], as_login)
+        assert done.returncode == 0, done.stderr
+        refused = run_cli(["enqueue", "from_web", "--schema", "app_b"], as_login)
+        assert refused.returncode == 1 and "permission denied" in refused.stderr
+        assert count(a_url) == 1 and count(two_apps[1]) == 0
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            for role in [login] + [
+                f"pgbeat_{g}_{suffix}"
+                for g in (
+                    "enqueue",
+                    "keys",
+                    "worker",
+                    "scheduler",
+                    "ui_viewer",
+                    "ui_admin",
+                    "admin",
+                )
+            ]:
+                admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+                admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from pgbeat.db.sql import migrations as migration_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.errors import UserError
 
@@ -77,7 +78,10 @@ def require_schema(conn: psycopg.Connection[Any]) -> None:
     found = current_schema(conn)
     if found == wanted:
         return
-    if found is None:
+    if found is None:  # current_schema() skips a schema the role may not use
+        row = conn.execute(migration_sql.MIGRATIONS_SCHEMA_EXISTS, {"schema": wanted}).fetchone()
+        if row and row[0]:
+            raise UserError(f"permission denied for schema {wanted!r} (no USAGE right on it)")
         raise UserError(f"schema {wanted!r} does not exist: run `pgbeat migrate --schema {wanted}`")
     raise UserError(
         f"the session's schema is {found!r}, not {wanted!r} (behind a transaction pooler, "

@@ -21,7 +21,8 @@ MIGRATIONS_LOCK_SCHEMA: LiteralString = """
 SELECT pg_advisory_xact_lock(CASE WHEN %(schema)s = 'public' THEN %(key)s
                                   ELSE hashtextextended(%(schema)s, %(key)s) END)"""
 
-# Whether schema %(schema)s exists (`pgbeat migrate --schema` creates it when missing).
+# Whether schema %(schema)s exists (`pgbeat migrate --schema` creates it when missing; a
+# session whose current_schema() is NULL may name one it has no right to use).
 MIGRATIONS_SCHEMA_EXISTS: LiteralString = """
 SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = %(schema)s)"""
 
