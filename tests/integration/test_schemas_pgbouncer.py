@@ -71,7 +71,9 @@ def test_behind_pgbouncer_the_roles_search_path_serves_the_schema(
     app_a = with_schema(database_url, "app_a")
     with psycopg.connect(app_a, autocommit=True) as conn:
         conn.execute(SETUP.encode())
-    enqueued = run_cli(["enqueue", "sleepy", "--schema", "app_a"], app_role, **POOLED)
+    enqueued = run_cli(
+        ["enqueue", "sleepy", "--schema", "app_a"], app_role, PGBEAT_POOLER="transaction"
+    )
     assert enqueued.returncode == 0, enqueued.stderr
     worker = start_cli(
         ["worker", "tests.apps.steer_app:registry", "--schema", "app_a"],
@@ -104,7 +106,9 @@ def test_behind_pgbouncer_a_role_without_the_schema_is_refused_in_one_line(
     migrated = run_cli(["migrate", "--schema", "app_a"], database_url)
     assert migrated.returncode == 0, migrated.stderr
     for args in (["jobs", "list"], ["enqueue", "k"], ["queues", "list"]):
-        done = run_cli([*args, "--schema", "app_a"], bouncer.url(database_url), **POOLED)
+        done = run_cli(
+            [*args, "--schema", "app_a"], bouncer.url(database_url), PGBEAT_POOLER="transaction"
+        )
         assert done.returncode == 1
         assert done.stderr.count("\n") == 1, done.stderr
         assert "ALTER ROLE <role> SET search_path = app_a" in done.stderr
