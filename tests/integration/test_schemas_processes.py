@@ -241,3 +241,34 @@ def _scrape(port: int) -> str:
             return str(response.read().decode())
     except OSError:
         return ""
+
+
+@pytest.mark.slow
+def test_pgbeat_run_migrates_and_runs_the_demo_in_its_schema(
+    database_url: str, started: list[CliProcess]
+) -> None:
+    started.append(start_cli(["run", "--schema", "demo"], database_url, cwd=ROOT))
+    demo = with_schema(database_url, "demo")
+    wait_for(
+        lambda: _done_in(demo) > 0, timeout=90, interval=0.2, message="the demo's jobs in demo"
+    )
+    assert value(database_url, "SELECT count(*) FROM jobs") == 0
+    assert "created schema demo" in started[0].output()
+
+
+@pytest.mark.slow
+def test_worker_processes_started_by_processes_work_in_the_schema(
+    database_url: str, apps: dict[str, str], started: list[CliProcess]
+) -> None:
+    worker(database_url, "app_a", started, "--processes", "2")
+    for _ in range(6):
+        enqueue(apps["app_a"], "sleepy", {"seconds": 0})
+    holds(apps["app_a"], "SELECT count(*) = 6 FROM jobs WHERE status = 'done'", "jobs done")
+    assert value(apps["app_b"], "SELECT count(*) FROM executions") == 0
+
+
+def _done_in(url: str) -> int:
+    try:
+        return int(value(url, "SELECT count(*) FROM jobs WHERE status = 'done'"))
+    except psycopg.errors.UndefinedTable:
+        return 0  # not migrated yet

@@ -209,6 +209,16 @@ def migrated_database(url: str, *, timeout: float = 5.0) -> Iterator[psycopg.Con
         yield conn
 
 
+def migrate_schema(conn: psycopg.Connection[Any]) -> list[migrate.Migration]:
+    """``pgbeat migrate``'s work: the schema of --schema created when missing (said so),
+    checked to be the session's, then migrated; returns the migrations applied."""
+    schema = schemas.configured_schema()
+    if schema is not None and migrate.create_schema(conn, schema):
+        print(f"created schema {schema}")
+    schemas.require_schema(conn)
+    return migrate.apply_migrations(conn)
+
+
 def check_database(url: str) -> None:
     """Fail fast, in one line, when the database is unreachable or not migrated."""
     with migrated_database(url):

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.cli import common, schedule_admin, types
-from pgbeat.db import connections, migrate, urls
+from pgbeat.db import connections, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
@@ -248,7 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     schedules = _load(path) if path is not None else None
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
-        migrate.apply_migrations(conn)
+        common.migrate_schema(conn)
         if args.app is None:
             from pgbeat import demo
 

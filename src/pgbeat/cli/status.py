@@ -62,16 +62,12 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    schema = schemas.configured_schema()
     if args.print_sql:
-        sys.stdout.write(migrate.migration_script(schema))
+        sys.stdout.write(migrate.migration_script(schemas.configured_schema()))
         return 0
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
-        if schema is not None and migrate.create_schema(conn, schema):
-            print(f"created schema {schema}")
-        schemas.require_schema(conn)
-        applied = migrate.apply_migrations(conn)
+        applied = common.migrate_schema(conn)
     for migration in applied:
         print(f"applied {migration.version:04d}_{migration.name}")
     if not applied:
