@@ -108,14 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     if getattr(args, "pooler", None):  # read by every connection, also in worker processes
         os.environ[pooler.POOLER_ENV] = args.pooler
-    if getattr(args, "schema", None):  # likewise: read wherever a URL is resolved
-        os.environ[schemas.SCHEMA_ENV] = args.schema
     # Every error is scrubbed against the URL in use: libpq quotes pieces of a password
     # it misreads (an unescaped "@" turns its tail into the host name).
     url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
     embedded = getattr(args, "embedded", False) or args.command == "run"  # the demo: no server
     try:
-        with urls.embedded_allowed(embedded):
+        # --schema is read wherever a URL is resolved, also in worker processes
+        with urls.embedded_allowed(embedded), schemas.named(getattr(args, "schema", None)):
             code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
         message = urls.scrub(types.one_line(str(exc)), url)

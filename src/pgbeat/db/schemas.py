@@ -11,8 +11,10 @@ pooler no startup option reaches the server, so the role must carry the setting
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -46,6 +48,24 @@ def configured_schema() -> str | None:
     """The schema named by ``--schema`` or ``PGBEAT_SCHEMA`` (checked), or None."""
     value = os.environ.get(SCHEMA_ENV, "").strip()
     return check_schema_name(value) if value else None
+
+
+@contextlib.contextmanager
+def named(schema: str | None) -> Iterator[None]:
+    """Within the block, ``schema`` (when given) is the configured one: ``--schema`` sets
+    ``PGBEAT_SCHEMA`` for this process and the processes it starts, then restores it."""
+    if schema is None:
+        yield
+        return
+    before = os.environ.get(SCHEMA_ENV)
+    os.environ[SCHEMA_ENV] = schema
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SCHEMA_ENV, None)
+        else:
+            os.environ[SCHEMA_ENV] = before
 
 
 def with_schema(url: str, schema: str | None = None) -> str:
