@@ -3,6 +3,12 @@
 -- holding CREATEROLE) after `pgbeat migrate`, and again after an upgrade that adds tables:
 -- every statement is idempotent, and what a migration has not created yet is skipped.
 --
+-- It works on the schema first on search_path: for pgbeat's tables in a schema of their
+-- own (`pgbeat migrate --schema NAME`), run it with that schema first, e.g.
+--   PGOPTIONS='-c search_path=NAME' psql -f docs/least-privilege.sql
+-- once per schema. The group roles below are the cluster's: run for two schemas, a member
+-- of pgbeat_worker may work in both (docs/schemas.md: one set of roles per app).
+--
 --   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`: inserts pending jobs
 --                     (only the columns enqueue writes; never a schedule's period key). It
 --                     reads no payload, changes no job, and has no rights on heartbeats.
@@ -81,7 +87,9 @@ BEGIN
     END LOOP;
     FOREACH name IN ARRAY ARRAY['pgbeat_notify_jobs()', 'pgbeat_delete_attempts()',
                                 'pgbeat_error_signature(text)', 'pgbeat_schedules_stamp()',
-                                'pgbeat_schedules_notify()'] LOOP
+                                'pgbeat_schedules_notify()', 'pgbeat_channel(text,text)',
+                                'pgbeat_channel(text)', 'pgbeat_listen(text)',
+                                'pgbeat_unlisten(text)', 'pgbeat_lock_key(bigint)'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;

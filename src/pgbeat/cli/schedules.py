@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.cli import common, schedule_admin, types
-from pgbeat.db import connections, migrate, urls
+from pgbeat.db import connections, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
@@ -43,6 +43,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("check", help="validate a schedules file (exit 1 on problems)")
     p.add_argument("path", nargs="?", default=DEFAULT_SCHEDULES, metavar="PATH")
+    common.add_schema_flag(p)  # taken by every command; a file's check needs no database
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("next", help="when will schedules fire? (UTC and local)")
@@ -62,6 +63,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         help="also preview the schedules in this database, those created from code among "
         "them (default: $DATABASE_URL when set)",
     )
+    common.add_schema_flag(p)
     p.set_defaults(func=cmd_next)
 
     schedule_admin.add_commands(sub, common_flags)
@@ -165,6 +167,7 @@ def _preview_schedules(args: argparse.Namespace) -> tuple[list[Schedule], str]:
     """The file's schedules, and those of the database when one is configured (the file's
     definition first for a name in both); and where they were looked for."""
     url = args.database_url or os.environ.get("DATABASE_URL")
+    url = urls.in_schema(url) if url else None
     from_file: list[Schedule] = []
     if url is None or args.schedules != DEFAULT_SCHEDULES or Path(args.schedules).exists():
         from_file = _load(args.schedules)
@@ -245,7 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     schedules = _load(path) if path is not None else None
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
-        migrate.apply_migrations(conn)
+        common.migrate_schema(conn)
         if args.app is None:
             from pgbeat import demo
 

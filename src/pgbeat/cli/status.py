@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 
 from pgbeat import flow
 from pgbeat.cli import common, types
-from pgbeat.db import connections, migrate, urls
+from pgbeat.db import connections, migrate, schemas, urls
 from pgbeat.db.sql import history as history_sql
 from pgbeat.db.sql import processes as process_sql
 from pgbeat.db.sql import retention as retention_sql
@@ -63,11 +63,11 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     if args.print_sql:
-        sys.stdout.write(migrate.migration_script())
+        sys.stdout.write(migrate.migration_script(schemas.configured_schema()))
         return 0
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
-        applied = migrate.apply_migrations(conn)
+        applied = common.migrate_schema(conn)
     for migration in applied:
         print(f"applied {migration.version:04d}_{migration.name}")
     if not applied:

@@ -16,8 +16,9 @@ from pgbeat.worker.worker import Worker
 MAX_PORT = 65535
 # Flags a supervisor does not pass on as such: it resolves the URL once and hands it over
 # in the environment (a password on a command line shows in `ps`; --embedded is spent by
-# then), --pooler travels in PGBEAT_POOLER, and a child never supervises.
-NOT_FORWARDED = frozenset({"database_url", "embedded", "pooler", "processes", "help"})
+# then), --pooler and --schema travel in PGBEAT_POOLER and PGBEAT_SCHEMA, and a child
+# never supervises.
+NOT_FORWARDED = frozenset({"database_url", "embedded", "pooler", "schema", "processes", "help"})
 
 
 def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:

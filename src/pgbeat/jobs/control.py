@@ -27,7 +27,7 @@ FINAL_STATUSES = ("done", "failed", "cancelled")
 POLL_FIRST = 0.02  # seconds between looks when polling, doubling up to POLL_MAX
 POLL_MAX = 0.5
 RECHECK = 2.0  # seconds: even when listening, look now and then (a job reaped to failed)
-FINISHED_CHANNEL = "pgbeat_finished"
+FINISHED_CHANNEL = "pgbeat_finished"  # public's; pgbeat_listen names the session schema's
 
 
 @dataclass(frozen=True)
@@ -183,8 +183,10 @@ async def wait_async(conn: object, job_id: int, *, timeout: timedelta | float) -
 def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> JobResult:
     deadline = time.monotonic() + seconds
     listening = _can_listen(conn)
+    channel = FINISHED_CHANNEL
     if listening:
-        conn.execute(outcome_sql.JOBS_LISTEN_FINISHED)
+        row = conn.execute(outcome_sql.JOBS_LISTEN_FINISHED).fetchone()
+        channel = row[0] if row else channel
     try:
         pause = POLL_FIRST
         while True:
@@ -205,7 +207,7 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
                 heard = [
                     n.payload
                     for n in conn.notifies(timeout=left, stop_after=1)
-                    if n.channel == FINISHED_CHANNEL
+                    if n.channel == channel
                 ]
                 if _concerns(heard, job_id):
                     break
@@ -218,8 +220,10 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
     aconn = await frameworks.async_connection(conn)
     deadline = time.monotonic() + seconds
     listening = _can_listen(aconn)
+    channel = FINISHED_CHANNEL
     if listening:
-        await aconn.execute(outcome_sql.JOBS_LISTEN_FINISHED)
+        row = await (await aconn.execute(outcome_sql.JOBS_LISTEN_FINISHED)).fetchone()
+        channel = row[0] if row else channel
     try:
         pause = POLL_FIRST
         while True:
@@ -239,7 +243,7 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
                 heard = [
                     n.payload
                     async for n in aconn.notifies(timeout=left, stop_after=1)
-                    if n.channel == FINISHED_CHANNEL
+                    if n.channel == channel
                 ]
                 if _concerns(heard, job_id):
                     break

@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from pgbeat.db import connections
 from pgbeat.db.sql.jobs import metrics as metrics_sql
 from pgbeat.errors import DatabaseUnavailable
+from pgbeat.observe.schema_label import served_registry
 
 log = logging.getLogger("pgbeat.metrics")
 
@@ -52,11 +53,15 @@ class PrometheusMetrics(Metrics):
     """Metrics in a prometheus_client registry of their own.
 
     ``kinds`` are the kinds that get a label of their own (a worker's handlers, a
-    scheduler's schedules); every other kind is counted as ``other``.
+    scheduler's schedules); every other kind is counted as ``other``. With ``schema``
+    (``--schema``) every sample served is labelled with it.
     """
 
-    def __init__(self, url: str | None = None, kinds: Iterable[str] = ()) -> None:
+    def __init__(
+        self, url: str | None = None, kinds: Iterable[str] = (), schema: str | None = None
+    ) -> None:
         self._kinds = frozenset(kinds)
+        self._schema = schema
         self.registry = CollectorRegistry()
         self._jobs = Counter(
             "pgbeat_jobs",
@@ -124,7 +129,7 @@ class PrometheusMetrics(Metrics):
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve /metrics on a daemon thread (loopback unless ``host`` says otherwise)."""
-        start_http_server(port, addr=host, registry=self.registry)
+        start_http_server(port, addr=host, registry=served_registry(self.registry, self._schema))
         log.info("metrics on http://%s:%d/metrics", host, port)
 
 

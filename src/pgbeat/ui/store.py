@@ -24,7 +24,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pgbeat.db import pooler
+from pgbeat.db import pooler, schemas
 from pgbeat.db.sql import session as session_sql
 from pgbeat.ui.settings import UiSettings
 
@@ -53,6 +53,7 @@ class Store:
             )
         self._lock = threading.Lock()
         self._opened = False
+        self.schema: str | None = None  # the schema it serves, read on the first connection
 
     def _make_pool(self, url: str, size: int, name: str) -> psycopg_pool.ConnectionPool[Any]:
         return psycopg_pool.ConnectionPool(
@@ -102,6 +103,8 @@ class Store:
             self.open()
         pool = self._replica if self._replica is not None and reading.get() else self._pool
         with pool.connection() as conn:
+            if self.schema is None:
+                self.schema = schemas.current_schema(conn)
             if not self._pooled:
                 yield conn
                 return

@@ -24,7 +24,9 @@ from pgbeat.db.sql.jobs import outcomes as outcome_sql
 log = logging.getLogger("pgbeat.listener")
 
 
-CANCEL_CHANNEL = "pgbeat_cancel"  # NOTIFY pgbeat_cancel, '<job id>': stop that running job
+# NOTIFY pgbeat_cancel, '<job id>': stop that running job. The channel's name is the
+# schema's (pgbeat_listen returns it): pgbeat_cancel itself in public.
+CANCEL_CHANNEL = "pgbeat_cancel"
 
 
 class Listener:
@@ -64,8 +66,10 @@ class Listener:
 
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(claim_sql.JOBS_LISTEN)
+        cancel_channel = None
         if self._on_cancel is not None:
-            conn.execute(outcome_sql.JOBS_LISTEN_CANCEL)
+            row = conn.execute(outcome_sql.JOBS_LISTEN_CANCEL).fetchone()
+            cancel_channel = row[0] if row else CANCEL_CHANNEL
         self._connector.backoff.succeeded()
         self.connected.set()
         self._on_notify()  # anything inserted while we were not listening is due now
@@ -75,7 +79,7 @@ class Listener:
             cancelled: set[int] = set()
             woken = False
             for notify in conn.notifies(timeout=self._check_every, stop_after=1):
-                if notify.channel == CANCEL_CHANNEL:
+                if notify.channel == cancel_channel:
                     cancelled.add(_job_id(notify.payload))
                 else:
                     woken = True

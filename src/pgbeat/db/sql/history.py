@@ -192,7 +192,7 @@ WHERE h.schedule = %(name)s AND h.fire_at = ANY(%(fire_ats)s::timestamptz[])
 # taken in name order so that replicas never deadlock): the claim that follows in the same
 # transaction sees the jobs another replica's claim of an earlier period inserted.
 HISTORY_LOCK_OVERLAP: LiteralString = """
-SELECT count(pg_advisory_xact_lock(hashtextextended('pgbeat.overlap:' || name, 0)))
+SELECT count(pg_advisory_xact_lock(pgbeat_lock_key(hashtextextended('pgbeat.overlap:' || name, 0))))
 FROM (SELECT DISTINCT unnest(%(names)s::text[]) AS name ORDER BY 1) AS locked"""
 
 # The claim's settings, whatever the connection's: JIT would compile a 10,000-period claim
@@ -209,7 +209,7 @@ SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)
 # redundant work. Past the wait a replica claims alongside (history rows still decide).
 HISTORY_WAIT_TURN: LiteralString = """
 SET LOCAL lock_timeout = '2s';
-SELECT pg_advisory_xact_lock(8099550642415349347);
+SELECT pg_advisory_xact_lock(pgbeat_lock_key(8099550642415349347));
 SET LOCAL lock_timeout = DEFAULT"""
 
 # Points claimed periods whose job existed already (inserted by another writer) at that job

@@ -42,7 +42,7 @@ WHERE changed_xid >= %(xmax)s::xid8 OR changed_xid = ANY(%(xip)s::xid8[])"""
 )
 
 # Subscribes to the notifications of pgbeat_schedules_notify (migrations/0005).
-SCHEDULES_LISTEN: LiteralString = "LISTEN pgbeat_schedules"
+SCHEDULES_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_schedules')"
 
 # One schedule, live or not (primary key).
 SCHEDULES_ONE: LiteralString = """

@@ -95,8 +95,8 @@ SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
                       ELSE last_error END
 WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('pending', 'running')
 RETURNING id, status,
-          pg_notify(CASE status WHEN 'running' THEN 'pgbeat_cancel' ELSE 'pgbeat_finished' END,
-                    id::text)"""
+          pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                ELSE 'pgbeat_finished' END), id::text)"""
 
 # Run now: pending jobs due now (primary key).
 JOBS_RUN_NOW: LiteralString = """

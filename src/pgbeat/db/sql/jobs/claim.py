@@ -59,7 +59,7 @@ SET status = 'failed', locked_until = NULL, finished_at = now(),
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'"""
 
 # Subscribes to the notifications of migrations/0002's insert trigger.
-JOBS_LISTEN: LiteralString = "LISTEN pgbeat_jobs"
+JOBS_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_jobs')"
 
 # Seconds until the next pending job the fast claim may take falls due, by the database
 # clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). Asked after a

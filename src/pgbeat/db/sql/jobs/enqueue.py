@@ -156,5 +156,6 @@ FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
 WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
   AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
   AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
-RETURNING j.id, pg_notify(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
-                                         ELSE 'pgbeat_finished' END, j.id::text)"""
+RETURNING j.id, pg_notify(pgbeat_channel(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
+                                                        ELSE 'pgbeat_finished' END),
+                          j.id::text)"""

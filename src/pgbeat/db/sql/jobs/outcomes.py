@@ -35,7 +35,7 @@ WITH ended AS (
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN count(*) > 0 THEN pg_notify('pgbeat_finished',
+       CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
 FROM ended"""
 
@@ -64,7 +64,7 @@ WITH ended AS (
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
                 ELSE '' END) END
@@ -93,7 +93,7 @@ WITH ended AS (
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
                 ELSE '' END) END
@@ -115,7 +115,7 @@ WITH ended AS (
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN count(*) > 0 THEN pg_notify('pgbeat_finished',
+       CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
 FROM ended"""
 
@@ -140,7 +140,7 @@ WITH ended AS (
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
                 ELSE '' END) END
@@ -162,14 +162,14 @@ RETURNING id, cancel_requested_at IS NOT NULL"""
 # Subscribes to the cancels of running jobs: JOBS_CANCEL, JOBS_CANCEL_KEYED and a
 # schedule's overlap = "cancel_other" send NOTIFY pgbeat_cancel with the job's id as the
 # payload, after setting its cancel_requested_at.
-JOBS_LISTEN_CANCEL: LiteralString = "LISTEN pgbeat_cancel"
+JOBS_LISTEN_CANCEL: LiteralString = "SELECT pgbeat_listen('pgbeat_cancel')"
 
 # Subscribes to the ends of jobs (the outcome statements' NOTIFY pgbeat_finished), for
 # pgbeat.wait.
-JOBS_LISTEN_FINISHED: LiteralString = "LISTEN pgbeat_finished"
+JOBS_LISTEN_FINISHED: LiteralString = "SELECT pgbeat_listen('pgbeat_finished')"
 
 # Stops listening for the ends of jobs once pgbeat.wait returns, on the caller's connection.
-JOBS_UNLISTEN_FINISHED: LiteralString = "UNLISTEN pgbeat_finished"
+JOBS_UNLISTEN_FINISHED: LiteralString = "SELECT pgbeat_unlisten('pgbeat_finished')"
 
 # What pgbeat.wait reports about one job (primary key).
 JOBS_STATE: LiteralString = """
