@@ -3,9 +3,10 @@
 -- holding CREATEROLE) after `pgbeat migrate`, and again after an upgrade that adds tables:
 -- every statement is idempotent, and what a migration has not created yet is skipped.
 --
---   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`: inserts pending jobs
---                     (only the columns enqueue writes; never a schedule's period key). It
---                     reads no payload, changes no job, and has no rights on heartbeats.
+--   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`, SELECT pgbeat_enqueue(...)
+--                     (SQL, any language): inserts pending jobs (only the columns enqueue
+--                     writes; never a schedule's period key). It reads no payload, changes
+--                     no job, and has no rights on heartbeats.
 --   pgbeat_keys       pgbeat_enqueue, and jobs by key that replace, move, cancel or find the
 --                     live job of a key (job_key= with on_conflict other than "ignore"). It
 --                     changes no job without a job_key and re-opens no finished job.
@@ -81,7 +82,9 @@ BEGIN
     END LOOP;
     FOREACH name IN ARRAY ARRAY['pgbeat_notify_jobs()', 'pgbeat_delete_attempts()',
                                 'pgbeat_error_signature(text)', 'pgbeat_schedules_stamp()',
-                                'pgbeat_schedules_notify()'] LOOP
+                                'pgbeat_schedules_notify()', 'pgbeat_enqueue(text, jsonb, '
+                                'timestamptz, text, integer, text, integer, text, text, text[])']
+    LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;
@@ -105,15 +108,25 @@ DECLARE
     name text;
 BEGIN
     FOREACH name IN ARRAY ARRAY['kind', 'payload', 'run_at', 'unique_key', 'max_attempts',
-                                'job_key', 'queue', 'priority', 'limit_key', 'meta'] LOOP
+                                'job_key', 'queue', 'priority', 'limit_key', 'meta', 'tags'] LOOP
         IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
-                   AND attname = name AND NOT attisdropped) THEN  -- migrations 0001, 0004, 0007
+                   AND attname = name AND NOT attisdropped) THEN  -- migrations 0001-0016
             EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_enqueue', name);
         END IF;
     END LOOP;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass AND attname = 'job_key'
                AND NOT attisdropped) THEN  -- migration 0004
         GRANT SELECT (job_key, superseded_at, status) ON jobs TO pgbeat_enqueue;
+    END IF;
+    -- pgbeat_enqueue() (migration 0016) runs with its caller's rights: the grants above
+    -- and the policies below bind it as they bind an INSERT. Only the enqueue role (and
+    -- the roles that contain it) may call it.
+    IF to_regprocedure('pgbeat_enqueue(text, jsonb, timestamptz, text, integer, text, '
+                       'integer, text, text, text[])') IS NOT NULL THEN
+        REVOKE ALL ON FUNCTION pgbeat_enqueue(text, jsonb, timestamptz, text, integer, text,
+                                              integer, text, text, text[]) FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION pgbeat_enqueue(text, jsonb, timestamptz, text, integer, text,
+                                                 integer, text, text, text[]) TO pgbeat_enqueue;
     END IF;
 END
 $$;
@@ -137,6 +150,10 @@ BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                AND attname = 'queue' AND NOT attisdropped) THEN  -- migration 0007
         GRANT UPDATE (queue, priority, limit_key) ON jobs TO pgbeat_keys;  -- a replace's
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'tags' AND NOT attisdropped) THEN  -- migration 0016
+        GRANT UPDATE (tags) ON jobs TO pgbeat_keys;  -- a replace's too
     END IF;
 END
 $$;
@@ -187,7 +204,7 @@ DO $$
 DECLARE
     name text;
 BEGIN
-    FOREACH name IN ARRAY ARRAY['keep_until', 'queue', 'priority', 'meta'] LOOP
+    FOREACH name IN ARRAY ARRAY['keep_until', 'queue', 'priority', 'meta', 'tags'] LOOP
         IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                    AND attname = name AND NOT attisdropped) THEN
             EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_scheduler', name);
@@ -261,7 +278,7 @@ DO $$
 DECLARE
     name text;
 BEGIN
-    FOREACH name IN ARRAY ARRAY['queue', 'priority'] LOOP  -- a run now of a schedule's queue
+    FOREACH name IN ARRAY ARRAY['queue', 'priority', 'tags'] LOOP  -- a schedule's run now
         IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                    AND attname = name AND NOT attisdropped) THEN  -- migration 0007
             EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_ui_admin', name);
