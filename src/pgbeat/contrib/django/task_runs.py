@@ -15,7 +15,7 @@ from inspect import iscoroutinefunction
 from typing import Any
 
 from django.apps import apps
-from django.db import close_old_connections
+from django.db import connections
 
 from pgbeat.contrib.django.framework import (
     Task,
@@ -73,7 +73,7 @@ def handler_for(task: Task[Any, Any], alias: str) -> Callable[[Any, JobContext],
         return run_async
 
     def run(payload: Any, job: JobContext) -> Any:
-        close_old_connections()  # as Django's request cycle: no connection outlives its use
+        _close_old_connections()
         try:
             result, args, kwargs = _started(task, alias, payload, job)
             try:
@@ -87,9 +87,20 @@ def handler_for(task: Task[Any, Any], alias: str) -> Callable[[Any, JobContext],
                 raise
             return _finished(result, job, value)
         finally:
-            close_old_connections()
+            _close_old_connections()
 
     return run
+
+
+def _close_old_connections() -> None:
+    """Django's close_old_connections, as around a request, but for a connection in a
+    transaction: its caller's (``pgbeat.testing.drain`` runs tasks in the caller's thread,
+    on its connection, in a savepoint)."""
+    for connection in connections.all(initialized_only=True):
+        info = getattr(connection.connection, "info", None)
+        busy = getattr(info, "transaction_status", 0) != 0  # psycopg: 0 is IDLE
+        if not connection.in_atomic_block and not busy:
+            connection.close_if_unusable_or_obsolete()
 
 
 def _started(
