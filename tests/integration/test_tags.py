@@ -5,6 +5,7 @@ limits, in a handler's JobContext, and found through the jobs_tags index by
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,11 +15,14 @@ import pytest
 import pgbeat
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
+from pgbeat.errors import ConfigError
 from pgbeat.jobs import actions
+from pgbeat.scheduling.file import build_schedule
+from pgbeat.scheduling.state import run_schedule_now
 from pgbeat.testing import drain
 from pgbeat.ui.filters import JobFilter
 from tests.helpers import plan_nodes, run_cli
-from tests.integration.ui_support import dashboard
+from tests.integration.ui_support import dashboard, sync_schedules
 
 HOSTILE_TAG = "<script>alert(1)</script>&\"'"
 
@@ -142,3 +146,39 @@ def test_the_dashboard_filters_by_tag_and_escapes_it(database_url: str) -> None:
         assert "<script>alert(1)" not in detail.text
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail.text
         assert "tag=plain" in detail.text
+
+
+def test_a_schedules_tags_go_to_its_jobs(conn: psycopg.Connection[Any], tmp_path: Path) -> None:
+    assert pgbeat.upsert_schedule(conn, "coded", every="1m", kind="tick", tags=["a", "b"])
+    plain = pgbeat.upsert_schedule(conn, "plain", every="1m", kind="tick")
+    assert plain == "created"
+    schedules = tmp_path / "schedules.toml"
+    schedules.write_text(
+        '[schedules.filed]\nevery = "1m"\nkind = "tock"\ntags = ["nightly", "tenant:42"]\n'
+    )
+    sync_schedules(conn.info.dsn, schedules)
+    registry = pgbeat.Registry()
+    seen: dict[str, tuple[str, ...]] = {}
+
+    @registry.handler("tock")
+    def tock(payload: Any, job: pgbeat.JobContext) -> None:
+        seen["filed"] = job.tags
+
+    drain(conn, registry)  # the periods due now, as a scheduler's tick enqueues them
+    assert seen["filed"] == ("nightly", "tenant:42")
+    manual = {name: run_schedule_now(conn, name) for name in ("filed", "coded", "plain")}
+    stored = tags_of(conn)
+    assert stored[manual["filed"]] == ["nightly", "tenant:42"]
+    assert stored[manual["coded"]] == ["a", "b"]
+    assert stored[manual["plain"]] is None
+    # a change of tags alone is a change of the definition
+    assert pgbeat.upsert_schedule(conn, "coded", every="1m", kind="tick", tags=["c"]) == "updated"
+
+
+def test_a_schedules_tags_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="tags"):
+        build_schedule("s", {"every": "1m", "tags": ["x" * 101]})
+    schedules = tmp_path / "schedules.toml"
+    schedules.write_text('[schedules.s]\nevery = "1m"\ntags = "one"\n')
+    checked = run_cli(["schedules", "check", str(schedules)], None)
+    assert checked.returncode == 1 and "tags" in checked.stdout + checked.stderr

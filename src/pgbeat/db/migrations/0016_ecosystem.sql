@@ -8,6 +8,8 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS tags text[];
 -- `jobs list --tag T` and the dashboard's tag filter: tags @> ARRAY[T] (which implies the
 -- predicate) reads this index instead of the table.
 CREATE INDEX IF NOT EXISTS jobs_tags ON jobs USING gin (tags) WHERE tags IS NOT NULL;
+-- A schedule's tags, given to each of its jobs (schedules.toml `tags = [...]`).
+ALTER TABLE pgbeat_schedules ADD COLUMN IF NOT EXISTS tags text[];
 
 -- Enqueue a job from SQL: a trigger, a migration, psql, a Go or Node service. It refuses
 -- what pgbeat.enqueue refuses (job_inputs.py, flow.py, limits.py), with an error naming the

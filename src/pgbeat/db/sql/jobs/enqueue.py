@@ -124,19 +124,21 @@ RETURNING id"""
 # no join at all. Payloads and queues travel as one jsonb array each, not as jsonb[] and
 # text[]: a subscript of an array of variable-length values walks it from its start, so
 # 10,000 periods of 10,000 templates (one payload per customer) took 1.5 s, quadratic;
-# a jsonb array's element is found by its offset. Only the periods this claim's history
+# a jsonb array's element is found by its offset. Tags likewise: a jsonb array of array
+# literals (NULL for none). Only the periods this claim's history
 # rows took get an id, so a conflict is rare (a period's job inserted without history, by
 # an older pgbeat): ON CONFLICT alone, whose own check of jobs_unique comes before each
 # insert. A NOT EXISTS probe of the same index before it doubled that check for every row
 # (25,000 of the statement's 197,000 buffer reads at 10,000 periods).
 PERIOD_JOBS_INSERT: LiteralString = """
 INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
-                       queue, priority)
+                       queue, priority, tags)
 OVERRIDING SYSTEM VALUE
 SELECT p.id, p.kind, %(payloads)s::jsonb -> (p.template - 1), to_timestamp(p.run_epoch),
        p.unique_key, (%(max_attempts)s::int[])[p.template],
        to_timestamp(p.run_epoch + (%(keep_seconds)s::float8[])[p.template]),
-       %(queues)s::jsonb ->> (p.template - 1), (%(priorities)s::smallint[])[p.template]
+       %(queues)s::jsonb ->> (p.template - 1), (%(priorities)s::smallint[])[p.template],
+       (%(tags)s::jsonb ->> (p.template - 1))::text[]
 FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
             %(unique_keys)s::text[], %(templates)s::int[])
      AS p(id, kind, run_epoch, unique_key, template)
