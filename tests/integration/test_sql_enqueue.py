@@ -4,6 +4,8 @@ keys, a trigger's transaction, the wake-up of workers, and the least-privilege r
 from __future__ import annotations
 
 import select
+import shutil
+import subprocess
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -233,3 +235,28 @@ def test_the_roles_it_serves_and_those_it_does_not(logins: dict[str, str]) -> No
             sql_enqueue(other, "'from_role'")
     with psycopg.connect(logins["admin"], autocommit=True) as admin:
         assert job_row(admin, job_id)["status"] == "pending"
+
+
+def test_from_psql(database_url: str, conn: psycopg.Connection[Any]) -> None:
+    psql = shutil.which("psql")
+    if psql is None:
+        pytest.skip("psql is not installed")
+    command = [psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", database_url, "-c"]
+    made = subprocess.run(
+        [*command, "SELECT pgbeat_enqueue('from_psql', priority => 5)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    assert job_row(conn, int(made.stdout))["priority"] == 5
+    refused = subprocess.run(
+        [*command, "SELECT pgbeat_enqueue('from_psql', priority => 99999)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "pgbeat_enqueue: priority must be between -32768 and 32767" in refused.stderr
