@@ -248,3 +248,17 @@ def test_a_later_run_after_is_not_run_early(django_db: psycopg.Connection[Any]) 
     assert drain(connection, registry) == {"done": 1}
     assert add.get_result(now.id).return_value == 7
     assert add.get_result(soon.id).status == "READY"
+
+
+def test_bad_options_are_refused_when_the_backend_is_made(django_database: str) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from pgbeat.contrib.django.tasks import PgbeatBackend
+
+    backend = "pgbeat.contrib.django.tasks.PgbeatBackend"
+    with pytest.raises(ImproperlyConfigured, match="MAX_ATTEMPTS"):
+        PgbeatBackend("bad", {"BACKEND": backend, "OPTIONS": {"MAX_ATTEMPTS": 0}})
+    with pytest.raises(ValueError, match="TAGS"):
+        PgbeatBackend("bad", {"BACKEND": backend, "OPTIONS": {"TAGS": [""]}})
+    limited = PgbeatBackend("q", {"BACKEND": backend, "QUEUES": ["mail"]})
+    assert limited.queues == {"mail"}

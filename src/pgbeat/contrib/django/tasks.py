@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -67,6 +68,15 @@ class PgbeatBackend(BaseTaskBackend):  # type: ignore[misc]
         options = params.get("OPTIONS", {})
         self.database: str = options.get("DATABASE", "default")
         self.max_attempts: int | None = options.get("MAX_ATTEMPTS")
+        if self.max_attempts is not None and (
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
+            or self.max_attempts < 1
+        ):
+            raise ImproperlyConfigured(
+                f"TASKS[{alias!r}] OPTIONS MAX_ATTEMPTS: a whole number from 1, "
+                f"got {self.max_attempts!r}"
+            )
         self.tags: list[str] | None = job_inputs.check_tags(options.get("TAGS"), "OPTIONS TAGS")
 
     def validate_task(self, task: Task[Any, Any]) -> None:
