@@ -9,9 +9,10 @@
 -- once per schema. The group roles below are the cluster's: run for two schemas, a member
 -- of pgbeat_worker may work in both (docs/schemas.md: one set of roles per app).
 --
---   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`: inserts pending jobs
---                     (only the columns enqueue writes; never a schedule's period key). It
---                     reads no payload, changes no job, and has no rights on heartbeats.
+--   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`, SELECT pgbeat_enqueue(...)
+--                     (SQL, any language): inserts pending jobs (only the columns enqueue
+--                     writes; never a schedule's period key). It reads no payload, changes
+--                     no job, and has no rights on heartbeats.
 --   pgbeat_keys       pgbeat_enqueue, and jobs by key that replace, move, cancel or find the
 --                     live job of a key (job_key= with on_conflict other than "ignore"). It
 --                     changes no job without a job_key and re-opens no finished job.
@@ -89,7 +90,9 @@ BEGIN
                                 'pgbeat_error_signature(text)', 'pgbeat_schedules_stamp()',
                                 'pgbeat_schedules_notify()', 'pgbeat_channel(text,text)',
                                 'pgbeat_channel(text)', 'pgbeat_listen(text)',
-                                'pgbeat_unlisten(text)', 'pgbeat_lock_key(bigint)'] LOOP
+                                'pgbeat_unlisten(text)', 'pgbeat_lock_key(bigint)',
+                                'pgbeat_enqueue(text, jsonb, timestamptz, text, integer, '
+                                'text, integer, text, text, text[])'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;
@@ -113,15 +116,25 @@ DECLARE
     name text;
 BEGIN
     FOREACH name IN ARRAY ARRAY['kind', 'payload', 'run_at', 'unique_key', 'max_attempts',
-                                'job_key', 'queue', 'priority', 'limit_key', 'meta'] LOOP
+                                'job_key', 'queue', 'priority', 'limit_key', 'meta', 'tags'] LOOP
         IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
-                   AND attname = name AND NOT attisdropped) THEN  -- migrations 0001, 0004, 0007
+                   AND attname = name AND NOT attisdropped) THEN  -- migrations 0001-0016
             EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_enqueue', name);
         END IF;
     END LOOP;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass AND attname = 'job_key'
                AND NOT attisdropped) THEN  -- migration 0004
         GRANT SELECT (job_key, superseded_at, status) ON jobs TO pgbeat_enqueue;
+    END IF;
+    -- pgbeat_enqueue() (migration 0016) runs with its caller's rights: the grants above
+    -- and the policies below bind it as they bind an INSERT. Only the enqueue role (and
+    -- the roles that contain it) may call it.
+    IF to_regprocedure('pgbeat_enqueue(text, jsonb, timestamptz, text, integer, text, '
+                       'integer, text, text, text[])') IS NOT NULL THEN
+        REVOKE ALL ON FUNCTION pgbeat_enqueue(text, jsonb, timestamptz, text, integer, text,
+                                              integer, text, text, text[]) FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION pgbeat_enqueue(text, jsonb, timestamptz, text, integer, text,
+                                                 integer, text, text, text[]) TO pgbeat_enqueue;
     END IF;
 END
 $$;
@@ -145,6 +158,10 @@ BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                AND attname = 'queue' AND NOT attisdropped) THEN  -- migration 0007
         GRANT UPDATE (queue, priority, limit_key) ON jobs TO pgbeat_keys;  -- a replace's
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'tags' AND NOT attisdropped) THEN  -- migration 0016
+        GRANT UPDATE (tags) ON jobs TO pgbeat_keys;  -- a replace's too
     END IF;
 END
 $$;
@@ -195,7 +212,7 @@ DO $$
 DECLARE
     name text;
 BEGIN
-    FOREACH name IN ARRAY ARRAY['keep_until', 'queue', 'priority', 'meta'] LOOP
+    FOREACH name IN ARRAY ARRAY['keep_until', 'queue', 'priority', 'meta', 'tags'] LOOP
         IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                    AND attname = name AND NOT attisdropped) THEN
             EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_scheduler', name);
@@ -269,7 +286,7 @@ DO $$
 DECLARE
     name text;
 BEGIN
-    FOREACH name IN ARRAY ARRAY['queue', 'priority'] LOOP  -- a run now of a schedule's queue
+    FOREACH name IN ARRAY ARRAY['queue', 'priority', 'tags'] LOOP  -- a schedule's run now
         IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                    AND attname = name AND NOT attisdropped) THEN  -- migration 0007
             EXECUTE format('GRANT INSERT (%I) ON jobs TO pgbeat_ui_admin', name);

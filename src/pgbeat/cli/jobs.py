@@ -69,6 +69,13 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         help="higher runs first among due jobs, -32768..32767 (default 0)",
     )
     p.add_argument("--limit-key", metavar="KEY", help="what the queue's per-key limits count by")
+    p.add_argument(
+        "--tag",
+        dest="tags",
+        action="append",
+        metavar="TAG",
+        help="a label to filter jobs by (repeat for several)",
+    )
     p.set_defaults(func=cmd_enqueue)
 
     jobs = commands.add_parser("jobs", help="inspect and manage jobs")
@@ -82,6 +89,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", parents=[common], help="the newest jobs")
     p.add_argument("--status", choices=actions.STATUSES)
     p.add_argument("--kind")
+    p.add_argument("--tag", metavar="TAG", help="only jobs that have this tag")
     p.add_argument("--limit", type=types.positive_int, default=50, metavar="N")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
@@ -165,6 +173,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             queue=args.queue,
             priority=args.priority,
             limit_key=args.limit_key,
+            tags=args.tags,
         )
     if job_id is None:
         what = (
@@ -210,7 +219,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
-        rows = actions.list_jobs(conn, status=args.status, kind=args.kind, limit=args.limit)
+        rows = actions.list_jobs(
+            conn, status=args.status, kind=args.kind, limit=args.limit, tag=args.tag
+        )
     if args.json:
         print_json(rows)
         return 0
@@ -220,9 +231,17 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(
             f"{row['id']:>8}  {row['kind'][:20]:<20} {row['status']:<9} "
             f"{row['attempts']:>2}/{row['max_attempts']:<2}  {row['run_at']:%Y-%m-%d %H:%M:%S%z}"
-            f"  {error}"
+            f"  {error}{_tags_text(row['tags'])}"
         )
     return 0
+
+
+def _tags_text(tags: list[str] | None) -> str:
+    """A job's tags for a terminal: free text, so control characters are escaped."""
+    if not tags:
+        return ""
+    shown = ("".join(c if c.isprintable() else repr(c)[1:-1] for c in tag) for tag in tags)
+    return "  [" + ", ".join(shown) + "]"
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -50,11 +50,17 @@ def stats(conn: psycopg.Connection[Any]) -> Stats:
 
 
 def list_jobs(
-    conn: psycopg.Connection[Any], *, status: str | None, kind: str | None, limit: int
+    conn: psycopg.Connection[Any],
+    *,
+    status: str | None,
+    kind: str | None,
+    limit: int,
+    tag: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The newest jobs, newest first."""
+    """The newest jobs, newest first; with ``tag``, only those that have it (jobs_tags)."""
+    params = {"status": status, "kind": kind, "limit": limit, "tag": tag}
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(action_sql.JOBS_LIST, {"status": status, "kind": kind, "limit": limit})
+        cursor.execute(action_sql.JOBS_LIST, params)
         return cursor.fetchall()
 
 

@@ -293,6 +293,8 @@ class Catalog:
 
     def _apply(self, row: dict[str, Any], guarded: bool, validated: _Validated) -> int:
         """Bring one row into the copy; 1 when the schedules changed, else 0."""
+        if isinstance(row.get("tags"), list):  # hashable, as _Validated's keys must be
+            row["tags"] = tuple(row["tags"])
         changed = self._change(row, guarded, validated)
         self.changes += changed
         return changed

@@ -33,6 +33,7 @@ DEFINITION_COLUMNS = (
     "pause_after_failures",
     "queue",
     "priority",
+    "tags",
 )
 # Keys that join the fingerprint only when set, so that the definitions written before
 # they existed keep their hash (replicas of two versions agree on such a schedule).
@@ -42,6 +43,7 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "pause_after_failures": None,
     "queue": "default",
     "priority": 0,
+    "tags": None,
 }
 
 
@@ -75,6 +77,7 @@ def schedule_values(schedule: Schedule) -> dict[str, Any]:
         "pause_after_failures": schedule.pause_after_failures,
         "queue": schedule.queue,
         "priority": schedule.priority,
+        "tags": None if schedule.tags is None else list(schedule.tags),
         "definition_hash": definition_hash(schedule),
     }
 
@@ -104,7 +107,9 @@ def _canonical(schedule: Schedule) -> str:
     for key, default in _OPTIONAL_DEFAULTS.items():
         value = getattr(schedule, key)
         if value != default:
-            values[key] = value.isoformat() if isinstance(value, datetime) else value
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            values[key] = list(value) if isinstance(value, tuple) else value
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 

@@ -34,6 +34,7 @@ class Template(NamedTuple):
     keep_seconds: float
     queue: str
     priority: int
+    tags: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class Definition:
     keep_seconds: float
     queue: str
     priority: int
+    tags: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, schedule: Schedule) -> Definition:
@@ -63,6 +65,7 @@ class Definition:
             keep_for(schedule).total_seconds(),
             schedule.queue,
             schedule.priority,
+            schedule.tags,
         )
 
     def retimed(self, cron: str | None, timezone: str) -> Definition:
@@ -77,12 +80,15 @@ class Definition:
             self.keep_seconds,
             self.queue,
             self.priority,
+            self.tags,
         )
 
     def template(self, payload: str) -> Template:
         """The template of a schedule with this definition and ``payload`` (JSON text, as
         the jsonb column gives it: no second encoding of 100,000 payloads)."""
-        return Template(payload, self.max_attempts, self.keep_seconds, self.queue, self.priority)
+        return Template(
+            payload, self.max_attempts, self.keep_seconds, self.queue, self.priority, self.tags
+        )
 
 
 @dataclass(eq=False, slots=True)

@@ -302,6 +302,7 @@ class PeriodBatch:
             "keep_seconds": number_array([repr(t.keep_seconds) for t in used]),
             "queues": json.dumps([t.queue for t in used]),
             "priorities": number_array([str(t.priority) for t in used]),
+            "tags": json.dumps([None if t.tags is None else text_array(t.tags) for t in used]),
         }
 
 

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from pgbeat import limits
+from pgbeat import job_inputs, limits
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 from pgbeat.scheduling import cron
 
@@ -74,6 +74,7 @@ class Schedule(BaseModel):
     pause_after_failures: int | None = Field(default=None, ge=1, le=1_000_000)
     queue: str = Field(default="default", min_length=1, max_length=limits.MAX_KIND_LENGTH)
     priority: int = Field(default=0, ge=-32768, le=32767)  # higher runs first (smallint)
+    tags: tuple[str, ...] | None = None  # given to its jobs (job_inputs.check_tags's limits)
 
     @field_validator("name")
     @classmethod
@@ -116,6 +117,13 @@ class Schedule(BaseModel):
         if "\x00" in value or not value.strip():
             raise ValueError("must be a non-empty name without NUL characters")
         return value
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _check_tags(cls, value: object) -> object:
+        # a TOML array, a list in code, the text[] of a row: the rules of a job's tags
+        tags = job_inputs.check_tags(value, "tags")
+        return None if tags is None else tuple(tags)
 
     @field_validator("cron")
     @classmethod

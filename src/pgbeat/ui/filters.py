@@ -65,6 +65,7 @@ class JobFilter:
     queue: str | None = None
     priority: int | None = None
     limit_key: str | None = None
+    tag: str | None = None
 
     @classmethod
     def from_query(cls, query: Mapping[str, str], *, hide_payloads: bool = False) -> JobFilter:
@@ -123,6 +124,8 @@ class JobFilter:
         """
         if self.is_empty() or self.id is not None:
             return False
+        if self.tag is not None and self.status != "done":  # jobs_tags narrows it
+            return False
         row_by_row = any(
             v is not None
             for v in (
@@ -160,6 +163,7 @@ class JobFilter:
             "queue": self.queue,
             "priority": self.priority,
             "limit_key": self.limit_key,
+            "tag": self.tag,
             "floor": None,
             "max_id": None,
         }

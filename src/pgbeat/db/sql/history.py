@@ -130,15 +130,15 @@ WITH released AS (
           WHERE split_part(j.unique_key, '@', 1) = h.schedule AND j.kind = s.kind
             AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running'))
     RETURNING h.schedule, h.fire_at, h.job_id, s.kind, s.payload, s.max_attempts, s.queue,
-              s.priority, s.catch_up_window
+              s.priority, s.tags, s.catch_up_window
 )
 INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
-                       queue, priority)
+                       queue, priority, tags)
 OVERRIDING SYSTEM VALUE
 SELECT r.job_id, r.kind, r.payload, r.fire_at,
        r.schedule || '@' || to_char(r.fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        coalesce(r.max_attempts, %(default_max_attempts)s),
-       r.fire_at + r.catch_up_window + %(keep_extra)s::interval, r.queue, r.priority
+       r.fire_at + r.catch_up_window + %(keep_extra)s::interval, r.queue, r.priority, r.tags
 FROM released AS r
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING j.id, j.unique_key"""
@@ -152,7 +152,7 @@ RETURNING j.id, j.unique_key"""
 # not, overlap or not: an operator asked for it. Returns the jobs inserted.
 HISTORY_BACKFILL: LiteralString = """
 WITH s AS (
-    SELECT name, kind, payload, max_attempts, queue, priority, catch_up_window
+    SELECT name, kind, payload, max_attempts, queue, priority, tags, catch_up_window
     FROM pgbeat_schedules WHERE name = %(name)s AND deleted_at IS NULL
 ), claimed AS (
     INSERT INTO pgbeat_schedule_history AS h (schedule, fire_at, outcome, reason, job_id,
@@ -168,12 +168,12 @@ WITH s AS (
     RETURNING h.fire_at, h.job_id
 )
 INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
-                       queue, priority)
+                       queue, priority, tags)
 OVERRIDING SYSTEM VALUE
 SELECT c.job_id, s.kind, s.payload, c.fire_at,
        s.name || '@' || to_char(c.fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        coalesce(s.max_attempts, %(default_max_attempts)s),
-       c.fire_at + s.catch_up_window + %(keep_extra)s::interval, s.queue, s.priority
+       c.fire_at + s.catch_up_window + %(keep_extra)s::interval, s.queue, s.priority, s.tags
 FROM claimed AS c CROSS JOIN s
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING j.id, j.run_at"""
@@ -227,7 +227,7 @@ WHERE h.schedule = p.schedule AND h.fire_at = to_timestamp(p.fire_epoch)
 # operator asked for it. Returns the job's id, or nothing without such a schedule.
 HISTORY_RUN_NOW: LiteralString = """
 WITH s AS (
-    SELECT name, kind, payload, max_attempts, queue, priority FROM pgbeat_schedules
+    SELECT name, kind, payload, max_attempts, queue, priority, tags FROM pgbeat_schedules
     WHERE name = %(name)s AND deleted_at IS NULL
 ), claimed AS (
     INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, reason, job_id,
@@ -237,10 +237,10 @@ WITH s AS (
     FROM s
     RETURNING schedule, job_id
 )
-INSERT INTO jobs (id, kind, payload, run_at, unique_key, max_attempts, queue, priority)
+INSERT INTO jobs (id, kind, payload, run_at, unique_key, max_attempts, queue, priority, tags)
 OVERRIDING SYSTEM VALUE
 SELECT c.job_id, s.kind, s.payload, now(), s.name || '@manual:' || c.job_id,
-       coalesce(s.max_attempts, %(default_max_attempts)s), s.queue, s.priority
+       coalesce(s.max_attempts, %(default_max_attempts)s), s.queue, s.priority, s.tags
 FROM claimed AS c JOIN s ON s.name = c.schedule
 RETURNING id"""
 
