@@ -29,6 +29,7 @@ from pgbeat.worker.verdict import Outcome, decide, error_text
 log = logging.getLogger("pgbeat.worker")
 MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
 _DONE = Outcome("done")
+_UNASKED = "stopped for a cancel notification the database holds no request for: released"
 
 
 class OutcomeBuffer:
@@ -146,6 +147,7 @@ class _Batch:
         self.retries: list[tuple[Job, str, Any]] = []
         self.snoozes: list[tuple[Job, Any]] = []
         self.failures: list[tuple[Job, str]] = []
+        self.stops: list[tuple[Job, str]] = []  # runs stopped for a cancel
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
@@ -171,7 +173,9 @@ class _Batch:
             self.retries.append((run.job, outcome.error or "", outcome.retry_at))
         elif outcome.verdict == "snoozed":
             self.snoozes.append((run.job, outcome.retry_at))
-        else:  # failed, and cancelled: the fail statement ends a job asked to stop cancelled
+        elif outcome.verdict == "cancelled":
+            self.stops.append((run.job, outcome.error or ""))
+        else:  # failed: the fail statement ends a job asked to stop cancelled
             self.failures.append((run.job, outcome.error or ""))
 
     def send(self, conn: psycopg.Connection[Any]) -> list[tuple[Run, Outcome]]:
@@ -195,12 +199,12 @@ class _Batch:
             cancelled |= operations.fail_jobs(conn, self.failures)
         if self.released:
             cancelled |= operations.release_jobs(conn, self.released)
+        stopped = {job.id for job, _ in self.stops}
+        if self.stops:
+            cancelled |= operations.stop_jobs(conn, self.stops)
         decided = self.decided
-        if cancelled:
-            decided = [
-                (run, _ended_cancelled(outcome) if run.job.id in cancelled else outcome)
-                for run, outcome in decided
-            ]
+        if cancelled or stopped:
+            decided = [(run, _really(run, outcome, cancelled, stopped)) for run, outcome in decided]
         unsuccessful = [
             (run.job, outcome.verdict, outcome.error, run.duration)
             for run, outcome in decided
@@ -211,8 +215,14 @@ class _Batch:
         return decided
 
 
-def _ended_cancelled(outcome: Outcome) -> Outcome:
-    return Outcome("cancelled", outcome.error or "cancelled while running")
+def _really(run: Run, outcome: Outcome, cancelled: set[int], stopped: set[int]) -> Outcome:
+    """The outcome a run really had: cancelled when its job ended so; released when it was
+    stopped for a cancel the database holds no request for (a forged notification)."""
+    if run.job.id in cancelled:
+        return Outcome("cancelled", outcome.error or "cancelled while running")
+    if run.job.id in stopped:
+        return Outcome("released", _UNASKED)
+    return outcome
 
 
 def _first_line(exc: BaseException) -> str:

@@ -119,6 +119,36 @@ SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
            CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
 FROM ended"""
 
+# Ends runs their worker stopped for a cancel (primary key): cancelled when the database
+# holds the request (cancel_requested_at, or superseded), with the error after the reason;
+# else, the cancel being only a notification anyone may send, released like JOBS_RELEASE.
+JOBS_STOP: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                      THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                           THEN finished_at ELSE now() END,
+        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN last_error
+                          ELSE coalesce(last_error || '; ', '')
+                               || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
+                          END,
+        attempts = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                        THEN greatest(attempts - 1, 0) ELSE attempts END,
+        locked_until = NULL
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status = 'running'
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+           CASE WHEN count(*) <= 800
+                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
+                ELSE '' END) END
+FROM ended"""
+
 # Returns running jobs to pending at shutdown without charging the attempt (primary key);
 # a superseded or cancelled one is not run again: it ends cancelled.
 # Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
