@@ -16,7 +16,9 @@
 --   pgbeat_scheduler  `pgbeat scheduler`: inserts the periods of the schedules in
 --                     pgbeat_schedules (their kind, their `<name>@<instant>` keys, ids drawn
 --                     from the sequence), syncs schedules and their history, writes its own
---                     heartbeat. It reads no payload of a job and enqueues nothing else.
+--                     heartbeat; `schedules backfill` and `schedules run`; under overlap =
+--                     "cancel_other", cancels its schedules' own live period jobs. It reads
+--                     no payload of a job and enqueues nothing else.
 --   pgbeat_ui_viewer  `pgbeat ui --read-only`: reads pgbeat's tables, writes nothing.
 --   pgbeat_ui_admin   `pgbeat ui`: pgbeat_ui_viewer, and the dashboard's actions only: run
 --                     now, retry, cancel and delete finished jobs; pause, resume and run a
@@ -196,6 +198,20 @@ BEGIN
 END
 $$;
 GRANT SELECT (id, kind, unique_key, status) ON jobs TO pgbeat_scheduler;
+-- overlap = "cancel_other": a new period's job cancels its schedule's pending one and asks
+-- its running one to stop (a policy below allows only a schedule's own period jobs).
+GRANT UPDATE (status, finished_at, last_error) ON jobs TO pgbeat_scheduler;
+GRANT SELECT (finished_at) ON jobs TO pgbeat_scheduler;
+GRANT SELECT (run_at) ON jobs TO pgbeat_scheduler;  -- what a backfill's jobs are due at
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'cancel_requested_at' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT SELECT (cancel_requested_at), UPDATE (cancel_requested_at) ON jobs
+            TO pgbeat_scheduler;
+    END IF;
+END
+$$;
 DO $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO pgbeat_scheduler',
@@ -337,6 +353,14 @@ CREATE POLICY pgbeat_jobs_manual ON jobs FOR INSERT TO pgbeat_ui_admin
                 AND EXISTS (SELECT FROM pgbeat_schedules AS s
                             WHERE s.name = pgbeat_period_schedule(jobs.unique_key)
                               AND s.kind = jobs.kind));
+-- Scheduler (overlap = "cancel_other"): only the live jobs of a schedule's periods (their
+-- key names a schedule of that kind), which end cancelled or stay running asked to stop.
+DROP POLICY IF EXISTS pgbeat_jobs_cancel_other ON jobs;
+CREATE POLICY pgbeat_jobs_cancel_other ON jobs FOR UPDATE TO pgbeat_scheduler
+    USING (status IN ('pending', 'running') AND EXISTS (
+        SELECT FROM pgbeat_schedules AS s
+        WHERE s.name = pgbeat_period_schedule(jobs.unique_key) AND s.kind = jobs.kind))
+    WITH CHECK (status = 'cancelled' OR status = 'running');
 -- Keys: only jobs that have a job_key.
 DROP POLICY IF EXISTS pgbeat_jobs_keys ON jobs;
 CREATE POLICY pgbeat_jobs_keys ON jobs FOR UPDATE TO pgbeat_keys
