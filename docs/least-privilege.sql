@@ -144,7 +144,8 @@ END
 $$;
 
 -- Worker: claims and outcomes are UPDATEs of a job's state (and its result), never of what
--- it runs; no DELETE. A snooze gives an attempt back (max_attempts); `jobs cancel` (an
+-- it runs; no DELETE. A snooze gives an attempt back (attempts) and counts itself
+-- (snoozes); `jobs cancel` (an
 -- operator with this role) asks a running job to stop (cancel_requested_at).
 GRANT SELECT ON jobs TO pgbeat_worker;
 GRANT UPDATE (status, attempts, max_attempts, run_at, locked_until, last_error, finished_at)
@@ -158,6 +159,10 @@ BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                AND attname = 'started_at' AND NOT attisdropped) THEN  -- migration 0013
         GRANT UPDATE (started_at) ON jobs TO pgbeat_worker;  -- a claim records its start
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'snoozes' AND NOT attisdropped) THEN  -- migration 0015
+        GRANT UPDATE (snoozes) ON jobs TO pgbeat_worker;  -- a snooze is counted
     END IF;
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;

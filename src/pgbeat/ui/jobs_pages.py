@@ -276,6 +276,7 @@ _SHOWN_FIELDS = {
     "status",
     "attempts",
     "max_attempts",
+    "snoozes",
     "run_at",
     "created_at",
     "finished_at",
