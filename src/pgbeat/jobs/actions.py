@@ -16,6 +16,7 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
 
+from pgbeat.db.guarded import guard
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import retention as purge_sql
 from pgbeat.errors import JobNotFound, Refused
@@ -52,8 +53,10 @@ def stats(conn: psycopg.Connection[Any]) -> Stats:
 def list_jobs(
     conn: psycopg.Connection[Any], *, status: str | None, kind: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    """The newest jobs, newest first."""
+    """The newest jobs, newest first. A value Python cannot hold (a time of infinity) loads
+    as ``Unreadable``: one such row never hides the others from an operator."""
     with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
         cursor.execute(action_sql.JOBS_LIST, {"status": status, "kind": kind, "limit": limit})
         return cursor.fetchall()
 
@@ -61,6 +64,7 @@ def list_jobs(
 def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     """Every column of one job; ``JobNotFound`` if there is none."""
     with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
         row = cursor.execute(action_sql.JOBS_SHOW, {"id": job_id}).fetchone()
     if row is None:
         raise JobNotFound(f"no job with id {job_id}")

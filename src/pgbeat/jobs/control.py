@@ -37,15 +37,18 @@ class CancelResult:
     ``previous_status`` is the job's status when the cancel ran: ``pending`` (it is now
     cancelled), ``running`` (its handler is being told to stop; the job ends cancelled), or
     a final one (``done``, ``failed``, ``cancelled``): the job ended first, nothing changed.
+    ``refused``: the job is live but the database let this role change nothing (row-level
+    security, docs/least-privilege.sql): nothing changed, the job runs.
     """
 
     id: int
     previous_status: str
+    refused: bool = False
 
     @property
     def accepted(self) -> bool:
-        """True when the cancel took: the job was pending or running."""
-        return self.previous_status in ("pending", "running")
+        """True when the cancel took: the job was pending or running, and it changed."""
+        return self.previous_status in ("pending", "running") and not self.refused
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,9 @@ def cancel_plan(job_id: int, reason: str | None) -> Plan[CancelResult]:
     rows = yield action_sql.JOBS_STATUS, {"id": job_id}
     if not rows:
         raise JobNotFound(f"no job with id {job_id}")
-    return CancelResult(job_id, str(rows[0][0]))
+    status = str(rows[0][0])
+    # Live, yet the update changed no row: a row-level policy kept it from this role.
+    return CancelResult(job_id, status, refused=status in ("pending", "running"))
 
 
 @overload
