@@ -27,7 +27,7 @@ def seed(conn: psycopg.Connection[Any]) -> tuple[int, int, int]:
         "INSERT INTO jobs (kind, payload) VALUES ('fine', '{}') RETURNING id",
     ):
         args = (DEEP,) if "%s" in sql_text else ()
-        row = conn.execute(sql_text, args).fetchone()  # type: ignore[arg-type]
+        row = conn.execute(sql_text, args).fetchone()
         assert row is not None
         ids.append(int(row[0]))
     conn.execute(
