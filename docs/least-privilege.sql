@@ -1,7 +1,8 @@
 -- Least privilege for pgbeat: one group role per job, and your login roles made members of
--- the groups they need. Run it with psql as a superuser (or as the owner of pgbeat's tables
--- holding CREATEROLE) after `pgbeat migrate`, and again after an upgrade that adds tables:
--- every statement is idempotent, and what a migration has not created yet is skipped.
+-- the groups they need. Apply it with `pgbeat roles` (or psql) as a superuser (or as the
+-- owner of pgbeat's tables holding CREATEROLE) after `pgbeat migrate`. `pgbeat migrate`
+-- applies it again after every upgrade of a database set up with it: every statement is
+-- idempotent, and what a migration has not created yet is skipped.
 --
 --   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`: inserts pending jobs
 --                     (only the columns enqueue writes; never a schedule's period key). It
