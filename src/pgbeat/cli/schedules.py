@@ -20,6 +20,7 @@ import psycopg
 from pgbeat.cli import common, schedule_admin, types
 from pgbeat.db import connections, migrate, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
+from pgbeat.observe import logs
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.fires import next_fire_after
@@ -240,6 +241,7 @@ def _scheduler_schedules_path(given: str | None) -> Path | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    logs.job_lines(every=(args.job_logs or "all") == "all")  # a demo and development command
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
     schedules = _load(path) if path is not None else None
