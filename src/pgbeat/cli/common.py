@@ -101,7 +101,6 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--job-logs",
         choices=("failures", "all"),
-        default=None,
         help="a line for every job (all), or only for those that did not succeed and a "
         "summary a minute (failures; `pgbeat worker`'s default, `pgbeat run`'s is all)",
     )

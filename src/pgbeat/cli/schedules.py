@@ -98,7 +98,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     common.add_worker_flags(p)
     common.add_retention_flags(p)
     common.add_metrics_flags(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, job_logs="all")  # a demo and development command
 
 
 def _add_retention_flag(p: argparse.ArgumentParser) -> None:
@@ -241,7 +241,7 @@ def _scheduler_schedules_path(given: str | None) -> Path | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    logs.job_lines(every=(args.job_logs or "all") == "all")  # a demo and development command
+    logs.job_lines(every=args.job_logs == "all")
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
     schedules = _load(path) if path is not None else None

@@ -39,7 +39,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         metavar="N",
         help="run N worker processes to use N cores (default 1)",
     )
-    p.set_defaults(func=cmd_worker)
+    p.set_defaults(func=cmd_worker, job_logs="failures")  # thousands a second: no line each
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -47,7 +47,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if parent is not None and args.processes > 1:
         raise UserError("--processes cannot be given to a worker process started by --processes")
     _check_metrics_ports(args)
-    args.job_logs = args.job_logs or "failures"  # thousands of jobs a second: no line each
     logs.job_lines(every=args.job_logs == "all")
     registry = common.load_registry(args.app)
     url = urls.resolve_url(args.database_url)
