@@ -47,7 +47,7 @@ class QueueLimits:
 def parse_rate(text: str, name: str = "rate") -> Rate:
     """``"N/D"`` (e.g. ``"100/10s"``) as a Rate; ``ValueError`` naming ``name`` otherwise."""
     count_text, slash, period_text = text.strip().partition("/")
-    if not slash or not count_text.strip().isdigit():
+    if not slash or not (count_text.strip().isascii() and count_text.strip().isdigit()):
         raise ValueError(f"{name} {text!r}: expected N/DURATION, e.g. 100/10s")
     try:
         period = parse_duration(period_text)
