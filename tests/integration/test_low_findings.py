@@ -1,12 +1,14 @@
 """The low findings of the third hardening pass, each with its test: control characters of
 queue names, a job id beyond bigint, a cancel reason UTF-8 cannot encode or of a megabyte,
-a rate of non-ASCII digits, and pgbeat.wait in a transaction whose snapshot is fixed."""
+a rate of non-ASCII digits, pgbeat.wait in a transaction whose snapshot is fixed, and
+heartbeat details of odd shapes."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from psycopg.pq import TransactionStatus
@@ -14,6 +16,7 @@ from psycopg.pq import TransactionStatus
 import pgbeat
 from pgbeat.flow import parse_rate
 from tests.helpers import run_cli
+from tests.integration.ui_support import dashboard
 
 
 def test_queues_list_escapes_control_characters(
@@ -59,3 +62,20 @@ def test_wait_refuses_a_fixed_snapshot_at_once(
         with pytest.raises(ValueError, match="repeatable read"):
             pgbeat.wait(waiter, job_id, timeout=60)
         assert time.monotonic() - started < 30  # not the whole timeout
+
+
+def test_odd_heartbeat_details_break_neither_status_nor_the_processes_page(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    for n, details in enumerate(["[1, 2]", '{"kinds": 5, "queues": 1}', '"x"', '{"kinds": [1]}']):
+        conn.execute(
+            "INSERT INTO pgbeat_processes (id, role, host, pid, version, details)"
+            " VALUES (%s, 'worker', 'h', 1, '0', %s::jsonb)",
+            (f"odd-{n}", details),
+        )
+    pgbeat.enqueue(conn, "k", {})
+    status = run_cli(["status", "--json"], database_url)
+    assert "Traceback" not in status.stderr and status.stdout.startswith("{"), status.stderr
+    with dashboard(database_url) as ui, httpx.Client(timeout=30) as client:
+        page = client.get(f"{ui.url}/processes")
+        assert page.status_code == 200, page.text[-500:]
