@@ -1,7 +1,8 @@
 -- Least privilege for pgbeat: one group role per job, and your login roles made members of
--- the groups they need. Run it with psql as a superuser (or as the owner of pgbeat's tables
--- holding CREATEROLE) after `pgbeat migrate`, and again after an upgrade that adds tables:
--- every statement is idempotent, and what a migration has not created yet is skipped.
+-- the groups they need. Apply it with `pgbeat roles` (or psql) as a superuser (or as the
+-- owner of pgbeat's tables holding CREATEROLE) after `pgbeat migrate`. `pgbeat migrate`
+-- applies it again after every upgrade of a database set up with it: every statement is
+-- idempotent, and what a migration has not created yet is skipped.
 --
 -- It works on the schema first on search_path: for pgbeat's tables in a schema of their
 -- own (`pgbeat migrate --schema NAME`), run it with that schema first, e.g.
@@ -23,7 +24,9 @@
 --   pgbeat_scheduler  `pgbeat scheduler`: inserts the periods of the schedules in
 --                     pgbeat_schedules (their kind, their `<name>@<instant>` keys, ids drawn
 --                     from the sequence), syncs schedules and their history, writes its own
---                     heartbeat. It reads no payload of a job and enqueues nothing else.
+--                     heartbeat; `schedules backfill` and `schedules run`; under overlap =
+--                     "cancel_other", cancels its schedules' own live period jobs. It reads
+--                     no payload of a job and enqueues nothing else.
 --   pgbeat_ui_viewer  `pgbeat ui --read-only`: reads pgbeat's tables, writes nothing.
 --   pgbeat_ui_admin   `pgbeat ui`: pgbeat_ui_viewer, and the dashboard's actions only: run
 --                     now, retry, cancel and delete finished jobs; pause, resume and run a
@@ -167,7 +170,8 @@ END
 $$;
 
 -- Worker: claims and outcomes are UPDATEs of a job's state (and its result), never of what
--- it runs; no DELETE. A snooze gives an attempt back (max_attempts); `jobs cancel` (an
+-- it runs; no DELETE. A snooze gives an attempt back (attempts) and counts itself
+-- (snoozes); `jobs cancel` (an
 -- operator with this role) asks a running job to stop (cancel_requested_at).
 GRANT SELECT ON jobs TO pgbeat_worker;
 GRANT UPDATE (status, attempts, max_attempts, run_at, locked_until, last_error, finished_at)
@@ -181,6 +185,10 @@ BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                AND attname = 'started_at' AND NOT attisdropped) THEN  -- migration 0013
         GRANT UPDATE (started_at) ON jobs TO pgbeat_worker;  -- a claim records its start
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'snoozes' AND NOT attisdropped) THEN  -- migration 0015
+        GRANT UPDATE (snoozes) ON jobs TO pgbeat_worker;  -- a snooze is counted
     END IF;
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
@@ -221,6 +229,20 @@ BEGIN
 END
 $$;
 GRANT SELECT (id, kind, unique_key, status) ON jobs TO pgbeat_scheduler;
+-- overlap = "cancel_other": a new period's job cancels its schedule's pending one and asks
+-- its running one to stop (a policy below allows only a schedule's own period jobs).
+GRANT UPDATE (status, finished_at, last_error) ON jobs TO pgbeat_scheduler;
+GRANT SELECT (finished_at) ON jobs TO pgbeat_scheduler;
+GRANT SELECT (run_at) ON jobs TO pgbeat_scheduler;  -- what a backfill's jobs are due at
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'cancel_requested_at' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT SELECT (cancel_requested_at), UPDATE (cancel_requested_at) ON jobs
+            TO pgbeat_scheduler;
+    END IF;
+END
+$$;
 DO $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO pgbeat_scheduler',
@@ -362,6 +384,14 @@ CREATE POLICY pgbeat_jobs_manual ON jobs FOR INSERT TO pgbeat_ui_admin
                 AND EXISTS (SELECT FROM pgbeat_schedules AS s
                             WHERE s.name = pgbeat_period_schedule(jobs.unique_key)
                               AND s.kind = jobs.kind));
+-- Scheduler (overlap = "cancel_other"): only the live jobs of a schedule's periods (their
+-- key names a schedule of that kind), which end cancelled or stay running asked to stop.
+DROP POLICY IF EXISTS pgbeat_jobs_cancel_other ON jobs;
+CREATE POLICY pgbeat_jobs_cancel_other ON jobs FOR UPDATE TO pgbeat_scheduler
+    USING (status IN ('pending', 'running') AND EXISTS (
+        SELECT FROM pgbeat_schedules AS s
+        WHERE s.name = pgbeat_period_schedule(jobs.unique_key) AND s.kind = jobs.kind))
+    WITH CHECK (status = 'cancelled' OR status = 'running');
 -- Keys: only jobs that have a job_key.
 DROP POLICY IF EXISTS pgbeat_jobs_keys ON jobs;
 CREATE POLICY pgbeat_jobs_keys ON jobs FOR UPDATE TO pgbeat_keys

@@ -20,6 +20,7 @@ import psycopg
 from pgbeat.cli import common, schedule_admin, types
 from pgbeat.db import connections, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
+from pgbeat.observe import logs
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.fires import next_fire_after
@@ -99,7 +100,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     common.add_worker_flags(p)
     common.add_retention_flags(p)
     common.add_metrics_flags(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, job_logs="all")  # a demo and development command
 
 
 def _add_retention_flag(p: argparse.ArgumentParser) -> None:
@@ -243,6 +244,7 @@ def _scheduler_schedules_path(given: str | None) -> Path | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    logs.job_lines(every=args.job_logs == "all")
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
     schedules = _load(path) if path is not None else None

@@ -13,14 +13,14 @@ from psycopg.rows import dict_row
 
 from pgbeat import flow
 from pgbeat.cli import common, types
-from pgbeat.db import connections, migrate, schemas, urls
+from pgbeat.db import connections, migrate, roles, schemas, urls
 from pgbeat.db.sql import history as history_sql
 from pgbeat.db.sql import processes as process_sql
 from pgbeat.db.sql import retention as retention_sql
 from pgbeat.db.sql import schedule_files as file_sql
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.durations import format_duration
-from pgbeat.errors import ConfigError
+from pgbeat.errors import ConfigError, UserError
 from pgbeat.observe.liveness import OVERDUE_GRACE, STALE_AFTER
 from pgbeat.scheduling import state
 from pgbeat.scheduling.catchup import latest_fire_between
@@ -38,6 +38,20 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         help="print the SQL instead of applying it",
     )
     p.set_defaults(func=cmd_migrate)
+
+    p = commands.add_parser(
+        "roles",
+        parents=[common_flags],
+        help="create or update the least-privilege roles (docs/least-privilege.sql)",
+    )
+    p.add_argument("--print", action="store_true", dest="print_sql", help="print the SQL instead")
+    p.add_argument(
+        "--suffix",
+        default=None,
+        metavar="TEXT",
+        help="group roles named pgbeat_<group>TEXT (default: as the database was set up)",
+    )
+    p.set_defaults(func=cmd_roles)
 
     p = commands.add_parser(
         "status", parents=[common_flags], help="live processes, schedules, missed periods"
@@ -68,11 +82,44 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
         applied = common.migrate_schema(conn)
-    for migration in applied:
-        print(f"applied {migration.version:04d}_{migration.name}")
-    if not applied:
-        print("schema is up to date")
+        for migration in applied:
+            print(f"applied {migration.version:04d}_{migration.name}")
+        if not applied:
+            print("schema is up to date")
+        suffix = roles.deployed_suffix(conn) if applied else None
+        if suffix is not None:  # set up with the roles: grant what the new schema needs
+            try:
+                roles.apply_roles(conn, suffix)
+            except psycopg.Error as exc:
+                if connections.is_connection_failure(exc, conn):
+                    raise
+                raise UserError(
+                    "the schema is upgraded, but the least-privilege roles could not be "
+                    f"updated ({_first_line(exc)}): run `pgbeat roles` as a superuser"
+                ) from None
+            print(f"roles updated: pgbeat_*{suffix} (docs/least-privilege.sql)")
     return 0
+
+
+def cmd_roles(args: argparse.Namespace) -> int:
+    suffix = args.suffix or ""
+    if not roles.valid_suffix(suffix):
+        raise UserError("--suffix: at most 40 of a-z, 0-9 and _")
+    if args.print_sql:
+        sys.stdout.write(roles.roles_script(suffix))
+        return 0
+    url = urls.resolve_url(args.database_url)
+    with connections.translated_errors(url), connections.connect(url) as conn:
+        migrate.require_current_schema(conn)
+        if args.suffix is None:
+            suffix = roles.deployed_suffix(conn) or ""
+        roles.apply_roles(conn, suffix)
+    print(f"roles pgbeat_*{suffix} created or updated (docs/least-privilege.sql)")
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().partition("\n")[0][:300] or type(exc).__name__
 
 
 def cmd_health(args: argparse.Namespace) -> int:

@@ -157,8 +157,11 @@ class Scheduler:
         return self._loop.failure
 
     def _log_start(self) -> None:
-        names = ", ".join(s.name for s in self._file or []) or "none"
-        log.info("scheduler started; schedules file: %s", names if self._file is not None else "-")
+        if self._file is None:
+            log.info("scheduler started; no schedules file")
+            return
+        log.info("scheduler started; schedules file: %d schedules", len(self._file))
+        log.debug("schedules of the file: %s", ", ".join(s.name for s in self._file))
 
     def _failed(self, exc: BaseException) -> None:
         log.error("the scheduler stopped on an unexpected error", exc_info=exc)
@@ -258,6 +261,7 @@ class Scheduler:
         ``refresh``: first apply the changes of the table (the loop skips it when it heard
         of none, so that a tick with nothing due touches no database).
         """
+        began = time.monotonic()
         if not self._started:
             self._start(conn)
         elif refresh:
@@ -282,7 +286,7 @@ class Scheduler:
             next_fires = {} if made is None else made.next_fires
             self.catalog.settle(groups, None if claims is None else now, next_fires)
         claims.released = released
-        claiming.report(claims, self._metrics, self.catalog)
+        claiming.report(claims, self._metrics, self.catalog, time.monotonic() - began)
         next_fire = self.catalog.next_fire()
         return TickResult(
             claims.inserted,

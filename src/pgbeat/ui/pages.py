@@ -139,6 +139,7 @@ def _has_files(conn: Any) -> bool:
 def _processes(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for process in found:
         process["live"] = is_live(timedelta(seconds=process["heartbeat_age_s"]))
+        process["details"] = flow.worker_details(process["details"])
     return found
 
 

@@ -171,19 +171,21 @@ class Worker:
         self._loop.wake()
 
     def _on_cancel(self, job_ids: set[int]) -> None:
-        """Cancels heard on the listener: stop those runs now. An empty set: the listener
-        (re)connected, and the next renewal round looks for cancels it may have missed."""
+        """Cancels heard on the listener: a hint only (any role that can connect may send
+        one), so the next renewal round, now, asks the database which runs were really asked
+        to stop and stops only those. An empty set: the listener (re)connected, and a cancel
+        may have been missed."""
         if job_ids:
-            with self._lock:  # before the cancel: _start looks here after it submits
+            with self._lock:  # before the look at the runs: _start looks here after it submits
                 now = time.monotonic()
                 self._recent_cancels = {
                     i: t for i, t in self._recent_cancels.items() if now - t < RECENT_CANCELS
                 }
                 self._recent_cancels.update(dict.fromkeys(job_ids, now))
-            self._executor.cancel(job_ids)
-        else:
-            self._renewer.soon()
-            self._loop.wake()
+            if not job_ids & {run.job.id for run in self._executor.unsettled()}:
+                return  # not a job this worker runs (or one it has not submitted yet)
+        self._renewer.soon()
+        self._loop.wake()
 
     def _on_settled(self, run: Run) -> None:
         """Buffer the outcome; poke the writer when that makes a write due or starts its timer.
@@ -341,8 +343,8 @@ class Worker:
         self._executor.submit_many(runs)
         with self._lock:
             missed = {run.job.id for run in runs} & self._recent_cancels.keys()
-        if missed:  # cancelled between the claim's commit and the submit: not missed
-            self._executor.cancel(missed)
+        if missed:  # a cancel heard between the claim's commit and the submit: ask now
+            self._renewer.soon()
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """Connections for handlers, from their own pool so they never starve the loop."""

@@ -31,7 +31,10 @@ from typing import LiteralString
 # period whose job is pending or running, retries included, is passed over, as with
 # retries that outlast the interval the newest periods are always unfinished; the caller
 # then pauses the schedule);
-# for a schedule with a pending or running job (jobs_live_schedule) or an earlier due
+# for a schedule with a live job (pending or running, jobs_live_schedule; its scheduler's:
+# the key is a period's or a manual run's, `<name>@<UTC instant>` or `<name>@manual:<id>`,
+# which under docs/least-privilege.sql only the scheduler and the dashboard may insert, not
+# an application's job keyed `<name>@x`) or an earlier due
 # period in this tick, skipped (overlap) under "skip", and under "buffer_one" buffered
 # (the one period that waits, pgbeat_schedule_history_buffered) or skipped (overlap) when
 # one waits already; else enqueued. The history row is the period's claim: the first
@@ -67,7 +70,10 @@ WITH period AS MATERIALIZED (
                SELECT FROM jobs AS j
                WHERE split_part(j.unique_key, '@', 1) = period.schedule
                  AND j.kind = period.kind AND j.unique_key IS NOT NULL
-                 AND j.status IN ('pending', 'running')) ELSE false END AS live,
+                 AND j.status IN ('pending', 'running')
+                 AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                                     || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$')
+           ) ELSE false END AS live,
            CASE WHEN overlap = 'buffer_one' THEN EXISTS (
                SELECT FROM pgbeat_schedule_history AS b
                WHERE b.schedule = period.schedule AND b.outcome = 'buffered')
@@ -128,7 +134,9 @@ WITH released AS (
       AND NOT EXISTS (
           SELECT FROM jobs AS j
           WHERE split_part(j.unique_key, '@', 1) = h.schedule AND j.kind = s.kind
-            AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running'))
+            AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
+            AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                                || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$'))
     RETURNING h.schedule, h.fire_at, h.job_id, s.kind, s.payload, s.max_attempts, s.queue,
               s.priority, s.tags, s.catch_up_window
 )

@@ -151,7 +151,9 @@ RETURNING j.id"""
 # (cancel_requested_at, and a notification on pgbeat_cancel naming it: its worker ends the
 # run); a pending one (an older period not started yet) is cancelled at once, and
 # pgbeat_finished names it for whoever waits on it (pgbeat.wait). Why goes to last_error,
-# as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone.
+# as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone, and so is
+# a job whose key only looks like the schedule's: the key must be a period's or a manual
+# run's, as in history.py's claim (an application's `<name>@x` is not the schedule's).
 PERIOD_JOBS_CANCEL_OTHERS: LiteralString = """
 UPDATE jobs AS j
 SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
@@ -162,6 +164,8 @@ SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
 FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
 WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
   AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
+  AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                      || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$')
   AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
 RETURNING j.id, pg_notify(pgbeat_channel(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
                                                         ELSE 'pgbeat_finished' END),
