@@ -23,8 +23,9 @@ from pgbeat.errors import ConfigError, PgbeatError, UserError
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.fires import next_fire_after
+from pgbeat.scheduling.history_purge import HISTORY_RETENTION
 from pgbeat.scheduling.schedule import Schedule, unique_key
-from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
+from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.scheduling.sync import load_for_reload
 from pgbeat.signals import handling_reload_signal
 from pgbeat.worker.worker import Worker

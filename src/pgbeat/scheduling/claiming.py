@@ -1,4 +1,4 @@
-"""A tick's claim as the scheduler runs it, what it tells the logs and metrics, the purge.
+"""A tick's claim as the scheduler runs it, and what it tells the logs and metrics.
 
 The claim is one transaction (periods.py); when the database refuses it for the values of
 some period, each schedule is claimed alone so the others still go on. Kept apart from the
@@ -8,14 +8,11 @@ loop (scheduler.py), which only decides when to tick.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 
 from pgbeat.db.connections import is_connection_failure, is_data_error
-from pgbeat.db.sql import history as history_sql
-from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.groups import Group
@@ -23,9 +20,6 @@ from pgbeat.scheduling.periods import Claims, PeriodBatch
 from pgbeat.scheduling.planning import Plan
 
 log = logging.getLogger("pgbeat.scheduler")
-
-PURGE_BATCH = 10_000
-TOMBSTONES_KEPT = timedelta(days=1)  # deleted schedules stay visible to polling replicas
 
 
 def claim(conn: psycopg.Connection[Any], catalog: Catalog, made: Plan, replica: str) -> Claims:
@@ -91,18 +85,6 @@ def report(claims: Claims, metrics: Metrics, catalog: Catalog) -> None:
     if log.isEnabledFor(logging.DEBUG):
         for key in claims.existing:
             log.debug("already enqueued %s", key, extra=_fields(catalog, key))
-
-
-def purge_history(conn: psycopg.Connection[Any], retention: timedelta) -> int:
-    """Delete history older than ``retention``, and old tombstones; return rows deleted."""
-    deleted, params = 0, {"older_than": retention, "batch": PURGE_BATCH}
-    for _ in range(100):  # at most a million rows per turn
-        count = conn.execute(history_sql.HISTORY_PURGE_BATCH, params).rowcount
-        deleted += count
-        if count < PURGE_BATCH:
-            break
-    conn.execute(schedule_sql.SCHEDULES_PURGE_TOMBSTONES, {"older_than": TOMBSTONES_KEPT})
-    return deleted
 
 
 def first_line(exc: BaseException) -> str:
