@@ -22,7 +22,6 @@ from pgbeat.errors import ScheduleNotFound
 from pgbeat.scheduling import state as state_api
 from pgbeat.ui import jobs_data, schedule_data, timeline
 from pgbeat.ui.context import Ui, redirect
-from pgbeat.ui.schedule_source import ScheduleEntry
 
 HISTORY_PAGE = 50
 # the history's outcomes, in the database
@@ -79,7 +78,7 @@ class SchedulePages:
                 raise HTTPException(400, f"state: one of {', '.join(OUTCOMES)}")
             now, _ = jobs_data.clock(conn)
             view = schedule_data.views(conn, [entry], now)[0]
-            periods, older = self._history(conn, entry, now, before, state)
+            periods, older = self._history(conn, view, before, state)
             backfill, backfill_error = _backfill_preview(
                 conn, name, params.get("bf_from"), params.get("bf_to")
             )
@@ -108,17 +107,18 @@ class SchedulePages:
     def _history(
         self,
         conn: Any,
-        entry: ScheduleEntry,
-        now: datetime,
+        view: schedule_data.ScheduleView,
         before: datetime | None,
         state: str | None,
     ) -> tuple[list[schedule_data.Period], datetime | None]:
         """One page of the schedule's periods, newest first, and the cursor of the next."""
+        name = view.schedule.name
         found = schedule_data.history_rows(
-            conn, [entry.schedule.name], HISTORY_PAGE, outcome=state, before=before
-        ).get(entry.schedule.name, [])
+            conn, [name], HISTORY_PAGE, outcome=state, before=before
+        ).get(name, [])
+        newest = before is None and state is None
         periods = schedule_data.periods_from_history(
-            entry, found, now, newest=before is None and state is None
+            found, overdue=schedule_data.overdue_period(view.status) if newest else None
         )
         older = found[-1]["fire_at"] if len(found) == HISTORY_PAGE else None
         return periods, older

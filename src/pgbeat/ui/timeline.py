@@ -113,12 +113,6 @@ def next_dst_change(
     return DstChange(dst.transition_between(now, end, zone), before, after)
 
 
-def last_periods(schedule: Schedule, now: datetime, count: int) -> list[datetime]:
-    """The fire times of the last ``count`` periods due by ``now``, newest first."""
-    fires = last_fires_between(schedule, now - HISTORY_LOOK_BACK, now, count)
-    return fires[::-1]
-
-
 def _minute_hour(cron: str) -> tuple[set[int], set[int]]:
     # Aliases other than @hourly (never a fixed time) all fire at 00:00.
     minute, hour = cron.split()[:2] if not cron.startswith("@") else ("0", "0")
