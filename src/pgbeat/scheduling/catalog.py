@@ -52,7 +52,7 @@ class _Validated:
     A row equal to one of them in every definition column but name and payload needs no
     model once its name passes the model's rules; one that differs from one of them only
     in its cron and zone as well, once those pass their fields' rules (``timing_fields``).
-    A validation per row was a quarter of a start-up at 100,000 schedules, whose rows are
+    A validation per row was a large share of a start-up (docs/benchmarks.md), whose rows are
     mostly such: one report per customer, at the customer's hour, in the customer's zone.
     """
 

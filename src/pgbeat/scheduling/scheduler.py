@@ -106,7 +106,7 @@ class Scheduler:
             "pgbeat-scheduler",
             configure=self._listen if self._listening else None,
             backoff=ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler")),
-            # JIT compiled a 10,000-period claim for 300 ms, longer than it then ran for
+            # JIT compiled a large tick's claim for longer than it then ran for
             jit="off",
             # A claim acknowledged is durable, on the standby too when replication is
             # synchronous: after a failover no replica finds an "enqueued" period missing.
