@@ -162,7 +162,9 @@ class Catalog:
 
     def longest_catch_up_window(self) -> timedelta | None:
         """The longest catch-up window of the schedules in the copy (None: no schedule)."""
-        windows = [policy[4] for groups in (self._settled, self._fresh) for policy in groups]
+        windows = [
+            policy.catch_up_window for groups in (self._settled, self._fresh) for policy in groups
+        ]
         return max(windows, default=None)
 
     def load(self, conn: psycopg.Connection[Any]) -> None:

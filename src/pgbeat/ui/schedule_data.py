@@ -18,7 +18,7 @@ from pgbeat.scheduling.fires import fire_times_after, next_fire_after
 from pgbeat.scheduling.health import ScheduleHealth, schedule_health
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.ui import timeline
-from pgbeat.ui.describe import describe_cron, describe_every
+from pgbeat.ui.describe import describe_timing
 from pgbeat.ui.schedule_source import ScheduleEntry
 from pgbeat.ui.store import rows
 
@@ -93,10 +93,7 @@ def next_period(schedule: Schedule, now: datetime) -> datetime:
 
 
 def describe(schedule: Schedule) -> str:
-    if schedule.every is not None:
-        return describe_every(schedule.every)
-    assert schedule.cron is not None
-    return describe_cron(schedule.cron)
+    return describe_timing(schedule.timing)
 
 
 def views(
