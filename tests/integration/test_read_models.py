@@ -143,3 +143,29 @@ def test_the_cli_and_the_dashboard_give_the_same_verdicts(
     holder = HOLDER.search(processes_page)
     assert holder is not None
     assert html.unescape(holder.group(1)) == status["retention"]["holder"] == "h1:101"
+
+
+def test_a_time_without_an_offset_is_read_in_the_schedules_zone_by_every_face(
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    ui: Dashboard,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The CLI's backfill and the dashboard's backfill preview read ``2026-11-01T00:00``
+    for a Berlin schedule as midnight in Berlin (23:00 UTC the day before)."""
+    pgbeat.upsert_schedule(conn, "berlin", cron="0 * * * *", timezone="Europe/Berlin")
+    bounds = ("2026-11-01T00:00", "2026-11-01T03:00")
+    capsys.readouterr()
+    argv = ["schedules", "backfill", "berlin", "--from", bounds[0], "--to", bounds[1]]
+    assert cli_main([*argv, "--dry-run", "--database-url", database_url]) == 0
+    printed = capsys.readouterr().out
+    assert "would enqueue 3 periods" in printed
+    assert "2026-10-31 23:00:00Z" in printed
+    with httpx.Client(timeout=10) as client:
+        params = {"bf_from": bounds[0], "bf_to": bounds[1]}
+        page = client.get(f"{ui.url}/schedules/berlin", params=params).text
+    assert "Would enqueue <strong>3</strong> periods" in page
+    assert "2026-10-31 23:00:00Z" in page
+    with pytest.raises(SystemExit):  # a time about no schedule: refused, one line
+        cli_main(["enqueue", "k", "--at", bounds[0], "--database-url", database_url])
+    assert "has no UTC offset" in capsys.readouterr().err

@@ -13,7 +13,7 @@ when it is about no schedule (nothing says which zone was meant).
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import NamedTuple, Protocol
 from zoneinfo import ZoneInfo
 
@@ -55,29 +55,28 @@ def zone_named(name: str) -> ZoneInfo:
     return ZoneInfo(name)
 
 
-def typed_time(text: str, zone: ZoneInfo | None, what: str) -> datetime:
+def typed_time(text: str, zone: tzinfo | None) -> datetime:
     """An ISO-8601 time a person typed (``2027-03-13``, ``2027-03-13T01:30``, ``...Z``).
 
     One rule for a time without an offset: it is read in ``zone``, the zone of the
     schedule it is about; with no schedule (``zone`` None) it is refused, since nothing
-    says which zone was meant. Raises ``ValueError`` with one line naming ``what``.
+    says which zone was meant. Raises ``ValueError`` with a one-line reason.
     """
+    shown = text[:40]
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(
-            f"{what}: not an ISO-8601 time, e.g. 2027-03-13T01:30 or 2027-03-13T01:30Z "
-            f"(got {text[:40]!r})"
+            f"bad ISO-8601 time {shown!r}: expected e.g. 2026-12-01T09:00:00+01:00"
         ) from None
     if value.tzinfo is None:
         if zone is None:
             raise ValueError(
-                f"{what}: {text[:40]!r} has no UTC offset: add one, e.g. {text[:40]}+00:00 or "
-                f"{text[:40]}Z"
+                f"{shown!r} has no UTC offset: add one, e.g. {shown}+00:00 or {shown}Z"
             )
         value = value.replace(tzinfo=zone)
     try:
         value.astimezone(UTC)
     except OverflowError:
-        raise ValueError(f"{what}: {text[:40]!r} is outside the years 1-9999 in UTC") from None
+        raise ValueError(f"{shown!r} is outside the years 1-9999 in UTC") from None
     return value
