@@ -212,7 +212,7 @@ def test_the_rules_can_fail() -> None:
     """The checker sees a violation when one exists (a positive control)."""
     graph = _graph()
     assert "pgbeat.scheduling.schedule" in graph["pgbeat.scheduling.file"]
-    assert any(_is_under(m, "psycopg") for m in graph["pgbeat.jobs.enqueue"])
+    assert any(_is_under(m, "psycopg") for m in graph["pgbeat.db.runner"])
     assert (
         "pgbeat.cli.common" in graph["pgbeat.cli.main"] or "pgbeat.cli" in graph["pgbeat.cli.main"]
     )
