@@ -18,7 +18,7 @@ import pytest
 import pgbeat
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.testing import EnqueuedJob, assert_enqueued, drain, refute_enqueued
-from tests.conftest import _temporary_database
+from tests.helpers import temporary_database
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)  # an injected clock, after every created_at
 
@@ -29,7 +29,8 @@ class Signup(pydantic.BaseModel):
 
 @pytest.fixture(scope="module")
 def module_database(server_url: str, template_name: str) -> Iterator[str]:
-    yield from _temporary_database(server_url, template_name)
+    with temporary_database(server_url, template_name) as url:
+        yield url
 
 
 @pytest.fixture
