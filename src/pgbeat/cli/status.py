@@ -10,10 +10,9 @@ from typing import Any
 
 from pgbeat.cli import common, types
 from pgbeat.db import connections, migrate, urls
-from pgbeat.db.sql import processes as process_sql
 from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
-from pgbeat.observe.fleet import Fleet, read_fleet
+from pgbeat.observe.fleet import Fleet, fresh_workers, read_fleet
 from pgbeat.observe.liveness import STALE_AFTER
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
@@ -71,13 +70,10 @@ def cmd_health(args: argparse.Namespace) -> int:
     url = urls.resolve_url(args.database_url)
     try:
         with common.migrated_database(url, timeout=3) as conn:
-            row = conn.execute(
-                process_sql.PROCESSES_FRESH_WORKERS, {"max_age": args.max_age}
-            ).fetchone()
+            workers = fresh_workers(conn, args.max_age)
     except Exception as exc:
         print(f"unhealthy: {urls.scrub(types.one_line(str(exc)), url)}")
         return 1
-    workers = int(row[0]) if row else 0
     if workers == 0:
         print(f"unhealthy: no worker heartbeat in the last {args.max_age.total_seconds():g}s")
         return 1

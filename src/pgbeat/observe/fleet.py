@@ -9,6 +9,7 @@ takes the same ``STALE_AFTER``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -107,3 +108,9 @@ def read_fleet(conn: psycopg.Connection[Any]) -> Fleet:
     workers = [p["details"] or {} for p in processes if p["role"] == "worker"]
     unserved = flow.unserved_kinds(pending, workers) if workers else []
     return Fleet(processes, replicas, unserved, retention)
+
+
+def fresh_workers(conn: psycopg.Connection[Any], max_age: timedelta) -> int:
+    """How many workers have beaten within ``max_age`` (``pgbeat health``'s verdict)."""
+    row = conn.execute(process_sql.PROCESSES_FRESH_WORKERS, {"max_age": max_age}).fetchone()
+    return int(row[0]) if row else 0
