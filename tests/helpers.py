@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -214,3 +215,30 @@ def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Iter
         worker.stop()
         thread.join(timeout=30)
         assert not thread.is_alive(), "the worker did not stop"
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_bench(server_url: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """``python -m <args>`` (a benchmark) from the repository's root against ``server_url``."""
+    env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@contextmanager
+def uncommitted(url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection inside a transaction that is rolled back at the end, never committed
+    (blocks inside it are savepoints): an application's test as ``pgbeat.testing`` sees it."""
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT 1")  # opens the transaction
+        yield conn
+        conn.rollback()
