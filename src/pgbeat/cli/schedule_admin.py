@@ -20,6 +20,7 @@ from pgbeat.scheduling import state
 from pgbeat.scheduling.fires import fire_times_after
 from pgbeat.scheduling.schedule import Schedule, has_ended
 from pgbeat.scheduling.state import PeriodRecord, ScheduleState
+from pgbeat.scheduling.timing import typed_time
 
 BACKFILL_SHOWN = 10  # periods a dry run lists
 
@@ -47,8 +48,8 @@ def add_commands(sub: Any, common_flags: argparse.ArgumentParser) -> None:
         help="enqueue a schedule's past periods in [--from, --to) that have no history yet",
     )
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--from", dest="start", type=types.aware_datetime, required=True, metavar="ISO")
-    p.add_argument("--to", dest="end", type=types.aware_datetime, required=True, metavar="ISO")
+    p.add_argument("--from", dest="start", type=types.schedule_time, required=True, metavar="ISO")
+    p.add_argument("--to", dest="end", type=types.schedule_time, required=True, metavar="ISO")
     p.add_argument("--dry-run", action="store_true", help="print what it would enqueue")
     p.set_defaults(func=cmd_backfill)
 
@@ -116,10 +117,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         try:
+            found = state.get_schedule(conn, args.name)
+            zone = found.schedule.zone if found and found.schedule else None
+            start, end = (typed_time(text, zone) for text in (args.start, args.end))
             if args.dry_run:
-                plan = state.preview_backfill(conn, args.name, args.start, args.end)
+                plan = state.preview_backfill(conn, args.name, start, end)
             else:
-                count = state.backfill(conn, args.name, args.start, args.end, by=_who())
+                count = state.backfill(conn, args.name, start, end, by=_who())
         except ValueError as exc:
             raise UserError(str(exc)) from None
     if not args.dry_run:

@@ -52,7 +52,7 @@ class _Validated:
     A row equal to one of them in every definition column but name and payload needs no
     model once its name passes the model's rules; one that differs from one of them only
     in its cron and zone as well, once those pass their fields' rules (``timing_fields``).
-    A validation per row was a quarter of a start-up at 100,000 schedules, whose rows are
+    A validation per row was a large share of a start-up (docs/benchmarks.md), whose rows are
     mostly such: one report per customer, at the customer's hour, in the customer's zone.
     """
 
@@ -162,7 +162,9 @@ class Catalog:
 
     def longest_catch_up_window(self) -> timedelta | None:
         """The longest catch-up window of the schedules in the copy (None: no schedule)."""
-        windows = [policy[4] for groups in (self._settled, self._fresh) for policy in groups]
+        windows = [
+            policy.catch_up_window for groups in (self._settled, self._fresh) for policy in groups
+        ]
         return max(windows, default=None)
 
     def load(self, conn: psycopg.Connection[Any]) -> None:

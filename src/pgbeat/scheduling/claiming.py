@@ -1,4 +1,4 @@
-"""A tick's claim as the scheduler runs it, what it tells the logs and metrics, the purge.
+"""A tick's claim as the scheduler runs it, and what it tells the logs and metrics.
 
 The claim is one transaction (periods.py); when the database refuses it for the values of
 some period, each schedule is claimed alone so the others still go on. Kept apart from the
@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 
 from pgbeat.db.connections import is_connection_failure, is_data_error
-from pgbeat.db.sql import history as history_sql
-from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.groups import Group
@@ -24,9 +21,6 @@ from pgbeat.scheduling.periods import Claims, PeriodBatch
 from pgbeat.scheduling.planning import Plan
 
 log = logging.getLogger("pgbeat.scheduler")
-
-PURGE_BATCH = 10_000
-TOMBSTONES_KEPT = timedelta(days=1)  # deleted schedules stay visible to polling replicas
 
 
 def claim(conn: psycopg.Connection[Any], catalog: Catalog, made: Plan, replica: str) -> Claims:
@@ -130,18 +124,6 @@ def _counts(claims: Claims, took: float) -> dict[str, Any]:
         "cancelled": len(claims.cancelled),
         "took_ms": round(took * 1000, 1),
     }
-
-
-def purge_history(conn: psycopg.Connection[Any], retention: timedelta) -> int:
-    """Delete history older than ``retention``, and old tombstones; return rows deleted."""
-    deleted, params = 0, {"older_than": retention, "batch": PURGE_BATCH}
-    for _ in range(100):  # at most a million rows per turn
-        count = conn.execute(history_sql.HISTORY_PURGE_BATCH, params).rowcount
-        deleted += count
-        if count < PURGE_BATCH:
-            break
-    conn.execute(schedule_sql.SCHEDULES_PURGE_TOMBSTONES, {"older_than": TOMBSTONES_KEPT})
-    return deleted
 
 
 def first_line(exc: BaseException) -> str:

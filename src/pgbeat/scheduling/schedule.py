@@ -25,6 +25,7 @@ from pydantic import (
 from pgbeat import job_inputs, limits
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 from pgbeat.scheduling import cron
+from pgbeat.scheduling.timing import Timing, zone_named
 
 CatchUp = Literal["none", "latest", "all"]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
@@ -216,7 +217,12 @@ class Schedule(BaseModel):
     @property
     def zone(self) -> ZoneInfo:
         """The schedule's time zone (cron wall-clock times are read in it)."""
-        return _zone(self.timezone)
+        return zone_named(self.timezone)
+
+    @property
+    def timing(self) -> Timing:
+        """When it fires, as the one value the fire times, groups and descriptions read."""
+        return Timing(self.cron, self.every, self.timezone)
 
     @property
     def is_fixed_time(self) -> bool:
@@ -291,11 +297,6 @@ def require_aware(**values: datetime) -> None:
     for label, value in values.items():
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{label} must be a timezone-aware datetime, got {value!r}")
-
-
-@functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file
-def _zone(name: str) -> ZoneInfo:
-    return ZoneInfo(name)
 
 
 @functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file

@@ -29,14 +29,14 @@ from pgbeat.db import connections
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, is_connection_failure
 from pgbeat.db.pooler import pooler
 from pgbeat.db.sql import schedules as schedule_sql
-from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling import claiming, planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.definition import file_hash
-from pgbeat.scheduling.lookback import LookBack, retention_for
+from pgbeat.scheduling.history_purge import HISTORY_RETENTION, HistoryPurge
+from pgbeat.scheduling.lookback import LookBack
 from pgbeat.scheduling.periods import Claims, release_buffered
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.sync import SyncResult, freed_by_code, needs_sync, sync_file
@@ -44,9 +44,7 @@ from pgbeat.scheduling.sync import SyncResult, freed_by_code, needs_sync, sync_f
 log = logging.getLogger("pgbeat.scheduler")
 
 MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the schedules say
-HISTORY_RETENTION = timedelta(days=30)  # history rows older than this are deleted
 FILE_CHECK_EVERY = 5.0  # seconds between checks that this replica's file is in effect
-PURGE_EVERY = 600.0  # seconds between history purges by one replica
 _WAIT_SLICE = 0.25  # seconds: how promptly a wait notices stop() and reload()
 
 
@@ -87,8 +85,7 @@ class Scheduler:
         self._file = None if schedules is None else [s for s in schedules if s.enabled]
         self._file_hash = None if self._file is None else file_hash(self._file)
         self._load = load
-        self._retention = history_retention
-        self._clamped_to = history_retention
+        self._purge = HistoryPurge(history_retention)
         self._left_to_code: list[str] = []  # names of the file that code owned at the sync
         self._heartbeat = (
             Heartbeat(
@@ -109,7 +106,7 @@ class Scheduler:
             "pgbeat-scheduler",
             configure=self._listen if self._listening else None,
             backoff=ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler")),
-            # JIT compiled a 10,000-period claim for 300 ms, longer than it then ran for
+            # JIT compiled a large tick's claim for longer than it then ran for
             jit="off",
             # A claim acknowledged is durable, on the standby too when replication is
             # synchronous: after a failover no replica finds an "enqueued" period missing.
@@ -126,7 +123,6 @@ class Scheduler:
         self._heard = True  # a notification of a change came since the last refresh
         self._next_refresh = 0.0  # monotonic time of the next refresh without one
         self.prepared_ticks = 0  # ticks that claimed periods built ahead (tests, benchmarks)
-        self._next_purge = time.monotonic() + PURGE_EVERY * (0.1 + 0.9 * _spread())
         self.stopped = threading.Event()
 
     def stop(self) -> None:
@@ -352,8 +348,7 @@ class Scheduler:
                 conn, self._left_to_code
             ):
                 self._sync(conn)
-        if clock >= self._next_purge:
-            self._next_purge = clock + PURGE_EVERY
+        if self._purge.due(clock):
             self.purge_history(conn)
 
     def _sync(self, conn: psycopg.Connection[Any]) -> SyncResult:
@@ -364,32 +359,13 @@ class Scheduler:
         return result
 
     def purge_history(self, conn: psycopg.Connection[Any]) -> int:
-        """Delete history older than the retention, and old tombstones; return rows deleted.
-
-        Never history a schedule's look-back still reads: a retention shorter than a
-        catch-up window is lengthened to it (logged once), or a restart would find the
-        skipped periods of an old pause undecided and enqueue them.
-        """
-        older_than = retention_for(self._retention, self.catalog.longest_catch_up_window())
-        if older_than != self._retention and older_than != self._clamped_to:
-            log.warning(
-                "history retention %s is shorter than a schedule's catch-up window: "
-                "keeping history for %s",
-                format_duration(self._retention),
-                format_duration(older_than),
-            )
-        self._clamped_to = older_than
-        return claiming.purge_history(conn, older_than)
+        """Delete history older than the retention, and old tombstones (history_purge.py)."""
+        return self._purge.run(conn, self.catalog.longest_catch_up_window())
 
 
 def _replica_id() -> str:
     """An id like a heartbeat's, for a scheduler that does not beat (tests, benchmarks)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _spread() -> float:
-    """A number in [0, 1) of this process, so that replicas do not purge all at once."""
-    return (os.getpid() * 2654435761 % 2**32) / 2**32
 
 
 def _sleep_seconds(now: datetime, next_fire: datetime | None, spent: float) -> float:

@@ -75,7 +75,7 @@ def _session(
     leaves one in each index, and plain index scans clean them up as they pass.
     Plans are kept: each statement is planned once per connection (a generic plan, from
     psycopg's fifth execution, when it prepares the statement), since planning the claim
-    and the completion cost the server about 0.12 ms each, a seventh of their work.
+    and the completion was a noticeable share of their work (docs/benchmarks.md).
     Sequential scans are off so that a plan made while the table was small reads the
     indexes as one made at a million rows does: a kept plan made on a small table (a
     sequential scan) once stayed in use as the table grew, no ANALYZE replaced it, and

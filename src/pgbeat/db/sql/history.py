@@ -203,11 +203,11 @@ HISTORY_LOCK_OVERLAP: LiteralString = """
 SELECT count(pg_advisory_xact_lock(pgbeat_lock_key(hashtextextended('pgbeat.overlap:' || name, 0))))
 FROM (SELECT DISTINCT unnest(%(names)s::text[]) AS name ORDER BY 1) AS locked"""
 
-# The claim's settings, whatever the connection's: JIT would compile a 10,000-period claim
+# The claim's settings, whatever the connection's: JIT would compile a large tick's claim
 # for longer than it then runs for; and no sequential scan where an index can probe. On a
 # table analyzed while empty (a new deployment's jobs table) the planner costs a scan at
 # nothing, and the jobs insert's probe for an existing job then scanned, at each of 10,000
-# periods, the rows the statement had inserted so far: 1.1 s, quadratic, against 0.2 s.
+# periods, the rows the statement had inserted so far: quadratic (docs/benchmarks.md).
 HISTORY_CLAIM_SETTINGS: LiteralString = """
 SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)"""
 

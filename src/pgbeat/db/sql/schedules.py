@@ -11,8 +11,8 @@ from typing import LiteralString
 # of its own after them, the snapshot the rows were read in: its xmax and the transactions
 # in progress (xip), whose changes were not visible yet (SCHEDULES_CHANGED). The payload
 # comes as text only, with its JSON type: a replica passes it to the jobs as the text it
-# is (decoding 100,000 payloads it never reads took a tenth of a start-up), and columns it
-# does not use stay out (with the snapshot on every row, they took a fifth of the read).
+# is (decoding payloads it never reads slowed a start-up), and columns it does not use
+# stay out (with the snapshot on every row, they slowed the read; docs/benchmarks.md).
 _CATALOG_SELECT: LiteralString = """
 SELECT name, source, kind, cron, every, timezone, payload::text AS payload_text,
        jsonb_typeof(payload) AS payload_type, max_attempts, catch_up, catch_up_window,

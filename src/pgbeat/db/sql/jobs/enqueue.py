@@ -123,13 +123,13 @@ RETURNING id"""
 # long to keep, queue, priority) travels once per template and is read by position, so
 # no join at all. Payloads and queues travel as one jsonb array each, not as jsonb[] and
 # text[]: a subscript of an array of variable-length values walks it from its start, so
-# 10,000 periods of 10,000 templates (one payload per customer) took 1.5 s, quadratic;
+# a tick of as many templates as periods (one payload per customer) took quadratic time;
 # a jsonb array's element is found by its offset. Tags likewise: a jsonb array of array
 # literals (NULL for none). Only the periods this claim's history
 # rows took get an id, so a conflict is rare (a period's job inserted without history, by
 # an older pgbeat): ON CONFLICT alone, whose own check of jobs_unique comes before each
 # insert. A NOT EXISTS probe of the same index before it doubled that check for every row
-# (25,000 of the statement's 197,000 buffer reads at 10,000 periods).
+# (figures in docs/benchmarks.md).
 PERIOD_JOBS_INSERT: LiteralString = """
 INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
                        queue, priority, tags)
