@@ -48,6 +48,7 @@ PURE = (
     "pgbeat.ui.charts",
     "pgbeat.ui.performance",
     "pgbeat.scheduling.lookback",
+    "pgbeat.scheduling.lateness",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

@@ -149,7 +149,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     cells = [
         [
             _utc(r.fire_at),
-            r.outcome,
+            r.outcome + (" LATE" if r.late else ""),
             r.reason or "-",
             str(r.job_id) if r.job_id is not None else "-",
             r.job_status or "-",
@@ -201,6 +201,10 @@ def _period_json(record: PeriodRecord) -> dict[str, Any]:
         "inserted_at": record.inserted_at,
         "inserted_by": record.inserted_by,
         "lag": round(record.lag.total_seconds(), 3),
+        "due_by": record.due_by,
+        "late": record.late,
+        "late_at": record.late_at,
+        "late_status": record.late_status,
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,7 +23,7 @@ from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
 from pgbeat.observe.liveness import OVERDUE_GRACE, STALE_AFTER
-from pgbeat.scheduling import state
+from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.catchup import latest_fire_between
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.fires import fire_times_after
@@ -113,6 +114,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             ).fetchall()
             retention = cursor.execute(retention_sql.RETENTION_STATUS).fetchone()
         pending = [tuple(row) for row in conn.execute(action_sql.JOBS_PENDING_KINDS)]
+        late = deadlines.late_schedules(conn, now)
     workers = [p["details"] or {} for p in processes if p["role"] == "worker"]
     unserved = flow.unserved_kinds(pending, workers) if workers else []
     warnings = _warnings(processes, schedule_rows) + _file_warnings(files)
@@ -120,6 +122,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"no live worker claims kind {kind} in queue {queue} ({count} pending jobs wait)"
         for kind, queue, count in unserved
     ]
+    warnings += [deadlines.describe(found) for found in late]
     if problem:
         warnings.insert(0, problem)
     if args.json:
@@ -134,12 +137,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                     {"kind": kind, "queue": queue, "pending": count}
                     for kind, queue, count in unserved
                 ],
+                "late_schedules": [dataclasses.asdict(found) for found in late],
             }
         )
-        return 0
+        return 1 if late else 0
     _print_status(now, processes, schedule_rows, warnings)
     _print_retention(retention)
-    return 0
+    return 1 if late else 0  # a late schedule fails the probe
 
 
 def _schedules_if_any(path: str) -> tuple[list[Schedule], str | None]:

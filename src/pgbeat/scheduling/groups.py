@@ -51,6 +51,7 @@ class Definition:
     keep_seconds: float
     queue: str
     priority: int
+    deadline: timedelta | None = None  # its periods are watched (lateness.py)
 
     @classmethod
     def of(cls, schedule: Schedule) -> Definition:
@@ -63,6 +64,7 @@ class Definition:
             keep_for(schedule).total_seconds(),
             schedule.queue,
             schedule.priority,
+            schedule.deadline,
         )
 
     def retimed(self, cron: str | None, timezone: str) -> Definition:
@@ -77,6 +79,7 @@ class Definition:
             self.keep_seconds,
             self.queue,
             self.priority,
+            self.deadline,
         )
 
     def template(self, payload: str) -> Template:

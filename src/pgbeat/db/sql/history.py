@@ -37,13 +37,16 @@ from typing import LiteralString
 # one waits already; else enqueued. The history row is the period's claim: the first
 # replica to write it decides, and only the rows this statement wrote get a job id, drawn
 # from the jobs sequence up front so the row names the job PERIOD_JOBS_INSERT inserts. A
-# missed period that another replica then finds on time becomes enqueued. Rows go in
+# missed period that another replica then finds on time becomes enqueued. A period of a
+# schedule with a deadline that is enqueued, buffered or missed is watched from here on:
+# due_by is its fire time plus the deadline, and HISTORY_JUDGE_DEADLINES judges it then
+# (skipped periods are not watched: no job was wanted). Rows go in
 # (schedule, fire time) order so that replicas lock them alike. No join between two CTEs
 # anywhere: each scans the one before it once, so the plan is linear whatever the
 # statistics say (tests/integration/test_schedule_scale.py checks the plan).
 HISTORY_CLAIM_PERIODS: LiteralString = """
 WITH period AS MATERIALIZED (
-    SELECT p.*, s.overlap, s.catch_up, s.pause_after_failures, s.resumed_at,
+    SELECT p.*, s.overlap, s.catch_up, s.pause_after_failures, s.resumed_at, s.deadline,
            s.definition_hash = p.definition_hash AS current,
            s.paused OR coalesce(s.resumed_at > s.paused_at
                                 AND to_timestamp(p.fire_epoch) > s.paused_at
@@ -96,19 +99,26 @@ WITH period AS MATERIALIZED (
     FROM busy
 )
 INSERT INTO pgbeat_schedule_history AS h (schedule, fire_at, outcome, reason, job_id,
-                                         inserted_by)
+                                         inserted_by, due_by, deadline_state)
 SELECT schedule, to_timestamp(fire_epoch),
        CASE WHEN reason IS NULL THEN 'enqueued' WHEN reason = 'waits' THEN 'buffered'
             WHEN missed AND NOT paused THEN 'missed' ELSE 'skipped' END,
        CASE WHEN reason = 'waits' THEN 'overlap' ELSE reason END,
        CASE WHEN reason IS NULL OR reason = 'waits'
             THEN nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) END,
-       %(by)s
+       %(by)s,
+       CASE WHEN reason IS NULL OR reason = 'waits' OR (missed AND NOT paused)
+            THEN to_timestamp(fire_epoch) + deadline END,
+       CASE WHEN deadline IS NOT NULL
+             AND (reason IS NULL OR reason = 'waits' OR (missed AND NOT paused))
+            THEN 'watching' END
 FROM reasoned
 ORDER BY schedule, fire_epoch
 ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO UPDATE
     SET outcome = excluded.outcome, reason = NULL, job_id = excluded.job_id,
-        inserted_at = excluded.inserted_at, inserted_by = excluded.inserted_by
+        inserted_at = excluded.inserted_at, inserted_by = excluded.inserted_by,
+        due_by = coalesce(h.due_by, excluded.due_by),
+        deadline_state = coalesce(h.deadline_state, excluded.deadline_state)
     WHERE h.outcome = 'missed' AND excluded.outcome = 'enqueued'
 RETURNING h.schedule, extract(epoch FROM h.fire_at)::float8 AS fire_epoch, h.outcome,
           h.job_id, h.reason"""
@@ -251,7 +261,8 @@ RETURNING id"""
 # Periods are unique by fire time; manual runs of one transaction share one, hence id.
 HISTORY_OF_SCHEDULE: LiteralString = """
 SELECT h.id, h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, j.status AS job_status,
-       h.inserted_at, h.inserted_by, h.inserted_at - h.fire_at AS lag
+       h.inserted_at, h.inserted_by, h.inserted_at - h.fire_at AS lag, h.due_by,
+       h.deadline_state, h.late_at, h.late_status
 FROM (
     (SELECT * FROM pgbeat_schedule_history
      WHERE schedule = %(name)s AND outcome <> 'manual'
@@ -295,11 +306,12 @@ JOIN unnest(%(schedules)s::text[], %(fire_ats)s::timestamptz[]) AS p(schedule, f
 # manual runs (pgbeat_schedule_history_manual) merged, newest first; jobs primary key.
 HISTORY_RECENT_OF_SCHEDULES: LiteralString = """
 SELECT h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, h.inserted_at, h.inserted_by,
-       j.status AS job_status
+       j.status AS job_status, h.due_by, h.deadline_state, h.late_at, h.late_status
 FROM unnest(%(names)s::text[]) AS s(name)
 CROSS JOIN LATERAL (
     SELECT * FROM (
-        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by, due_by,
+                deadline_state, late_at, late_status
          FROM pgbeat_schedule_history
          WHERE schedule = s.name AND outcome <> 'manual'
            AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
@@ -307,7 +319,8 @@ CROSS JOIN LATERAL (
          ORDER BY fire_at DESC
          LIMIT %(limit)s)
         UNION ALL
-        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by, due_by,
+                deadline_state, late_at, late_status
          FROM pgbeat_schedule_history
          WHERE schedule = s.name AND outcome = 'manual'
            AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
@@ -319,3 +332,89 @@ CROSS JOIN LATERAL (
     LIMIT %(limit)s
 ) AS h
 LEFT JOIN jobs AS j ON j.id = h.job_id"""
+
+# -- deadlines -------------------------------------------------------------------------------
+
+# Judges the watched periods whose due time (fire time plus deadline) has come at %(now)s:
+# met when the period's job ended done by then, else late (late_at = %(now)s, late_status:
+# the job's status, retrying for a pending job that has run before, or why there is no job:
+# missed, buffered, missing once purged). The rows come from pgbeat_schedule_history_watching
+# (a period leaves it once judged), their jobs by primary key; FOR UPDATE SKIP LOCKED lets
+# replicas judge side by side, and the update takes a row only while it is still watching,
+# so each period is judged once whatever the number of replicas. For each late period of a
+# live schedule with on_late, the one alert job of kind on_late, keyed
+# '<period key>:late' (jobs_unique: a second insert would do nothing). Returns the judged
+# periods, with the alert's job id.
+HISTORY_JUDGE_DEADLINES: LiteralString = """
+WITH due AS (
+    SELECT h.id, h.due_by, h.outcome, h.job_id, j.id AS found, j.status, j.attempts,
+           j.finished_at
+    FROM pgbeat_schedule_history AS h
+    LEFT JOIN jobs AS j ON j.id = h.job_id
+    WHERE h.deadline_state = 'watching' AND h.due_by <= %(now)s
+    ORDER BY h.due_by
+    LIMIT %(batch)s
+    FOR UPDATE OF h SKIP LOCKED
+), judged AS (
+    UPDATE pgbeat_schedule_history AS h
+    SET deadline_state = CASE WHEN d.status = 'done' AND d.finished_at <= d.due_by
+                              THEN 'met' ELSE 'late' END,
+        late_at = CASE WHEN d.status = 'done' AND d.finished_at <= d.due_by
+                       THEN NULL ELSE %(now)s END,
+        late_status = CASE
+            WHEN d.status = 'done' AND d.finished_at <= d.due_by THEN NULL
+            WHEN d.found IS NULL AND d.outcome IN ('missed', 'buffered') THEN d.outcome
+            WHEN d.found IS NULL THEN 'missing'
+            WHEN d.status = 'pending' AND d.attempts > 0 THEN 'retrying'
+            ELSE d.status END
+    FROM due AS d
+    WHERE h.id = d.id AND h.deadline_state = 'watching'
+    RETURNING h.schedule, h.fire_at, h.due_by, h.job_id, h.deadline_state, h.late_status,
+              h.schedule || '@'
+                  || to_char(h.fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                  AS period
+), alerts AS (
+    INSERT INTO jobs AS j (kind, payload, unique_key)
+    SELECT s.on_late,
+           jsonb_build_object('schedule', l.schedule, 'period', l.period,
+                              'fire_time', split_part(l.period, '@', 2),
+                              'job_id', l.job_id, 'status', l.late_status,
+                              'due_by', to_char(l.due_by AT TIME ZONE 'UTC',
+                                                'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+           l.period || ':late'
+    FROM judged AS l
+    JOIN pgbeat_schedules AS s ON s.name = l.schedule
+    WHERE l.deadline_state = 'late' AND s.on_late IS NOT NULL AND s.deleted_at IS NULL
+    ORDER BY l.schedule, l.fire_at
+    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING j.id, j.unique_key
+)
+SELECT l.schedule, l.fire_at, l.deadline_state, l.late_status, l.job_id, l.period,
+       a.id AS alert_job_id
+FROM judged AS l LEFT JOIN alerts AS a ON a.unique_key = l.period || ':late'"""
+
+# The earliest due time of a period still watched after %(now)s, for the loop's next
+# judging (the first entry of pgbeat_schedule_history_watching past it).
+HISTORY_NEXT_DUE: LiteralString = """
+SELECT min(due_by) FROM pgbeat_schedule_history
+WHERE deadline_state = 'watching' AND due_by > %(now)s"""
+
+# The live schedules with a deadline whose latest judged period is late, or whose latest
+# period was due before %(overdue)s and is not judged yet (no replica judging): per schedule, its
+# newest periods back to the first judged or overdue one (pgbeat_schedule_history_period).
+# A later period that met its deadline clears the schedule; its late periods stay late in
+# its history.
+HISTORY_LATE_SCHEDULES: LiteralString = """
+SELECT s.name AS schedule, v.fire_at, v.due_by, v.late_at, v.late_status, v.job_id,
+       v.deadline_state
+FROM pgbeat_schedules AS s
+CROSS JOIN LATERAL (
+    SELECT h.fire_at, h.due_by, h.late_at, h.late_status, h.job_id, h.deadline_state
+    FROM pgbeat_schedule_history AS h
+    WHERE h.schedule = s.name AND h.outcome <> 'manual'
+      AND (h.deadline_state IN ('met', 'late') OR h.due_by <= %(overdue)s)
+    ORDER BY h.fire_at DESC
+    LIMIT 1
+) AS v
+WHERE s.deleted_at IS NULL AND s.deadline IS NOT NULL AND v.deadline_state <> 'met'
+ORDER BY s.name"""
