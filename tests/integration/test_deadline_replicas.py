@@ -52,7 +52,7 @@ def _seconds_to_next_due(conn: psycopg.Connection[Any]) -> float:
     """Seconds until the next due time of the schedule (fire times every 3 s, due at +2 s)."""
     row = conn.execute("SELECT extract(epoch FROM now())::float8").fetchone()
     assert row is not None
-    now = row[0]
+    now = float(row[0])
     return (2.0 - now % 3.0) % 3.0
 
 
