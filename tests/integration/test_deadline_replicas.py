@@ -57,6 +57,7 @@ def _seconds_to_next_due(conn: psycopg.Connection[Any]) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(CHAOS_SECONDS + 180)
 def test_three_replicas_killed_around_deadlines_alert_once_per_late_period(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:

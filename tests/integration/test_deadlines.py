@@ -8,17 +8,18 @@ Ticks are driven by hand at chosen database times (``tick(conn, now)``: the judg
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, LiteralString
 
 import psycopg
 import pytest
 
 import pgbeat
+from pgbeat.db.sql import history as history_sql
 from pgbeat.errors import ScheduleError
 from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import run_cli
+from tests.helpers import plan_nodes, run_cli
 from tests.integration.test_schedule_state import SECOND, whole_second_after
 
 
@@ -216,3 +217,57 @@ def test_bad_deadlines_are_refused_in_one_line_naming_the_schedule(
         pgbeat.upsert_schedule(conn, "check", every="1m", **values)
     message = str(refused.value)
     assert "\n" not in message and "'check'" in message and problem in message
+
+
+@pytest.mark.slow
+def test_the_judging_reads_the_watched_periods_by_index_not_the_history(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """At 1,000,000 history rows (judged already, or of schedules without a deadline), the
+    judging and the next due time read pgbeat_schedule_history_watching only."""
+    conn.execute(
+        "INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, job_id, due_by,"
+        " deadline_state)"
+        " SELECT 's' || (g % 1000), timestamptz '2026-01-01' + g * interval '1 minute',"
+        "        'enqueued', g,"
+        "        CASE WHEN g % 2 = 0 THEN timestamptz '2026-01-01' + g * interval '1 minute'"
+        "             + interval '30 minutes' END,"
+        "        CASE WHEN g % 2 = 0 THEN 'met' END"
+        " FROM generate_series(1, 1000000) AS g"
+    )
+    conn.execute(  # a few periods still watched
+        "UPDATE pgbeat_schedule_history SET deadline_state = 'watching' WHERE id % 100000 = 0"
+    )
+    conn.execute("ANALYZE")
+    now = datetime(2027, 1, 1, tzinfo=UTC)
+    checks: list[tuple[LiteralString, dict[str, Any]]] = [
+        (history_sql.HISTORY_JUDGE_DEADLINES, {"now": now, "batch": 5000}),
+        (history_sql.HISTORY_NEXT_DUE, {"now": now}),
+    ]
+    for statement, params in checks:
+        with conn.transaction():  # as deadlines.judge runs it
+            conn.execute(history_sql.HISTORY_CLAIM_SETTINGS)
+            row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
+        assert row is not None
+        nodes = list(plan_nodes(row[0][0]["Plan"]))
+        assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], row
+        on_history = [
+            n
+            for n in nodes
+            if n.get("Relation Name") == "pgbeat_schedule_history"
+            and n["Node Type"] != "ModifyTable"  # the update of the rows found
+        ]
+        assert on_history, row
+        assert all(
+            n["Node Type"] in ("Index Scan", "Index Only Scan")
+            and n["Index Name"]
+            in ("pgbeat_schedule_history_watching", "pgbeat_schedule_history_pkey")
+            for n in on_history
+        ), row
+    due = conn.execute(
+        "SELECT count(*) FROM pgbeat_schedule_history"
+        " WHERE deadline_state = 'watching' AND due_by <= %s",
+        (now,),
+    ).fetchone()
+    judged = deadlines.judge(conn, now)
+    assert due is not None and len(judged.late) == due[0] > 0 and judged.met == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,12 @@ def test_a_full_batch_judges_again_at_the_next_tick() -> None:
     watch = Watch()
     watch.judged(T0, next_due=T0 + 10 * S, full=True)
     assert watch.due(T0, deadlines=False)
+
+
+def test_the_readme_schedules_example_is_valid_and_shows_a_deadline() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## schedules.toml", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    schedules = {s.name: s for s in parse_schedules(example)}
+    report = schedules["daily_report"]
+    assert report.deadline == timedelta(minutes=30) and report.on_late == "schedule_late"

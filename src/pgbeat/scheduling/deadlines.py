@@ -72,13 +72,17 @@ def judge(conn: psycopg.Connection[Any], now: datetime, batch: int = BATCH) -> J
     Safe on every replica at once: each period is judged, and alerted, by one of them.
     """
     with conn.transaction():
+        conn.execute(history_sql.HISTORY_CLAIM_SETTINGS)  # index probes, whatever the stats
         rows = conn.execute(
             history_sql.HISTORY_JUDGE_DEADLINES, {"now": now, "batch": batch}
         ).fetchall()
         found = conn.execute(history_sql.HISTORY_NEXT_DUE, {"now": now}).fetchone()
-    judged = Judged(next_due=None if found is None else found[0], full=len(rows) >= batch)
-    for schedule, fire_at, state, status, job_id, period, alert in rows:
+    alerts = {period: alert for _, _, state, _, _, period, alert in rows if state == "alert"}
+    periods = [row for row in rows if row[2] != "alert"]
+    judged = Judged(next_due=None if found is None else found[0], full=len(periods) >= batch)
+    for schedule, fire_at, state, status, job_id, period, _ in periods:
         if state == "late":
+            alert = alerts.get(period)
             judged.late.append(LatePeriod(schedule, fire_at, period, status, job_id, alert))
         else:
             judged.met += 1

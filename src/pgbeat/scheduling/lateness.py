@@ -25,7 +25,7 @@ _MAX_FIRES = 2000
 # How often a replica judges when it knows of no period to watch but the catalog has
 # schedules with deadlines: periods other replicas claimed and it has not heard of.
 RECHECK = timedelta(seconds=30)
-BATCH = 1000  # periods judged per statement; a full batch is followed at once by another
+BATCH = 5000  # periods judged per statement; a full batch is followed at once by another
 
 
 def deadline_problem(schedule: Schedule) -> str | None:
@@ -103,7 +103,8 @@ class Watch:
 
     def judged(self, now: datetime, next_due: datetime | None, full: bool) -> None:
         """Record a judging at ``now``; ``full``: it judged a whole batch (more may wait)."""
-        self.last, self.next_due, self.asked = now, next_due, full
+        self.last, self.asked = now, full
+        self.next_due = now if full else next_due  # a full batch: the loop wakes at once
 
     def wake_at(self, next_fire: datetime | None) -> datetime | None:
         """The earlier of the next fire time and the next due time."""
