@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, LiteralString
 
 import psycopg
@@ -271,3 +272,24 @@ def test_the_judging_reads_the_watched_periods_by_index_not_the_history(
     ).fetchone()
     judged = deadlines.judge(conn, now)
     assert due is not None and len(judged.late) == due[0] > 0 and judged.met == 0
+
+
+def test_schedules_check_refuses_a_bad_deadline_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.toml"
+    path.write_text('[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "soon"\n')
+    result = run_cli(["schedules", "check", str(path)], None)
+    assert result.returncode == 1
+    [line] = (result.stdout + result.stderr).strip().splitlines()
+    assert "schedule 'backup': deadline: bad duration 'soon'" in line, line
+    path.write_text('[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "30m"\non_late = "a"\n')
+    assert run_cli(["schedules", "check", str(path)], None).returncode == 0
+
+
+def test_schedules_list_json_shows_the_deadline(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    pgbeat.upsert_schedule(conn, "backup", cron="0 2 * * *", deadline="30m", on_late="alert")
+    result = run_cli(["schedules", "list", "--json"], database_url)
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert (row["deadline"], row["on_late"]) == ("30m", "alert")

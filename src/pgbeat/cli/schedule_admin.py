@@ -184,6 +184,10 @@ def _schedule_json(found: ScheduleState, now: datetime) -> dict[str, Any]:
         "pause_after_failures": None if schedule is None else schedule.pause_after_failures,
         "queue": None if schedule is None else schedule.queue,
         "priority": None if schedule is None else schedule.priority,
+        "deadline": None
+        if schedule is None or schedule.deadline is None
+        else _span(schedule.deadline),
+        "on_late": None if schedule is None else schedule.on_late,
         "next_fire": next_fire,
         "next_fire_local": _local(schedule, next_fire),
         "last_period": None if found.last is None else _period_json(found.last),
