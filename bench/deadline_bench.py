@@ -4,7 +4,7 @@ same 10,000 without (A/B in one run), and the judging of 10,000 periods that fal
 ``python -m bench.deadline_bench [--schedules 10000] [--rounds 12]``
 
 Two databases, migrated alike, each with the same schedules (``every = "1m"``, created from
-code); in B every one has ``deadline = "30m"`` and ``on_late``. One ``Scheduler`` per
+code); in B every one has ``deadline = "2h"`` and ``on_late``. One ``Scheduler`` per
 database runs in this process (no heartbeat) and is ticked by hand at successive whole
 minutes (``tick(conn, now)``, as the loop does, with the next tick's periods planned ahead
 in between, as the loop does while it waits): each tick claims 10,000 new periods. The
@@ -46,7 +46,7 @@ def log(message: str) -> None:
 
 def insert_schedules(url: str, count: int, with_deadline: bool) -> None:
     """``count`` schedules firing every minute, written as from code (COPY)."""
-    extra: dict[str, Any] = {"deadline": "30m", "on_late": "alert"} if with_deadline else {}
+    extra: dict[str, Any] = {"deadline": "2h", "on_late": "alert"} if with_deadline else {}
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cursor:
         with cursor.copy(COPY_SCHEDULES) as copy:
             for n in range(count):
@@ -113,7 +113,7 @@ def run(admin: str, count: int, rounds: int) -> dict[str, Any]:
                 log(f"round {n}: without {a.ticks[-1]:.0f} ms, with {b.ticks[-1]:.0f} ms")
         ratios = [with_ / without for with_, without in zip(b.ticks, a.ticks, strict=True)]
         started = time.perf_counter()
-        judged = deadlines.judge(b.conn, first + timedelta(minutes=30), batch=count)
+        judged = deadlines.judge(b.conn, first + timedelta(hours=2), batch=count)
         judging = (time.perf_counter() - started) * 1000
         assert len(judged.late) == count, len(judged.late)
         for side in (a, b):
