@@ -18,6 +18,7 @@ import pytest
 import pgbeat
 from pgbeat.db.sql import history as history_sql
 from pgbeat.errors import ScheduleError
+from pgbeat.observe.metrics import PrometheusMetrics
 from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.scheduler import Scheduler
 from tests.helpers import plan_nodes, run_cli
@@ -293,3 +294,18 @@ def test_schedules_list_json_shows_the_deadline(
     assert result.returncode == 0, result.stderr
     [row] = json.loads(result.stdout)
     assert (row["deadline"], row["on_late"]) == ("30m", "alert")
+
+
+def test_the_late_periods_metric_counts_each_late_period(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    pgbeat.upsert_schedule(conn, "counted", every="1s", catch_up="none", deadline="1s")
+    t0 = whole_second_after(conn)
+    metrics = PrometheusMetrics()
+    scheduler = Scheduler(database_url, None, heartbeat=False, metrics=metrics)
+    scheduler.tick(conn, t0)
+    late = scheduler.tick(conn, t0 + 3 * SECOND).late
+    value = metrics.registry.get_sample_value(
+        "pgbeat_schedule_late_periods_total", {"schedule": "counted"}
+    )
+    assert late and value == len(late)
