@@ -103,8 +103,8 @@ def judge_if_due(
 
     ``deadlines``: the replica runs schedules with deadlines; ``claimed``: this tick claimed
     periods (new ones may be watched). A statement the database refuses for a row's values
-    (a schedule edited with SQL) is logged, and tried again after ``RECHECK``: no row may
-    stop a scheduler.
+    (a schedule edited with SQL), or for a missing grant, is logged, and tried again after
+    ``RECHECK``: neither may stop a scheduler's claims.
     """
     if claimed and deadlines:
         watch.asked = True
@@ -113,8 +113,11 @@ def judge_if_due(
     try:
         judged = judge(conn, now)
     except Exception as exc:
-        if is_connection_failure(exc, conn) or not is_data_error(exc):
+        refused = is_data_error(exc) or isinstance(exc, psycopg.errors.InsufficientPrivilege)
+        if is_connection_failure(exc, conn) or not refused:
             raise
+        # a role without this round's grants (docs/least-privilege.sql) must not stop the
+        # scheduler's claims either: said, and tried again later
         log.error("judging periods against their deadlines failed, retried later: %s", exc)
         watch.judged(now, now + RECHECK, full=False)
         return []
