@@ -243,6 +243,9 @@ BEGIN
     END IF;
 END
 $$;
+-- Deadlines (migration 0018): a period is judged met when its job ended done by its due
+-- time, and its job's attempts say whether a pending job is retrying.
+GRANT SELECT (attempts, finished_at) ON jobs TO pgbeat_scheduler;
 DO $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO pgbeat_scheduler',
@@ -377,6 +380,23 @@ CREATE POLICY pgbeat_jobs_periods ON jobs FOR INSERT TO pgbeat_scheduler
     WITH CHECK (pgbeat_job_id_drawn(id) AND pgbeat_readable_time(run_at) AND EXISTS (
         SELECT FROM pgbeat_schedules AS s
         WHERE s.name = pgbeat_period_schedule(jobs.unique_key) AND s.kind = jobs.kind));
+-- Scheduler, deadlines (migration 0018): the one alert job of a late period, of its
+-- schedule's on_late kind, keyed '<period key>:late'.
+DO $$
+BEGIN
+    DROP POLICY IF EXISTS pgbeat_jobs_late_alerts ON jobs;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass('pgbeat_schedules')
+               AND attname = 'on_late' AND NOT attisdropped) THEN
+        CREATE POLICY pgbeat_jobs_late_alerts ON jobs FOR INSERT TO pgbeat_scheduler
+            WITH CHECK (pgbeat_job_id_drawn(id) AND pgbeat_readable_time(run_at)
+                        AND pgbeat_period_schedule(left(unique_key, -5)) IS NOT NULL
+                        AND right(unique_key, 5) = ':late'
+                        AND EXISTS (SELECT FROM pgbeat_schedules AS s
+                                    WHERE s.name = pgbeat_period_schedule(left(jobs.unique_key, -5))
+                                      AND s.on_late = jobs.kind));
+    END IF;
+END
+$$;
 -- The dashboard's "run now" of a schedule: a manual run, whose key names its own job id.
 DROP POLICY IF EXISTS pgbeat_jobs_manual ON jobs;
 CREATE POLICY pgbeat_jobs_manual ON jobs FOR INSERT TO pgbeat_ui_admin

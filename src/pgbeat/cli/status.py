@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError, UserError
 from pgbeat.observe.fleet import Fleet, fresh_workers, read_fleet
 from pgbeat.observe.liveness import STALE_AFTER
-from pgbeat.scheduling import state
+from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.health import ScheduleHealth, schedule_health
 from pgbeat.scheduling.schedule import Schedule
@@ -141,7 +142,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             schedules = [s.schedule for s in stored if s.schedule is not None]
         healths = schedule_health(conn, schedules, {s.name: s for s in stored}, now)
         fleet = read_fleet(conn)
+        late = deadlines.late_schedules(conn, now)
     warnings = _warnings(fleet, healths) + fleet.file_warnings() + fleet.unserved_warnings()
+    warnings += [deadlines.describe(found) for found in late]
     if problem:
         warnings.insert(0, problem)
     schedule_rows = [h.as_json() for h in healths]
@@ -158,12 +161,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                     {"kind": kind, "queue": queue, "pending": count}
                     for kind, queue, count in fleet.unserved
                 ],
+                "late_schedules": [dataclasses.asdict(found) for found in late],
             }
         )
-        return 0
+        return 1 if late else 0
     _print_status(now, fleet.processes, schedule_rows, warnings)
     _print_retention(fleet.retention)
-    return 0
+    return 1 if late else 0  # a late schedule fails the probe
 
 
 def _schedules_if_any(path: str) -> tuple[list[Schedule], str | None]:

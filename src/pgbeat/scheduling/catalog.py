@@ -141,6 +141,7 @@ class Catalog:
         self.changes = getattr(self, "changes", 0) + 1  # counts every change to the copy
         self.invalid: dict[str, str] = {}  # rows that do not validate, and why
         self.buffering: set[str] = set()  # schedules with overlap = "buffer_one"
+        self.deadlines: set[str] = set()  # schedules with a deadline (lateness.py)
 
     def __len__(self) -> int:
         return len(self._group_of)
@@ -370,9 +371,12 @@ class Catalog:
         self._group_of[name] = group
         if definition.overlap == "buffer_one":
             self.buffering.add(name)
+        if definition.deadline is not None:
+            self.deadlines.add(name)
 
     def _remove(self, name: str) -> int:
         self.buffering.discard(name)
+        self.deadlines.discard(name)
         group = self._group_of.pop(name)
         self.templates.release(group.members.pop(name).template)
         if not group.members:

@@ -77,6 +77,7 @@ class Definition:
     queue: str
     priority: int
     tags: tuple[str, ...] | None = None
+    deadline: timedelta | None = None  # its periods are watched (lateness.py)
 
     @classmethod
     def of(cls, schedule: Schedule) -> Definition:
@@ -90,6 +91,7 @@ class Definition:
             schedule.queue,
             schedule.priority,
             schedule.tags,
+            schedule.deadline,
         )
 
     def retimed(self, cron: str | None, timezone: str) -> Definition:
@@ -105,6 +107,7 @@ class Definition:
             self.queue,
             self.priority,
             self.tags,
+            self.deadline,
         )
 
     def template(self, payload: str) -> Template:
