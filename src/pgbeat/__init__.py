@@ -44,6 +44,17 @@ from pgbeat.jobs.keys import (
     reschedule_async,
 )
 from pgbeat.jobs.queues import QueueSettings, configure_queue, pause_queue, resume_queue
+from pgbeat.jobs.workflow_definition import Step, Workflow
+from pgbeat.jobs.workflows import (
+    CancelledWorkflow,
+    EnqueuedWorkflow,
+    WorkflowState,
+    WorkflowStep,
+    cancel_workflow,
+    enqueue_workflow,
+    enqueue_workflow_async,
+    workflow,
+)
 from pgbeat.registry import Registry
 from pgbeat.scheduling.api import (
     delete_schedule,
@@ -59,7 +70,9 @@ __all__ = [
     "BackoffPolicy",
     "CancelResult",
     "Cancelled",
+    "CancelledWorkflow",
     "DatabaseUnavailable",
+    "EnqueuedWorkflow",
     "Job",
     "JobContext",
     "JobResult",
@@ -77,15 +90,20 @@ __all__ = [
     "ScheduleError",
     "ScheduleNotFound",
     "Snooze",
+    "Step",
     "UnknownKind",
     "Worker",
     "WorkerSettings",
+    "Workflow",
+    "WorkflowState",
+    "WorkflowStep",
     "__version__",
     "apply_migrations",
     "cancel",
     "cancel_async",
     "cancel_job",
     "cancel_job_async",
+    "cancel_workflow",
     "configure_queue",
     "delete_schedule",
     "delete_schedule_async",
@@ -93,6 +111,8 @@ __all__ = [
     "enqueue_async",
     "enqueue_many",
     "enqueue_many_async",
+    "enqueue_workflow",
+    "enqueue_workflow_async",
     "find",
     "find_async",
     "pause_queue",
@@ -103,6 +123,7 @@ __all__ = [
     "upsert_schedule_async",
     "wait",
     "wait_async",
+    "workflow",
 ]
 
 _LAZY = ("testing", "ui")

@@ -36,6 +36,7 @@ EXPECTED_COLUMNS = {
     "meta": ("jsonb", "YES", None),
     "cancel_requested_at": ("timestamp with time zone", "YES", None),
     "started_at": ("timestamp with time zone", "YES", None),
+    "workflow_id": ("bigint", "YES", None),
 }
 
 
