@@ -38,63 +38,107 @@ CREATE TABLE IF NOT EXISTS pgbeat_workflow_edges (
 );
 CREATE INDEX IF NOT EXISTS pgbeat_workflow_edges_child ON pgbeat_workflow_edges (child_id);
 
--- The advance, in the transaction that ends a step (any path: the worker's outcomes, the
--- reaper, cancel_job, an operator's cancel, pgbeat.testing's drain). The children's step
--- rows are locked in id order before their counts drop, so two parents of one child ending
--- at once in two transactions queue on the row, and the second sees the first's count
--- (READ COMMITTED re-reads a row it waited for): exactly one of them releases the child.
--- A child whose parent ended failed or cancelled ends cancelled (its own end runs this
--- again: the cascade is transitive) unless it runs anyway (on_parent_failure = 'run').
--- Owned by the migrating role and run with its rights, so any role that may end a job
--- advances its workflow without grants on the step tables.
-CREATE OR REPLACE FUNCTION pgbeat_workflow_advance() RETURNS trigger
+-- The advance, in the statement that ends steps (any path: the worker's batched outcomes,
+-- the reaper, cancel_job, an operator's cancel, pgbeat.testing's drain), in two triggers.
+-- A row trigger notes each step that ended (its id, negated for failed or cancelled) in a
+-- transaction-local setting: one cheap call per ended step, none for a plain job (its
+-- WHEN clause). A statement trigger then advances them all at once: plain statements pay
+-- it one call that finds the setting empty. The children's step rows are locked in id
+-- order before their counts drop, so two statements ending parents of one child at once
+-- queue on its row, and the second sees the first's count (READ COMMITTED re-reads a row
+-- it waited for): exactly one of them releases the child. A child whose parent ended
+-- failed or cancelled ends cancelled (that end runs this again: the cascade is
+-- transitive) unless it runs anyway (on_parent_failure = 'run'). A released child is due
+-- at the run_at it asked for, else now() + its delay: a queue delay counts from here.
+-- Every lookup is by key through an array (= ANY), so the plans plpgsql keeps serve a
+-- parent of one child and the root of 10,000 alike. SECURITY DEFINER (owned by the
+-- migrating role, search_path pinned): any role that may end a job advances its workflow
+-- without rights on the step tables.
+CREATE OR REPLACE FUNCTION pgbeat_workflow_ended() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('pgbeat.workflow_ended',
+                       concat_ws(',', nullif(current_setting('pgbeat.workflow_ended', true), ''),
+                                 CASE WHEN NEW.status = 'done' THEN NEW.id ELSE -NEW.id END),
+                       true);
+    RETURN NULL;
+END;
+$$;
+DROP TRIGGER IF EXISTS jobs_workflow_ended ON jobs;
+CREATE TRIGGER jobs_workflow_ended AFTER UPDATE OF status ON jobs FOR EACH ROW
+    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IN ('pending', 'running')
+          AND NEW.status IN ('done', 'failed', 'cancelled'))
+    EXECUTE FUNCTION pgbeat_workflow_ended();
+
+CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_ended() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
-    released int;
-    cancelled text;
+    ended bigint[];
+    children bigint[];
+    failed_children bigint[];
+    ready bigint[];
+    doomed bigint[];
 BEGIN
-    PERFORM 1 FROM pgbeat_workflow_steps
-    WHERE job_id IN (SELECT child_id FROM pgbeat_workflow_edges WHERE parent_id = NEW.id)
-    ORDER BY job_id FOR UPDATE;
-    WITH counted AS (
-        UPDATE pgbeat_workflow_steps AS s SET waiting_for = s.waiting_for - 1
-        FROM pgbeat_workflow_edges AS e
-        WHERE e.parent_id = NEW.id AND s.job_id = e.child_id
-        RETURNING s.job_id, s.waiting_for,
-                  NEW.status <> 'done' AND s.on_parent_failure = 'cancel' AS cancel,
-                  s.run_at AS asked_run_at, s.delay
-    ), moved AS (
-        UPDATE jobs AS j
-        SET status = CASE WHEN c.cancel THEN 'cancelled' ELSE 'pending' END,
-            finished_at = CASE WHEN c.cancel THEN now() ELSE j.finished_at END,
-            last_error = CASE WHEN c.cancel
-                              THEN 'cancelled: parent job ' || NEW.id || ' ended ' || NEW.status
-                              ELSE j.last_error END,
-            run_at = CASE WHEN c.cancel THEN j.run_at
-                          ELSE greatest(coalesce(c.asked_run_at, now() + c.delay), now()) END
-        FROM counted AS c
-        WHERE j.id = c.job_id AND j.status = 'pending'
-          AND (c.cancel OR (c.waiting_for <= 0 AND j.run_at = '9999-12-29 00:00:00+00'))
-        RETURNING j.id, j.status
-    )
-    SELECT count(*) FILTER (WHERE status = 'pending'),
-           string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
-    INTO released, cancelled FROM moved;
-    IF released > 0 THEN
-        PERFORM pg_notify('pgbeat_jobs', '');
+    ended := string_to_array(current_setting('pgbeat.workflow_ended'), ',')::bigint[];
+    PERFORM set_config('pgbeat.workflow_ended', '', true);
+    children := ARRAY(SELECT child_id FROM pgbeat_workflow_edges
+                      WHERE parent_id = ANY(ARRAY(SELECT abs(x) FROM unnest(ended) AS x)));
+    IF cardinality(children) = 0 THEN
+        RETURN;
     END IF;
-    IF cancelled IS NOT NULL THEN
-        PERFORM pg_notify('pgbeat_finished', CASE WHEN length(cancelled) < 7000
-                                                  THEN cancelled ELSE '' END);
+    failed_children := ARRAY(SELECT child_id FROM pgbeat_workflow_edges
+                             WHERE parent_id = ANY(ARRAY(SELECT -x FROM unnest(ended) AS x
+                                                         WHERE x < 0)));
+    PERFORM 1 FROM pgbeat_workflow_steps WHERE job_id = ANY(children) ORDER BY job_id FOR UPDATE;
+    UPDATE pgbeat_workflow_steps AS s SET waiting_for = s.waiting_for - arrived.n
+    FROM (SELECT child_id, count(*) AS n FROM unnest(children) AS child_id GROUP BY child_id)
+         AS arrived
+    WHERE s.job_id = arrived.child_id;
+    doomed := ARRAY(SELECT job_id FROM pgbeat_workflow_steps
+                    WHERE job_id = ANY(failed_children) AND on_parent_failure = 'cancel');
+    ready := ARRAY(SELECT job_id FROM pgbeat_workflow_steps
+                   WHERE job_id = ANY(children) AND waiting_for <= 0
+                     AND NOT job_id = ANY(doomed));
+    IF cardinality(ready) > 0 THEN
+        UPDATE jobs AS j
+        SET run_at = (SELECT greatest(coalesce(s.run_at, now() + s.delay), now())
+                      FROM pgbeat_workflow_steps AS s WHERE s.job_id = j.id)
+        WHERE j.id = ANY(ready) AND j.status = 'pending'
+          AND j.run_at = '9999-12-29 00:00:00+00';
+        IF FOUND THEN
+            PERFORM pg_notify('pgbeat_jobs', '');
+        END IF;
+    END IF;
+    IF cardinality(doomed) > 0 THEN
+        WITH cancelled AS (
+            UPDATE jobs
+            SET status = 'cancelled', finished_at = now(),
+                last_error = 'cancelled: a parent step ended failed or cancelled'
+            WHERE id = ANY(doomed) AND status = 'pending'
+            RETURNING id
+        )
+        SELECT ARRAY(SELECT id FROM cancelled) INTO doomed;
+        IF cardinality(doomed) > 0 THEN
+            PERFORM pg_notify('pgbeat_finished', CASE WHEN cardinality(doomed) <= 800
+                                                      THEN array_to_string(doomed, ',')
+                                                      ELSE '' END);
+        END IF;
+    END IF;
+END;
+$$;
+ALTER FUNCTION pgbeat_workflow_advance_ended() SET search_path FROM CURRENT;
+-- The statement trigger: a plain statement's one call, which finds nothing noted.
+CREATE OR REPLACE FUNCTION pgbeat_workflow_advance() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('pgbeat.workflow_ended', true) <> '' THEN
+        PERFORM pgbeat_workflow_advance_ended();
     END IF;
     RETURN NULL;
 END;
 $$;
-ALTER FUNCTION pgbeat_workflow_advance() SET search_path FROM CURRENT;
 DROP TRIGGER IF EXISTS jobs_workflow_advance ON jobs;
-CREATE TRIGGER jobs_workflow_advance AFTER UPDATE OF status ON jobs FOR EACH ROW
-    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IN ('pending', 'running')
-          AND NEW.status IN ('done', 'failed', 'cancelled'))
+CREATE TRIGGER jobs_workflow_advance AFTER UPDATE ON jobs FOR EACH STATEMENT
     EXECUTE FUNCTION pgbeat_workflow_advance();
 
 -- A deleted step (retention, jobs purge, delete) takes its step row and edges with it.
