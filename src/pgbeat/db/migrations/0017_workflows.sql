@@ -39,36 +39,32 @@ CREATE TABLE IF NOT EXISTS pgbeat_workflow_edges (
 CREATE INDEX IF NOT EXISTS pgbeat_workflow_edges_child ON pgbeat_workflow_edges (child_id);
 
 -- The advance, in the statement that ends steps (any path: the worker's batched outcomes,
--- the reaper, cancel_job, an operator's cancel, pgbeat.testing's drain), in two triggers.
--- A row trigger notes each step that ended (its id, negated for failed or cancelled) in a
--- transaction-local setting: one cheap call per ended step, none for a plain job (its
--- WHEN clause). A statement trigger then advances them all at once: plain statements pay
--- it one call that finds the setting empty. The children's step rows are locked in id
--- order before their counts drop, so two statements ending parents of one child at once
--- queue on its row, and the second sees the first's count (READ COMMITTED re-reads a row
--- it waited for): exactly one of them releases the child. A child whose parent ended
--- failed or cancelled ends cancelled (that end runs this again: the cascade is
--- transitive) unless it runs anyway (on_parent_failure = 'run'). A released child is due
--- at the run_at it asked for, else now() + its delay: a queue delay counts from here.
--- Every lookup is by key through an array (= ANY), so the plans plpgsql keeps serve a
--- parent of one child and the root of 10,000 alike. SECURITY DEFINER (owned by the
--- migrating role, search_path pinned): any role that may end a job advances its workflow
--- without rights on the step tables.
-CREATE OR REPLACE FUNCTION pgbeat_workflow_ended() RETURNS trigger
+-- the reaper, cancel_job, an operator's cancel, pgbeat.testing's drain), once for all the
+-- steps a statement ended. The trigger's WHEN clause, evaluated as each row is updated,
+-- notes an ended step (its id, negated for failed or cancelled) in a transaction-local
+-- setting; at the end of the statement the trigger's first call advances every step noted,
+-- and the others find nothing left. A plain job pays for the WHEN clause's first test.
+-- The children's step rows are locked in id order before their counts drop, so two
+-- statements ending parents of one child at once queue on its row, and the second sees
+-- the first's count (READ COMMITTED re-reads a row it waited for): exactly one of them
+-- releases the child. A child whose parent ended failed or cancelled ends cancelled (that
+-- end runs this again: the cascade is transitive) unless it runs anyway
+-- (on_parent_failure = 'run'). A released child is due at the run_at it asked for, else
+-- now() + its delay: a queue delay counts from the release. Every lookup is by key through
+-- an array (= ANY), so the plans plpgsql keeps serve a parent of one child and the root of
+-- 10,000 alike. The advance is SECURITY DEFINER (owned by the migrating role, search_path
+-- pinned): any role that may end a job advances its workflow without rights on the step
+-- tables.
+CREATE OR REPLACE FUNCTION pgbeat_workflow_note(id bigint, status text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM set_config('pgbeat.workflow_ended',
                        concat_ws(',', nullif(current_setting('pgbeat.workflow_ended', true), ''),
-                                 CASE WHEN NEW.status = 'done' THEN NEW.id ELSE -NEW.id END),
+                                 CASE WHEN status = 'done' THEN id ELSE -id END),
                        true);
-    RETURN NULL;
+    RETURN true;
 END;
 $$;
-DROP TRIGGER IF EXISTS jobs_workflow_ended ON jobs;
-CREATE TRIGGER jobs_workflow_ended AFTER UPDATE OF status ON jobs FOR EACH ROW
-    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IN ('pending', 'running')
-          AND NEW.status IN ('done', 'failed', 'cancelled'))
-    EXECUTE FUNCTION pgbeat_workflow_ended();
 
 CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_ended() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER AS $$
@@ -127,7 +123,7 @@ BEGIN
 END;
 $$;
 ALTER FUNCTION pgbeat_workflow_advance_ended() SET search_path FROM CURRENT;
--- The statement trigger: a plain statement's one call, which finds nothing noted.
+-- The trigger: its first call in a statement advances every step noted.
 CREATE OR REPLACE FUNCTION pgbeat_workflow_advance() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -138,7 +134,10 @@ BEGIN
 END;
 $$;
 DROP TRIGGER IF EXISTS jobs_workflow_advance ON jobs;
-CREATE TRIGGER jobs_workflow_advance AFTER UPDATE ON jobs FOR EACH STATEMENT
+CREATE TRIGGER jobs_workflow_advance AFTER UPDATE OF status ON jobs FOR EACH ROW
+    WHEN (NEW.workflow_id IS NOT NULL AND OLD.status IN ('pending', 'running')
+          AND NEW.status IN ('done', 'failed', 'cancelled')
+          AND pgbeat_workflow_note(NEW.id, NEW.status))
     EXECUTE FUNCTION pgbeat_workflow_advance();
 
 -- A deleted step (retention, jobs purge, delete) takes its step row and edges with it.

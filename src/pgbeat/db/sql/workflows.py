@@ -138,12 +138,12 @@ RETURNING j.id, j.status, pg_notify(CASE j.status WHEN 'pending' THEN 'pgbeat_jo
 
 # Deletes workflows none of whose steps is left (retention took them), in batches; a new
 # one is an hour old at least, so an enqueue that has not committed its steps keeps it.
+# Two workers at once: the second waits for the first's rows and skips them.
 WORKFLOWS_DELETE_EMPTY: LiteralString = """
 DELETE FROM pgbeat_workflows WHERE id IN (
     SELECT w.id FROM pgbeat_workflows AS w
     WHERE w.created_at < now() - interval '1 hour'
       AND NOT EXISTS (SELECT FROM jobs AS j WHERE j.workflow_id = w.id)
     LIMIT %(batch)s
-    FOR UPDATE SKIP LOCKED
 )
 RETURNING id"""
