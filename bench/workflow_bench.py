@@ -82,6 +82,10 @@ def drain(url: str, jobs: int, enqueue: Callable[[psycopg.Connection[Any]], None
     return seconds
 
 
+def _enqueued(result: object) -> None:
+    """The drains' enqueue callbacks return nothing."""
+
+
 def independent(children: int) -> Callable[[psycopg.Connection[Any]], None]:
     def insert(conn: psycopg.Connection[Any]) -> None:
         pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", {"customer": i}) for i in range(children)])
@@ -117,7 +121,11 @@ def measure_fan_out(url: str, children: int, repeat: int) -> dict[str, Any]:
     for _ in range(repeat):
         plains.append(drain(url, children, independent(children)))
         flows.append(
-            drain(url, children + 2, lambda c: pgbeat.enqueue_workflow(c, fan_out(children)))
+            drain(
+                url,
+                children + 2,
+                lambda c: _enqueued(pgbeat.enqueue_workflow(c, fan_out(children))),
+            )
         )
         with psycopg.connect(url, autocommit=True) as conn:
             advances.append(fan_in_advance_ms(conn))
