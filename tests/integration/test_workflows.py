@@ -84,6 +84,7 @@ def test_held_steps_are_not_due_until_their_parents_end(conn: psycopg.Connection
     ]
     assert found.status == "running"
     assert found.counts == {"pending": 1, "waiting": 1}
+    assert found.steps["b"].job_id == enqueued.jobs["b"] and found.steps.keys() == ["a", "b"]
     due = conn.execute("SELECT id FROM jobs WHERE status = 'pending' AND run_at <= now()")
     assert [row[0] for row in due] == [enqueued.jobs["a"]]
 

@@ -52,6 +52,35 @@ class WorkflowStep:
     finished_at: datetime | None
 
 
+class Steps(list[WorkflowStep]):
+    """A workflow's steps in the order they were added; also found by name
+    (``steps["report"]``, ``steps.get(name)``, ``keys()``, ``values()``, ``items()``)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            for step in self:
+                if step.name == key:
+                    return step
+            raise KeyError(key)
+        return super().__getitem__(key)
+
+    def get(self, name: str, default: WorkflowStep | None = None) -> WorkflowStep | None:
+        try:
+            found: WorkflowStep = self[name]
+        except KeyError:
+            return default
+        return found
+
+    def keys(self) -> list[str]:
+        return [step.name for step in self]
+
+    def values(self) -> list[WorkflowStep]:
+        return list(self)
+
+    def items(self) -> list[tuple[str, WorkflowStep]]:
+        return [(step.name, step) for step in self]
+
+
 @dataclass(frozen=True)
 class WorkflowState:
     """A workflow and its steps (in the order they were added), as ``pgbeat.workflow`` reads it."""
@@ -60,7 +89,7 @@ class WorkflowState:
     name: str | None
     key: str | None
     created_at: datetime
-    steps: list[WorkflowStep] = field(default_factory=list)
+    steps: Steps = field(default_factory=Steps)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -200,7 +229,7 @@ def _show_plan(workflow_id: int) -> Plan[WorkflowState | None]:
     if not found:
         return None
     rows = yield workflow_sql.WORKFLOW_STEPS_LIST, {"id": workflow_id}, DICTS
-    steps = [WorkflowStep(**{**row, "after": list(row["after"])}) for row in rows]
+    steps = Steps(WorkflowStep(**{**row, "after": list(row["after"])}) for row in rows)
     return WorkflowState(**found[0], steps=steps)
 
 

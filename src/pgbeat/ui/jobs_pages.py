@@ -286,6 +286,7 @@ _SHOWN_FIELDS = {
     "keep_until",
     "result",
     "started_at",
+    "workflow_id",
 }
 
 
