@@ -62,3 +62,15 @@ def test_a_steps_job_page_links_to_its_workflow(
 
 def test_an_unknown_workflow_is_a_404(ui: Dashboard) -> None:
     assert get(ui, "/workflows/424242").status_code == 404
+
+
+def test_the_job_list_filters_by_workflow(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    url, enqueued = seeded
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.enqueue(conn, "unrelated")
+    page = get(ui, f"/jobs?workflow={enqueued.id}")
+    assert '<span id="match-count">2</span>' in page.text or 'id="match-count">2<' in page.text
+    assert "unrelated" not in page.text.split('id="filters"')[1]
+    assert "workflow: a workflow id" in get(ui, "/jobs?workflow=x").text
