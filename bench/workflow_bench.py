@@ -1,7 +1,8 @@
 """``python -m bench.workflow_bench``: what workflows cost, measured in one run.
 
 Rows (docs/workflows.md): ``enqueue_workflow`` of 1 root + N children + 1 summary; the drain
-of that fan-out against the drain of N independent jobs (alternated, same worker); the
+of that fan-out against the drain of N independent jobs (alternated, same worker), and of
+its children once the root ended and ANALYZE ran; the
 advance of the N -> 1 fan-in (the summary's start after its last parent's end) and of
 small diamonds; plain jobs drained with the workflow triggers and without them (dropped
 on a twin database: what a queue that never uses workflows pays), alternated.
@@ -137,6 +138,29 @@ def measure_fan_out(url: str, children: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def measure_fan_out_released(url: str, children: int, repeat: int) -> dict[str, Any]:
+    """The fan-out's children and summary drained after its root ended and ANALYZE ran:
+    the advance's own cost, apart from the claim plan that statistics taken while the
+    children were held lead to (docs/workflows.md, "Figures")."""
+
+    def released(conn: psycopg.Connection[Any]) -> None:
+        enqueued = pgbeat.enqueue_workflow(conn, fan_out(children))
+        conn.execute(
+            "UPDATE jobs SET status = 'done', finished_at = now() WHERE id = %s",
+            [enqueued.jobs["root"]],
+        )
+
+    flows, plains = [], []
+    for _ in range(repeat):
+        plains.append(drain(url, children, independent(children)))
+        flows.append(drain(url, children + 1, released))
+    return {
+        "independent_jobs_per_s": children / statistics.median(plains),
+        "children_and_summary_jobs_per_s": (children + 1) / statistics.median(flows),
+        "ratio": statistics.median(plains) / statistics.median(flows) * (children + 1) / children,
+    }
+
+
 def measure_diamonds(url: str, count: int) -> dict[str, Any]:
     """The advance of ``count`` diamonds drained together: each join's start after its last
     parent's end, p50 and p99 (ms)."""
@@ -196,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     with fresh(admin, "wf_bench") as url:
         report["enqueue_workflow"] = measure_enqueue(url, args.children, args.repeat)
         report["fan_out_drain"] = measure_fan_out(url, args.children, args.repeat)
+        report["fan_out_drain_released_analyzed"] = measure_fan_out_released(
+            url, args.children, args.repeat
+        )
         report["diamond_advance"] = measure_diamonds(url, args.diamonds)
     report["plain_jobs_ab"] = measure_plain(admin, args.plain_jobs, args.repeat)
     report["load_average_1m_at_end"] = machine.load()

@@ -42,8 +42,9 @@ CREATE INDEX IF NOT EXISTS pgbeat_workflow_edges_child ON pgbeat_workflow_edges 
 -- the reaper, cancel_job, an operator's cancel, pgbeat.testing's drain), once for all the
 -- steps a statement ended. The trigger's WHEN clause, evaluated as each row is updated,
 -- notes an ended step (its id, negated for failed or cancelled) in a transaction-local
--- setting; at the end of the statement the trigger's first call advances every step noted,
--- and the others find nothing left. A plain job pays for the WHEN clause's first test.
+-- setting, and is true for the first one only: the trigger runs once, at the end of the
+-- statement, and advances every step noted. A plain job pays for the WHEN clause's first
+-- test.
 -- The children's step rows are locked in id order before their counts drop, so two
 -- statements ending parents of one child at once queue on its row, and the second sees
 -- the first's count (READ COMMITTED re-reads a row it waited for): exactly one of them
@@ -57,12 +58,14 @@ CREATE INDEX IF NOT EXISTS pgbeat_workflow_edges_child ON pgbeat_workflow_edges 
 -- tables.
 CREATE OR REPLACE FUNCTION pgbeat_workflow_note(id bigint, status text) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE
+    noted text := current_setting('pgbeat.workflow_ended', true);
 BEGIN
     PERFORM set_config('pgbeat.workflow_ended',
-                       concat_ws(',', nullif(current_setting('pgbeat.workflow_ended', true), ''),
+                       concat_ws(',', nullif(noted, ''),
                                  CASE WHEN status = 'done' THEN id ELSE -id END),
                        true);
-    RETURN true;
+    RETURN coalesce(noted, '') = '';  -- only the first step noted queues the trigger's call
 END;
 $$;
 
@@ -123,7 +126,7 @@ BEGIN
 END;
 $$;
 ALTER FUNCTION pgbeat_workflow_advance_ended() SET search_path FROM CURRENT;
--- The trigger: its first call in a statement advances every step noted.
+-- The trigger: its one call in a statement advances every step noted.
 CREATE OR REPLACE FUNCTION pgbeat_workflow_advance() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
