@@ -83,7 +83,9 @@ BEGIN
     FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_migrations', 'pgbeat_processes',
                                 'pgbeat_job_attempts', 'pgbeat_schedules',
                                 'pgbeat_schedule_history', 'pgbeat_schedule_files',
-                                'pgbeat_queues', 'pgbeat_queue_starts', 'pgbeat_retention'] LOOP
+                                'pgbeat_queues', 'pgbeat_queue_starts', 'pgbeat_retention',
+                                'pgbeat_workflows', 'pgbeat_workflow_steps',
+                                'pgbeat_workflow_edges'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('ALTER TABLE %I OWNER TO pgbeat_admin', name);
             EXECUTE format('REVOKE ALL ON %I FROM PUBLIC', name);
@@ -95,7 +97,10 @@ BEGIN
                                 'pgbeat_channel(text)', 'pgbeat_listen(text)',
                                 'pgbeat_unlisten(text)', 'pgbeat_lock_key(bigint)',
                                 'pgbeat_enqueue(text, jsonb, timestamptz, text, integer, '
-                                'text, integer, text, text, text[])'] LOOP
+                                'text, integer, text, text, text[])',
+                                'pgbeat_workflow_note(bigint,text)',
+                                'pgbeat_workflow_advance()', 'pgbeat_workflow_advance_ended()',
+                                'pgbeat_workflow_forget()'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;
@@ -254,6 +259,26 @@ BEGIN
         GRANT SELECT, INSERT, UPDATE, DELETE ON pgbeat_schedules, pgbeat_schedule_history
             TO pgbeat_scheduler;
         GRANT SELECT, INSERT, UPDATE ON pgbeat_schedule_files TO pgbeat_scheduler;
+    END IF;
+END
+$$;
+
+-- Workflows (migration 0017). Enqueue inserts a workflow, its steps' jobs (with their
+-- workflow_id) and its steps and edges, and reads a key's workflow back. The advance (a
+-- step's end releasing or cancelling its dependants) and the clean-up of a deleted step's
+-- rows are triggers owned by the admin that run with its rights (SECURITY DEFINER), so a
+-- worker, an operator or the dashboard ending a step advances its workflow without rights
+-- on these tables. Workers read parents' results and run the repair pass (it releases or
+-- cancels held steps as a worker may, and deletes workflows with no step left).
+DO $$
+BEGIN
+    IF to_regclass('pgbeat_workflows') IS NOT NULL THEN
+        GRANT INSERT (workflow_id) ON jobs TO pgbeat_enqueue;
+        GRANT SELECT, INSERT ON pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges
+            TO pgbeat_enqueue;
+        GRANT SELECT ON pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges
+            TO pgbeat_worker, pgbeat_ui_viewer;
+        GRANT DELETE ON pgbeat_workflows TO pgbeat_worker;
     END IF;
 END
 $$;

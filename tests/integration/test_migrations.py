@@ -38,6 +38,7 @@ EXPECTED_COLUMNS = {
     "started_at": ("timestamp with time zone", "YES", None),
     "tags": ("ARRAY", "YES", None),
     "snoozes": ("integer", "NO", "0"),
+    "workflow_id": ("bigint", "YES", None),
 }
 
 

@@ -287,6 +287,7 @@ _SHOWN_FIELDS = {
     "result",
     "started_at",
     "tags",
+    "workflow_id",
 }
 
 

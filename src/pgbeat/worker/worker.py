@@ -41,6 +41,7 @@ from pgbeat.worker.renewal import LeaseRenewer
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
 from pgbeat.worker.timers import ClaimTimers
+from pgbeat.worker.workflow_repair import WorkflowRepair
 
 __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 
@@ -155,6 +156,10 @@ class Worker:
             if self.settings.retention.enabled
             else None
         )
+        repair = self.settings.workflow_repair
+        self._workflow_repair = (
+            WorkflowRepair(url, repair.total_seconds()) if repair is not None else None
+        )
         self.stopped = threading.Event()
 
     # -- control ------------------------------------------------------------------------
@@ -211,6 +216,8 @@ class Worker:
         self._writer.start()
         if self._retention is not None:
             self._retention.start()
+        if self._workflow_repair is not None:
+            self._workflow_repair.start()
         log.info(
             "worker started: kinds=%s queues=%s concurrency=%d lease=%gs timeout=%gs",
             ",".join(self.settings.kinds or self._registry.kinds()) or "-",
@@ -229,6 +236,8 @@ class Worker:
                 self._heartbeat.stop()
             if self._retention is not None:
                 self._retention.stop()
+            if self._workflow_repair is not None:
+                self._workflow_repair.stop()
             self._executor.shutdown()
             self._writer.close()
             self._connector.close()
