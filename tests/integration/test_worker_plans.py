@@ -51,6 +51,7 @@ ELSEWHERE = {
     "JOBS_CLAIM_LIMITED",
     "JOBS_CLAIM_LIMITED_HEAD",
     "JOBS_CLAIM_LIMITED_KEYS",
+    "JOBS_CLAIM_FAIR",
     "JOBS_STATE",
     "JOBS_LISTEN",
     "JOBS_LISTEN_CANCEL",
@@ -66,7 +67,9 @@ def _shape(statement: str) -> str:
 
 def _statements(module: ModuleType) -> set[str]:
     return {
-        name for name, value in vars(module).items() if name.isupper() and isinstance(value, str)
+        name
+        for name, value in vars(module).items()
+        if name.isupper() and not name.startswith("_") and isinstance(value, str)
     }
 
 
