@@ -413,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url")
     parser.add_argument("--kwargs", default="{}")
     parser.add_argument("--base-src", type=Path, help="another revision's src/ to compare")
+    parser.add_argument("--src", type=Path, default=REPO_ROOT / "src", help="this revision's")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument(
         "--distinct", action="store_true", help="the A/B's jobs each with a run_at of its own"
@@ -438,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(args: argparse.Namespace) -> int:
     admin = database.admin_url()
-    here = REPO_ROOT / "src"
+    here = args.src
     only = set(args.only.split(","))
     report: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(),

@@ -181,3 +181,41 @@ def test_a_row_from_before_the_constraints_stops_nothing(
     listed = run_cli(["queues", "list"], database_url)
     assert listed.returncode == 0 and "invalid" in listed.stdout, listed.stderr
     assert run_cli(["queues", "list", "--json"], database_url).returncode == 0
+
+
+def test_the_key_walk_is_bounded_and_goes_on_from_claim_to_claim(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """600 keys whose rate is spent clog the queue: each claim walks at most 256 keys (its
+    cost does not grow with them), the next goes on, and the one free key is found."""
+    pgbeat.configure_queue(conn, "api", key_rate="1/1h")
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, queue, limit_key) SELECT 'noop', '{}', 'api',"
+        " 'key' || lpad(i::text, 4, '0') FROM generate_series(1, 600) AS i"
+    )
+    conn.execute(
+        "INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)"
+        " SELECT 'api', 'key' || lpad(i::text, 4, '0'), now() FROM generate_series(1, 600) i"
+    )
+    [free] = _enqueue(conn, 1, queue="api", limit_key="zzz")
+    claimer = Claimer(LEASE)
+    claimed: list[int] = []
+    for _ in range(5):
+        claimed += [job.id for job in claimer.claim(conn, 10)]
+    assert claimed == [free]
+
+
+def test_a_held_queue_with_few_jobs_is_skipped_by_the_fast_claim(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Beside a paused queue with a few jobs the fast claim skips them in its scan (it does
+    not walk every queue with a pending job); beside a paused backlog it claims by queue."""
+    pgbeat.pause_queue(conn, "paused")
+    _enqueue(conn, 3, queue="paused")
+    healthy = _enqueue(conn, 5)
+    claimer = Claimer(LEASE)
+    assert sorted(job.id for job in claimer.claim(conn, 10)) == healthy
+    _enqueue(conn, 150, queue="paused")
+    more = _enqueue(conn, 5)
+    claimer = Claimer(LEASE)
+    assert sorted(job.id for job in claimer.claim(conn, 10)) == more

@@ -140,7 +140,7 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     by_queue = _plan(conn, claim_sql.JOBS_CLAIM_BY_QUEUE, PARAMS)
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1)
-    limited_params = {**PARAMS, "queue": "api", "scan": 256, "after": None}
+    limited_params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
     limited = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue" in limited and "Sort" not in limited, limited
     head = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)

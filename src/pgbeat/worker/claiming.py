@@ -33,6 +33,7 @@ HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or li
 HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
+HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 DRY_REST_UNHEARD = 1.0  # seconds a dry limited queue rests when notifications are not heard
 BUDGET = ("budget", "rate_left", "rate_wait", "mode", "scanned", "last_key")  # limited claims'
 _decode_json = json.JSONDecoder().decode
@@ -128,6 +129,7 @@ class Claimer:
         self._mode: dict[str, str] = {}  # per limited queue: 'whole', 'keyed' or 'fair'
         self._updated: dict[str, Any] = {}  # per held queue: its settings' updated_at
         self._invalid: set[str] = set()  # rows the constraints refuse, logged once
+        self._held_ahead = 0  # the held queues' pending jobs (each counted to HELD_AHEAD)
         self._limited_wake: float | None = None  # monotonic: when a limited queue may give more
         self._dry: set[str] = set()  # limited queues that ran out of due jobs
         self._dry_due: dict[str, float | None] = {}  # monotonic: their next due job, or none
@@ -136,7 +138,7 @@ class Claimer:
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
         if self.limited is None:
-            self._note_held(conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues}))
+            self._note_held(conn.execute(queue_sql.QUEUES_HELD, self._held_params()))
             self._held_until = time.monotonic() + HELD_REFRESH
         rows: list[Any] = []
         self.limited_short = False
@@ -249,14 +251,17 @@ class Claimer:
     def _claim_fast(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
         """The unlimited queues' claim, with the held queues read for the next claim."""
         now = time.monotonic()
-        by_queue = self.held or self.queues
-        statement = claim_sql.JOBS_CLAIM_BY_QUEUE if by_queue else claim_sql.JOBS_CLAIM
+        statement = claim_sql.JOBS_CLAIM
+        if self.queues or self._held_ahead >= HELD_AHEAD:
+            statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
+        elif self.held:
+            statement = claim_sql.JOBS_CLAIM_SKIPPING  # the held queues' few jobs
         if now < self._held_until:
             rows = _fetch_jobs(conn.execute(statement, self._params(limit)))
         else:
             with conn.pipeline():
                 fast = conn.execute(statement, self._params(limit))
-                held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues})
+                held = conn.execute(queue_sql.QUEUES_HELD, self._held_params())
             rows = _fetch_jobs(fast)
             self._note_held(held)
             self._held_until = now + HELD_REFRESH
@@ -272,6 +277,9 @@ class Claimer:
             "held": self.held,
         }
 
+    def _held_params(self) -> dict[str, Any]:
+        return {"queues": self.queues, "ahead": HELD_AHEAD}
+
     def _note_held(self, cursor: psycopg.Cursor[Any]) -> None:
         """Remember the held queues of QUEUES_HELD's rows; a queue whose settings changed
         since the last read ends its rests; a row the constraints refuse is skipped (its
@@ -279,7 +287,8 @@ class Claimer:
         rows = cursor.fetchall()
         self.held = [name for name, *_ in rows]
         self.limited = []
-        for name, paused, mode, problem, updated_at in rows:
+        self._held_ahead = sum(int(row[-1]) for row in rows)
+        for name, paused, mode, problem, updated_at, _ in rows:
             if self._updated.get(name, updated_at) != updated_at:
                 self._queue_idle_until.pop(name, None)
                 self._keys_idle_until.pop(name, None)
@@ -345,10 +354,13 @@ class Claimer:
         if now < self._keys_idle_until.get(queue, 0.0):
             return []
         params = {**params, "limit": limit, "after": self._after_key.pop(queue, None)}
-        more, _ = _claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+        more, budget = _claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+        walked, last_key = budget[-2:] if budget else (0, None)
         if more and len(more) == limit:
             self._after_key[queue] = max(row[LIMIT_KEY] for row in more)
-        if not more:  # every key with jobs is saturated: no need to look again at once
+        elif walked and walked >= params["keys"] and last_key is not None:
+            self._after_key[queue] = last_key  # a bounded walk: the next goes on from here
+        elif not more:  # every key with jobs is saturated: no need to look again at once
             self._keys_idle_until[queue] = now + KEYS_IDLE_PAUSE
         return more
 

@@ -119,7 +119,9 @@ ORDER BY queue_name"""
 # The held queues among a worker's queues (paused, limited or fair; a scan of a small
 # table): the fast claim skips them all, the limited claim takes the running ones with the
 # statement their ``mode`` needs, unless the row has a ``problem`` (skipped, named once).
-# ``updated_at`` tells the worker a queue's settings changed (its rest ends).
+# ``updated_at`` tells the worker a queue's settings changed (its rest ends); ``ahead``
+# counts the queue's pending jobs up to %(ahead)s (jobs_claim_queue: a bounded probe), which
+# tells the worker whether its fast claim may simply skip them (JOBS_CLAIM_SKIPPING).
 QUEUES_HELD: LiteralString = (
     """
 SELECT name, paused,
@@ -128,7 +130,9 @@ SELECT name, paused,
             ELSE 'whole' END AS mode,
        """
     + _PROBLEM
-    + """ AS problem, updated_at
+    + """ AS problem, updated_at,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending' AND queue = name
+                              LIMIT %(ahead)s) AS few) AS ahead
 FROM pgbeat_queues
 WHERE (paused OR fair OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
        OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)

@@ -58,6 +58,17 @@ WHERE ctid = ANY(ARRAY(
     + _CLAIMED_COLUMNS
 )
 
+# JOBS_CLAIM beside held queues with few pending jobs (QUEUES_HELD's ``ahead``): the scan
+# also skips the held queues' rows (%(held)s), at most a few per claim, where the claim by
+# queue heads would walk every queue with a pending job (20,000 tenants' delayed jobs) on
+# every claim.
+JOBS_CLAIM_SKIPPING: LiteralString = JOBS_CLAIM.replace(
+    "\n    ORDER BY priority DESC, run_at, id\n    LIMIT %(limit)s\n",
+    "\n      AND queue <> ALL(%(held)s::text[])"
+    "\n    ORDER BY priority DESC, run_at, id\n    LIMIT %(limit)s\n",
+)
+assert JOBS_CLAIM_SKIPPING != JOBS_CLAIM
+
 # Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
 # nested too deeply for Python), each with its reason (primary key).
 # Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
@@ -211,9 +222,10 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
 # The per-key claim when saturated keys clog the head of the backlog: the limit keys with
-# pending jobs from %(after)s (_PENDING_KEYS_AFTER), each giving the first jobs of its own
-# budget as in JOBS_CLAIM_LIMITED_HEAD. Key order, not priority, across keys: the head
-# claim took the best jobs already.
+# pending jobs from %(after)s (_PENDING_KEYS_AFTER, at most %(keys)s), each giving the first
+# jobs of its own budget as in JOBS_CLAIM_LIMITED_HEAD. Key order, not priority, across
+# keys: the head claim took the best jobs already. ``scanned`` is how many keys the walk
+# visited and ``last_key`` the last of them, where the next walk goes on.
 JOBS_CLAIM_LIMITED_KEYS: LiteralString = (
     "WITH RECURSIVE "
     + _SETTINGS_AND_BUDGET
@@ -241,7 +253,8 @@ picked AS (
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
     + _CLAIM_LIMITED_TAIL
-    + """, NULL::bigint AS scanned, NULL::text AS last_key
+    + """, (SELECT count(*) FROM pending_keys WHERE limit_key IS NOT NULL) AS scanned,
+       (SELECT max(limit_key) FROM pending_keys) AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
 )
 

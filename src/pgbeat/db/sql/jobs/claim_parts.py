@@ -125,16 +125,19 @@ _CLAIM_LIMITED_TAIL: LiteralString = (
 )
 
 # Limit keys with pending jobs of the queue in key order from %(after)s: a skip scan of
-# jobs_claim_key, one probe per key, which stops once the statement has what it needs.
+# jobs_claim_key, one probe per key, which stops once the statement has what it needs or
+# after %(keys)s keys (the next claim goes on from there: its cost does not grow with the
+# keys whose budget is spent).
 _PENDING_KEYS_AFTER: LiteralString = """
-pending_keys(limit_key) AS (
+pending_keys(limit_key, pos) AS (
     SELECT (SELECT min(limit_key) FROM jobs
             WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
-              AND limit_key > coalesce(%(after)s::text, ''))
+              AND limit_key > coalesce(%(after)s::text, '')), 1
     FROM budget WHERE n > 0
     UNION ALL
     SELECT (SELECT min(limit_key) FROM jobs
             WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
-              AND limit_key > pending_keys.limit_key)
-    FROM pending_keys WHERE pending_keys.limit_key IS NOT NULL
+              AND limit_key > pending_keys.limit_key), pending_keys.pos + 1
+    FROM pending_keys
+    WHERE pending_keys.limit_key IS NOT NULL AND pending_keys.pos < %(keys)s::int
 )"""
