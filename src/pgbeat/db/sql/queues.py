@@ -120,7 +120,8 @@ ORDER BY queue_name"""
 # table): the fast claim skips them all, the limited claim takes the running ones with the
 # statement their ``mode`` needs, unless the row has a ``problem`` (skipped, named once).
 # ``updated_at`` tells the worker a queue's settings changed (its rest ends); ``ahead``
-# counts the queue's pending jobs up to %(ahead)s (jobs_claim_queue: a bounded probe), which
+# counts the queue's pending jobs up to %(ahead)s (jobs_claim_queue, in its order: a bounded
+# probe; without the order a plan read jobs_ready whole for an empty queue), which
 # tells the worker whether its fast claim may simply skip them (JOBS_CLAIM_SKIPPING).
 QUEUES_HELD: LiteralString = (
     """
@@ -132,7 +133,8 @@ SELECT name, paused,
     + _PROBLEM
     + """ AS problem, updated_at,
        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending' AND queue = name
-                              LIMIT %(ahead)s) AS few) AS ahead
+                              ORDER BY priority DESC, run_at, id LIMIT %(ahead)s) AS few)
+           AS ahead
 FROM pgbeat_queues
 WHERE (paused OR fair OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
        OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
