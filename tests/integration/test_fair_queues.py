@@ -200,8 +200,12 @@ def test_the_key_walk_is_bounded_and_goes_on_from_claim_to_claim(
     [free] = _enqueue(conn, 1, queue="api", limit_key="zzz")
     claimer = Claimer(LEASE)
     claimed: list[int] = []
-    for _ in range(5):
-        claimed += [job.id for job in claimer.claim(conn, 10)]
+
+    def found() -> bool:  # each walk after a fruitless one waits KEYS_IDLE_PAUSE
+        claimed.extend(job.id for job in claimer.claim(conn, 10))
+        return bool(claimed)
+
+    wait_for(found, timeout=30, message="the free key's job")
     assert claimed == [free]
 
 

@@ -150,7 +150,7 @@ class Claimer:
         fast_first = bool(self.limited) and self._turn % 2 == 0
         if fast_first and now >= self._fast_short_until:
             rows.extend(self._claim_fast(conn, limit))
-        for queue in self._limited_in_turn():
+        for queue in self._awake(now):
             idle_until = self._queue_idle_until.get(queue, 0.0)
             if now < idle_until:
                 self._held_back(idle_until)  # its limits were spent a moment ago
@@ -198,10 +198,9 @@ class Claimer:
         if self.limited_short:
             now = time.monotonic()
             wakes = [self._limited_wake] if self._limited_wake is not None else []
-            for queue in self._dry:
-                if queue not in self._dry_due:
-                    self._dry_due[queue] = self._next_due(conn, queue, now)
-                due = self._dry_due[queue]
+            for queue in self._dry.difference(self._dry_due):
+                self._dry_due[queue] = self._next_due(conn, queue, now)
+            for queue, due in list(self._dry_due.items()):
                 if due is not None and due <= now:  # it fell due, or others hold it: ask again
                     self._dry_due.pop(queue)
                     due = now + LIMITED_RECHECK
@@ -210,6 +209,19 @@ class Claimer:
             if wakes:
                 found.append(min(wakes) - now)
         return min(found) if found else None
+
+    def _awake(self, now: float) -> list[str]:
+        """The limited queues in turn, less the dry ones that surely still rest (heard
+        notifications, none of their next jobs due yet): checked as a set, not one by one,
+        so 200 resting queues cost a claim nothing."""
+        queues = self._limited_in_turn()
+        resting = self._dry.intersection(self._dry_due)
+        if not resting or not self.listening:
+            return queues
+        if any(due is not None and due <= now for due in self._dry_due.values()):
+            return queues  # one falls due: _resting looks at each
+        self.limited_short = True  # seconds_to_next keeps their next due jobs in the wake-ups
+        return [queue for queue in queues if queue not in resting]
 
     def _resting(self, queue: str, now: float) -> bool:
         """Whether a limited queue that ran out of due jobs still rests: until jobs are
@@ -336,6 +348,10 @@ class Claimer:
         keyed = mode == "keyed"
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
+            if not rows:  # every key it looked at is saturated: a completion frees one
+                self._queue_idle_until[queue] = now + KEYS_IDLE_PAUSE
+                self._held_back(now + KEYS_IDLE_PAUSE)
+                return rows
         if len(rows) >= limit:
             return rows
         if not rows and (not keyed or scanned == 0):

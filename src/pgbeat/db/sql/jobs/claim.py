@@ -22,6 +22,7 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _KEY_LEFT,
     _KINDS,
     _NOT_HELD,
+    _NOT_HELD_PROBED,
     _PENDING_KEYS_AFTER,
     _RUNNING_KEYS,
     _SET_RUNNING,
@@ -66,8 +67,8 @@ JOBS_CLAIM_SKIPPING: LiteralString = JOBS_CLAIM.replace(
     "\n    ORDER BY priority DESC, run_at, id\n    LIMIT %(limit)s\n",
     "\n      AND queue <> ALL(%(held)s::text[])"
     "\n    ORDER BY priority DESC, run_at, id\n    LIMIT %(limit)s\n",
-)
-assert JOBS_CLAIM_SKIPPING != JOBS_CLAIM
+).replace(_NOT_HELD, _NOT_HELD_PROBED)
+assert _NOT_HELD_PROBED in JOBS_CLAIM_SKIPPING and "ALL(%(held)s" in JOBS_CLAIM_SKIPPING
 
 # Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
 # nested too deeply for Python), each with its reason (primary key).
@@ -141,7 +142,7 @@ UPDATE jobs"""
     + """
 WHERE ctid = ANY(ARRAY(
     SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
-    + _NOT_HELD
+    + _NOT_HELD_PROBED
     + _CLAIMED_COLUMNS
 )
 

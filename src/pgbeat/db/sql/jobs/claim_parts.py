@@ -31,6 +31,17 @@ _NOT_HELD: LiteralString = """
       WHERE paused OR fair OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
          OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))"""
 
+# The same re-check by one probe of pgbeat_queues' primary key per claimed row, for the
+# claims that run beside held queues: reading every held queue's row at every claim cost
+# in proportion to them (200 limited queues).
+_NOT_HELD_PROBED: LiteralString = """
+  AND NOT EXISTS (
+      SELECT FROM pgbeat_queues AS held
+      WHERE held.name = jobs.queue
+        AND (held.paused OR held.fair OR held.concurrency IS NOT NULL
+             OR held.key_concurrency IS NOT NULL OR held.rate_count IS NOT NULL
+             OR held.key_rate_count IS NOT NULL))"""
+
 # The kinds the worker has handlers for (NULL: every kind).
 _KINDS: LiteralString = "(%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"
 
