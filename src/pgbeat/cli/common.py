@@ -109,6 +109,12 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="polling interval when no notification arrives (default 1s)",
     )
+    p.add_argument(
+        "--job-logs",
+        choices=("failures", "all"),
+        help="a line for every job (all), or only for those that did not succeed and a "
+        "summary a minute (failures; `pgbeat worker`'s default, `pgbeat run`'s is all)",
+    )
 
 
 def add_retention_flags(p: argparse.ArgumentParser) -> None:

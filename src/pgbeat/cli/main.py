@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from pgbeat.cli import jobs, queues, schedules, status, types, ui, worker
+from pgbeat.cli import jobs, queues, schedules, status, types, ui, worker, workflows
 from pgbeat.cli.common import Parser, add_schema_flag
 from pgbeat.db import pooler, schemas, urls
 from pgbeat.errors import PgbeatError
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedules.add_commands(commands, common)
     queues.add_commands(commands, common)
     ui.add_commands(commands, common)
+    workflows.add_commands(commands, common)
     return parser
 
 

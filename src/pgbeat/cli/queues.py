@@ -63,7 +63,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     header = ["NAME", "STATE", "PENDING", "RUNNING", "CONCURRENCY", "KEY CONC.", "RATE", "KEY RATE"]
     rows = [
         [
-            s.settings.name,
+            _escaped(s.settings.name),  # a name SQL wrote may hold control characters
             "paused" if s.settings.paused else "running",
             str(s.pending),
             str(s.running),
@@ -113,3 +113,8 @@ def _summary(settings: QueueSettings) -> str:
 
 def _shown(value: object) -> str:
     return "-" if value is None else str(value)
+
+
+def _escaped(name: str) -> str:
+    """A queue name as one line of printable text: control characters (ANSI too) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in name)

@@ -13,7 +13,7 @@ from typing import Any, overload
 import psycopg
 
 from pgbeat import flow
-from pgbeat.db.runner import Plan, run_on
+from pgbeat.db.runner import Plan, async_aware, run, run_on, run_on_async
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 
@@ -115,25 +115,58 @@ def configure_queue(
     ``concurrency``: at most N of the queue's jobs running at once; ``key_concurrency``: at
     most N running per ``limit_key``; ``rate="N/D"`` (e.g. ``"100/10s"``): at most N starts
     in any window of length D; ``key_rate``: the same per ``limit_key``. ``None`` clears a
-    limit. Runs in ``conn``'s transaction; an async connection returns a coroutine.
+    limit. Runs in ``conn``'s transaction; an async connection returns a coroutine, as
+    ``configure_queue_async``.
     """
+    limits = {"concurrency": concurrency, "key_concurrency": key_concurrency}
+    return run_on(conn, _configure(name, rate=rate, key_rate=key_rate, **limits))
+
+
+async def configure_queue_async(
+    conn: object,
+    name: str,
+    *,
+    concurrency: Any = flow.UNSET,
+    key_concurrency: Any = flow.UNSET,
+    rate: Any = flow.UNSET,
+    key_rate: Any = flow.UNSET,
+) -> QueueSettings:
+    """``configure_queue`` on an async connection."""
+    limits = {"concurrency": concurrency, "key_concurrency": key_concurrency}
+    return await run_on_async(conn, _configure(name, rate=rate, key_rate=key_rate, **limits))
+
+
+def _configure(name: str, **limits: Any) -> Plan[QueueSettings]:
+    """The configure plan, its values checked before any SQL."""
     flow.check_queue(name)
-    given = _given(
-        concurrency=concurrency, key_concurrency=key_concurrency, rate=rate, key_rate=key_rate
-    )
-    return run_on(conn, configure_plan(name, given))
+    return configure_plan(name, _given(**limits))
 
 
-def pause_queue(conn: object, name: str) -> Any:
+@async_aware("pause_queue_async")
+def pause_queue(conn: psycopg.Connection[Any], name: str) -> QueueSettings:
     """Pause queue ``name``: no job of it starts (running ones finish) until ``resume_queue``."""
-    flow.check_queue(name)
-    return run_on(conn, pause_plan(name, True))
+    return run(conn, _pause(name, True))
 
 
-def resume_queue(conn: object, name: str) -> Any:
+async def pause_queue_async(conn: object, name: str) -> QueueSettings:
+    """``pause_queue`` on an async connection."""
+    return await run_on_async(conn, _pause(name, True))
+
+
+@async_aware("resume_queue_async")
+def resume_queue(conn: psycopg.Connection[Any], name: str) -> QueueSettings:
     """Resume a paused queue ``name``."""
+    return run(conn, _pause(name, False))
+
+
+async def resume_queue_async(conn: object, name: str) -> QueueSettings:
+    """``resume_queue`` on an async connection."""
+    return await run_on_async(conn, _pause(name, False))
+
+
+def _pause(name: str, paused: bool) -> Plan[QueueSettings]:
     flow.check_queue(name)
-    return run_on(conn, pause_plan(name, False))
+    return pause_plan(name, paused)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ class Metrics:
 
     def retention_deleted(self, status: str, count: int) -> None: ...
 
+    def late_periods(self, schedule: str, count: int) -> None: ...
+
 
 class PrometheusMetrics(Metrics):
     """Metrics in a prometheus_client registry of their own.
@@ -100,6 +102,13 @@ class PrometheusMetrics(Metrics):
             ["status"],
             registry=self.registry,
         )
+        self._late = Counter(
+            "pgbeat_schedule_late_periods",
+            "Periods this process judged late: their job had not ended done by the "
+            "schedule's deadline (each period is judged by one replica).",
+            ["schedule"],
+            registry=self.registry,
+        )
         if url is not None:
             self.registry.register(QueueDepthCollector(url, self.kind_label))
 
@@ -126,6 +135,9 @@ class PrometheusMetrics(Metrics):
 
     def retention_deleted(self, status: str, count: int) -> None:
         self._retention_deleted.labels(status).inc(count)
+
+    def late_periods(self, schedule: str, count: int) -> None:
+        self._late.labels(schedule).inc(count)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve /metrics on a daemon thread (loopback unless ``host`` says otherwise)."""

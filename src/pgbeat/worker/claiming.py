@@ -30,7 +30,7 @@ HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks 
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
 LIMIT_KEY_COLUMN = 10  # of a claimed row
-BUDGET_COLUMNS = 12  # a limited claim's row: the claimed job's columns, then its budget's
+BUDGET_COLUMNS = 13  # a limited claim's row: the claimed job's columns, then its budget's
 _decode_json = json.JSONDecoder().decode
 
 

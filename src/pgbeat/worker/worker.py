@@ -41,6 +41,7 @@ from pgbeat.worker.renewal import LeaseRenewer
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
 from pgbeat.worker.timers import ClaimTimers
+from pgbeat.worker.workflow_repair import WorkflowRepair
 
 __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 
@@ -75,7 +76,7 @@ def _session(
     leaves one in each index, and plain index scans clean them up as they pass.
     Plans are kept: each statement is planned once per connection (a generic plan, from
     psycopg's fifth execution, when it prepares the statement), since planning the claim
-    and the completion cost the server about 0.12 ms each, a seventh of their work.
+    and the completion was a noticeable share of their work (docs/benchmarks.md).
     Sequential scans are off so that a plan made while the table was small reads the
     indexes as one made at a million rows does: a kept plan made on a small table (a
     sequential scan) once stayed in use as the table grew, no ANALYZE replaced it, and
@@ -155,6 +156,10 @@ class Worker:
             if self.settings.retention.enabled
             else None
         )
+        repair = self.settings.workflow_repair
+        self._workflow_repair = (
+            WorkflowRepair(url, repair.total_seconds()) if repair is not None else None
+        )
         self.stopped = threading.Event()
 
     # -- control ------------------------------------------------------------------------
@@ -171,19 +176,21 @@ class Worker:
         self._loop.wake()
 
     def _on_cancel(self, job_ids: set[int]) -> None:
-        """Cancels heard on the listener: stop those runs now. An empty set: the listener
-        (re)connected, and the next renewal round looks for cancels it may have missed."""
+        """Cancels heard on the listener: a hint only (any role that can connect may send
+        one), so the next renewal round, now, asks the database which runs were really asked
+        to stop and stops only those. An empty set: the listener (re)connected, and a cancel
+        may have been missed."""
         if job_ids:
-            with self._lock:  # before the cancel: _start looks here after it submits
+            with self._lock:  # before the look at the runs: _start looks here after it submits
                 now = time.monotonic()
                 self._recent_cancels = {
                     i: t for i, t in self._recent_cancels.items() if now - t < RECENT_CANCELS
                 }
                 self._recent_cancels.update(dict.fromkeys(job_ids, now))
-            self._executor.cancel(job_ids)
-        else:
-            self._renewer.soon()
-            self._loop.wake()
+            if not job_ids & {run.job.id for run in self._executor.unsettled()}:
+                return  # not a job this worker runs (or one it has not submitted yet)
+        self._renewer.soon()
+        self._loop.wake()
 
     def _on_settled(self, run: Run) -> None:
         """Buffer the outcome; poke the writer when that makes a write due or starts its timer.
@@ -209,6 +216,8 @@ class Worker:
         self._writer.start()
         if self._retention is not None:
             self._retention.start()
+        if self._workflow_repair is not None:
+            self._workflow_repair.start()
         log.info(
             "worker started: kinds=%s queues=%s concurrency=%d lease=%gs timeout=%gs",
             ",".join(self.settings.kinds or self._registry.kinds()) or "-",
@@ -227,6 +236,8 @@ class Worker:
                 self._heartbeat.stop()
             if self._retention is not None:
                 self._retention.stop()
+            if self._workflow_repair is not None:
+                self._workflow_repair.stop()
             self._executor.shutdown()
             self._writer.close()
             self._connector.close()
@@ -341,8 +352,8 @@ class Worker:
         self._executor.submit_many(runs)
         with self._lock:
             missed = {run.job.id for run in runs} & self._recent_cancels.keys()
-        if missed:  # cancelled between the claim's commit and the submit: not missed
-            self._executor.cancel(missed)
+        if missed:  # a cancel heard between the claim's commit and the submit: ask now
+            self._renewer.soon()
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """Connections for handlers, from their own pool so they never starve the loop."""

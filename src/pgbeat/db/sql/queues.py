@@ -77,7 +77,7 @@ ORDER BY name"""
 # claims of one queue take turns, each seeing the ones before it. It also sets how the
 # claim that follows is planned, for this transaction only: once per connection and kept
 # (a generic plan, once psycopg prepares the statement), as planning those statements
-# took longer than running them (0.7 ms of a 2.6 ms claim); and with sequential scans off,
+# took a large share of the claim (docs/benchmarks.md); and with sequential scans off,
 # so that a plan made while the table was small reads the claim indexes as a plan made at
 # a million rows does (a sequential scan would then sort the backlog at every claim until
 # the next ANALYZE). Their shape does not depend on their parameters: the budget is read

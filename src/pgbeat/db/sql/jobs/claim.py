@@ -46,7 +46,7 @@ RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
                THEN run_at END AS run_at,
           CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
                THEN created_at END AS created_at,
-          unique_key, queue, priority, limit_key, job_key"""
+          unique_key, queue, priority, limit_key, job_key, tags"""
 
 # Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
 # nested too deeply for Python), each with its reason (primary key).
@@ -122,7 +122,7 @@ RETURNING id, kind, payload::text AS payload, attempts, max_attempts,
                THEN run_at END AS run_at,
           CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
                THEN created_at END AS created_at,
-          unique_key, queue, priority, limit_key, job_key"""
+          unique_key, queue, priority, limit_key, job_key, tags"""
 
 # The claims of a limited queue, each run right after QUEUES_LOCK in the transaction that
 # holds the queue's row lock, the two sent together in one round trip. Each reads the
@@ -190,7 +190,7 @@ claimed AS (
                    THEN run_at END AS run_at,
               CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
                    THEN created_at END AS created_at,
-              unique_key, queue, priority, limit_key, job_key
+              unique_key, queue, priority, limit_key, job_key, tags
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
@@ -287,7 +287,7 @@ claimed AS (
                    THEN run_at END AS run_at,
               CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
                    THEN created_at END AS created_at,
-              unique_key, queue, priority, limit_key, job_key
+              unique_key, queue, priority, limit_key, job_key, tags
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
@@ -382,7 +382,7 @@ claimed AS (
                    THEN run_at END AS run_at,
               CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
                    THEN created_at END AS created_at,
-              unique_key, queue, priority, limit_key, job_key
+              unique_key, queue, priority, limit_key, job_key, tags
 ),
 started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
