@@ -218,6 +218,32 @@ def test_notifications_of_one_schema_never_reach_the_other(
         assert _heard(listen_public) == ["pgbeat_jobs"] and _heard(listen_a, 0.1) == []
 
 
+def test_a_workflows_notifications_stay_in_its_schema(
+    database_url: str, two_apps: tuple[str, str]
+) -> None:
+    """A parent step cancelled in app_a cancels its child by trigger (migration 0017): the
+    notification of that end goes to app_a's channel."""
+    a_url, _ = two_apps
+    with (
+        psycopg.connect(a_url, autocommit=True) as listen_a,
+        psycopg.connect(database_url, autocommit=True) as listen_public,
+        psycopg.connect(a_url, autocommit=True) as a,
+    ):
+        listen_a.execute("SELECT pgbeat_listen('pgbeat_finished')")
+        listen_public.execute("LISTEN pgbeat_finished")
+        flow = pgbeat.Workflow()
+        parent = flow.add("parent")
+        flow.add("child", after=[parent])
+        steps = pgbeat.enqueue_workflow(a, flow).jobs
+        pgbeat.cancel_job(a, steps["parent"])
+        heard = [(n.channel, n.payload) for n in listen_a.notifies(timeout=1, stop_after=2)]
+        assert heard == [
+            ("pgbeat_finished:app_a", str(steps["parent"])),
+            ("pgbeat_finished:app_a", str(steps["child"])),
+        ]
+        assert _heard(listen_public, 0.1) == []
+
+
 def test_advisory_lock_keys_differ_per_schema_and_public_keeps_its_own(
     database_url: str, two_apps: tuple[str, str]
 ) -> None:

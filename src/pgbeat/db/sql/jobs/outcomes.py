@@ -154,7 +154,7 @@ WITH ended AS (
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
                 ELSE '' END) END
