@@ -57,6 +57,7 @@ SESSION_SETTINGS = {
     "enable_bitmapscan": "off",
     "plan_cache_mode": "force_generic_plan",
     "enable_seqscan": "off",
+    "enable_sort": "off",  # a plan kept after ANALYZE saw no due job must not sort the backlog
     "jit": "off",
 }
 
@@ -116,7 +117,12 @@ class Worker:
         self._renewer = LeaseRenewer(self._executor, self.lease, self.settings.poll_interval)
         listen_url = pooler.listen_url(url)  # None behind a pooler: LISTEN needs a session
         self._listener = (
-            Listener(listen_url, self._on_notify, on_cancel=self._on_cancel)
+            Listener(
+                listen_url,
+                self._on_notify,
+                on_cancel=self._on_cancel,
+                on_queues=self._on_queues_changed,
+            )
             if self.settings.listen and listen_url
             else None
         )
@@ -136,6 +142,7 @@ class Worker:
             on_requeued=self._on_notify,
         )
         self._notified = False
+        self._queues_changed = False
         self._timers = ClaimTimers(
             poll_every=self.settings.poll_interval.total_seconds(),
             reap_every=min(max(self.lease.total_seconds() / 4, 0.25), 30.0),
@@ -173,6 +180,11 @@ class Worker:
     def _on_notify(self) -> None:
         with self._lock:
             self._notified = True
+        self._loop.wake()
+
+    def _on_queues_changed(self) -> None:
+        with self._lock:
+            self._queues_changed = self._notified = True
         self._loop.wake()
 
     def _on_cancel(self, job_ids: set[int]) -> None:
@@ -254,8 +266,12 @@ class Worker:
         next_deadline = self._executor.expire(now)
         with self._lock:
             notified, self._notified = self._notified, False
+            changed, self._queues_changed = self._queues_changed, False
         self._timers.note(now, notified)
-        if notified:
+        self._claimer.listening = self._listener is not None and self._listener.connected.is_set()
+        if changed:
+            self._claimer.settings_changed()
+        elif notified:
             self._claimer.jobs_arrived()
         claim = self._claim_size(now)
         beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
