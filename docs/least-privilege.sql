@@ -313,7 +313,9 @@ DECLARE
 BEGIN
     FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_processes', 'pgbeat_job_attempts',
                                 'pgbeat_schedules', 'pgbeat_schedule_history',
-                                'pgbeat_schedule_files', 'pgbeat_queues'] LOOP
+                                'pgbeat_schedule_files', 'pgbeat_queues', 'pgbeat_retention',
+                                'pgbeat_workflows', 'pgbeat_workflow_steps',
+                                'pgbeat_workflow_edges'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('GRANT SELECT ON %I TO pgbeat_ui_viewer', name);
         END IF;
