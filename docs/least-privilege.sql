@@ -84,7 +84,7 @@ BEGIN
     END LOOP;
     FOREACH name IN ARRAY ARRAY['pgbeat_notify_jobs()', 'pgbeat_delete_attempts()',
                                 'pgbeat_error_signature(text)', 'pgbeat_schedules_stamp()',
-                                'pgbeat_schedules_notify()'] LOOP
+                                'pgbeat_schedules_notify()', 'pgbeat_refuse_job_names()'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;
