@@ -128,6 +128,7 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
     worker_flags += ["--grace", "1s", "--poll", "1s", "--metrics-port", "9999", "--queues", "q,r"]
     return {
         "migrate": ["migrate", "--log-level", "info", "--log-format", "json"],
+        "roles": ["roles", "--print", "--suffix", "_x"],  # --print: no roles made here
         "status": ["status", "--schedules", schedules],
         "health": ["health", "--max-age", "1h"],
         "worker": ["worker", APP, *worker_flags, "--metrics-host", "127.0.0.1"],
