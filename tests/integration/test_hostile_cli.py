@@ -128,6 +128,7 @@ def baselines(files: Path, job_id: int, workflow_id: int = 1) -> dict[str, list[
     worker_flags += ["--grace", "1s", "--poll", "1s", "--metrics-port", "9999", "--queues", "q,r"]
     return {
         "migrate": ["migrate", "--log-level", "info", "--log-format", "json"],
+        "roles": ["roles", "--print", "--suffix", "_x"],  # --print: no roles made here
         "status": ["status", "--schedules", schedules],
         "health": ["health", "--max-age", "1h"],
         "worker": ["worker", APP, *worker_flags, "--metrics-host", "127.0.0.1"],
@@ -166,7 +167,6 @@ def baselines(files: Path, job_id: int, workflow_id: int = 1) -> dict[str, list[
         "run": ["run", APP, "--schedules", schedules, *worker_flags],
         "ui": ["ui", "--port", "9997", "--prefix", "/pgbeat",
                "--refresh", "5", "--allowed-host", "example.org"],
-        "roles": ["roles", "--print", "--suffix", "_blue"],
         "workflows show": ["workflows", "show", str(workflow_id), "--json"],
         "workflows cancel": ["workflows", "cancel", str(workflow_id)],
     }  # fmt: skip
