@@ -166,6 +166,8 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
         "run": ["run", APP, "--schedules", schedules, *worker_flags],
         "ui": ["ui", "--port", "9997", "--prefix", "/pgbeat",
                "--refresh", "5", "--allowed-host", "example.org"],
+        "workflows show": ["workflows", "show", "1", "--json"],  # the test's first workflow
+        "workflows cancel": ["workflows", "cancel", "1"],
     }  # fmt: skip
 
 
@@ -357,6 +359,10 @@ def test_hostile_values_get_one_line_and_exit_1(
     (tmp_path / "schedules.toml").write_text(VALID_SCHEDULES)
     if hasattr(pgbeat, "upsert_schedule"):  # schedules in the database (issue 13)
         pgbeat.upsert_schedule(conn, "beat", every="1m", kind="noop")
+    if hasattr(pgbeat, "Workflow"):  # workflows (issue 36): workflow 1
+        flow = pgbeat.Workflow()
+        flow.add("noop", after=flow.add("noop"))
+        pgbeat.enqueue_workflow(conn, flow)
     parsed = set(_commands(build_parser()))
     commands = {
         name: argv
