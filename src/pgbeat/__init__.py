@@ -43,7 +43,15 @@ from pgbeat.jobs.keys import (
     reschedule,
     reschedule_async,
 )
-from pgbeat.jobs.queues import QueueSettings, configure_queue, pause_queue, resume_queue
+from pgbeat.jobs.queues import (
+    QueueSettings,
+    configure_queue,
+    configure_queue_async,
+    pause_queue,
+    pause_queue_async,
+    resume_queue,
+    resume_queue_async,
+)
 from pgbeat.jobs.workflow_definition import Step, Workflow
 from pgbeat.jobs.workflows import (
     CancelledWorkflow,
@@ -105,6 +113,7 @@ __all__ = [
     "cancel_job_async",
     "cancel_workflow",
     "configure_queue",
+    "configure_queue_async",
     "delete_schedule",
     "delete_schedule_async",
     "enqueue",
@@ -116,9 +125,11 @@ __all__ = [
     "find",
     "find_async",
     "pause_queue",
+    "pause_queue_async",
     "reschedule",
     "reschedule_async",
     "resume_queue",
+    "resume_queue_async",
     "upsert_schedule",
     "upsert_schedule_async",
     "wait",

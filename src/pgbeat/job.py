@@ -35,6 +35,7 @@ class Job(NamedTuple):
     priority: int = 0
     limit_key: str | None = None
     job_key: str | None = None
+    tags: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class JobContext:
     priority: int = 0
     limit_key: str | None = None
     job_key: str | None = None
+    tags: tuple[str, ...] = ()  # free text given at enqueue, for logs and routing
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
     connection_factory: ConnectionFactory | None = field(default=None, compare=False, repr=False)
 
@@ -100,5 +102,6 @@ class JobContext:
             priority=job.priority,
             limit_key=job.limit_key,
             job_key=job.job_key,
+            tags=tuple(job.tags or ()),
             connection_factory=connection_factory,
         )

@@ -211,7 +211,7 @@ class _Drainer:
                 if handler.is_async:
                     _run_coroutine(run)
                 else:
-                    run.result = call_handler(run)  # stored as a worker stores it
+                    run.result = call_handler(run)  # stored with the outcome, as a worker does
         except Exception as exc:  # the handler's failure is the job's outcome
             run.error = exc
         run.settled = True

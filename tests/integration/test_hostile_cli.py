@@ -121,7 +121,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Cli]:
 # -- the valid invocation of every command ------------------------------------------------------
 
 
-def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
+def baselines(files: Path, job_id: int, workflow_id: int = 1) -> dict[str, list[str]]:
     """Each command (by its words) with valid values for every flag that takes one."""
     schedules = str(files / "schedules.toml")
     worker_flags = ["--concurrency", "2", "--lease", "30s", "--timeout", "10s", "--kinds", "a,b"]
@@ -166,8 +166,9 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
         "run": ["run", APP, "--schedules", schedules, *worker_flags],
         "ui": ["ui", "--port", "9997", "--prefix", "/pgbeat",
                "--refresh", "5", "--allowed-host", "example.org"],
-        "workflows show": ["workflows", "show", "1", "--json"],  # the test's first workflow
-        "workflows cancel": ["workflows", "cancel", "1"],
+        "roles": ["roles", "--print", "--suffix", "_blue"],
+        "workflows show": ["workflows", "show", str(workflow_id), "--json"],
+        "workflows cancel": ["workflows", "cancel", str(workflow_id)],
     }  # fmt: skip
 
 
@@ -359,14 +360,13 @@ def test_hostile_values_get_one_line_and_exit_1(
     (tmp_path / "schedules.toml").write_text(VALID_SCHEDULES)
     if hasattr(pgbeat, "upsert_schedule"):  # schedules in the database (issue 13)
         pgbeat.upsert_schedule(conn, "beat", every="1m", kind="noop")
-    if hasattr(pgbeat, "Workflow"):  # workflows (issue 36): workflow 1
-        flow = pgbeat.Workflow()
-        flow.add("noop", after=flow.add("noop"))
-        pgbeat.enqueue_workflow(conn, flow)
+    flow = pgbeat.Workflow()
+    flow.add("noop")
+    workflow_id = pgbeat.enqueue_workflow(conn, flow).id
     parsed = set(_commands(build_parser()))
     commands = {
         name: argv
-        for name, argv in baselines(tmp_path, job_id).items()
+        for name, argv in baselines(tmp_path, job_id, workflow_id).items()
         if any(tuple(argv[: len(words)]) == words for words in parsed)
     }
 

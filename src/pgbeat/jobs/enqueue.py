@@ -5,18 +5,15 @@ A job commits or rolls back with the business write that caused it. No loops, no
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Coroutine, Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, overload
 
-import psycopg
-
-from pgbeat import flow
-from pgbeat.db import frameworks, runner, schema_errors
-from pgbeat.db.runner import Plan, T
+from pgbeat import flow, job_inputs
+from pgbeat.db import frameworks, runner
+from pgbeat.db.runner import Plan
 from pgbeat.db.sql.jobs import enqueue as enqueue_sql
-from pgbeat.errors import NotMigrated
 from pgbeat.jobs import keys, rows
 from pgbeat.jobs.keys import OnConflict
 from pgbeat.jobs.payloads import (
@@ -44,19 +41,6 @@ __all__ = [
 ]
 
 
-@contextlib.contextmanager
-def _migrated() -> Iterator[None]:
-    """``NotMigrated`` instead of psycopg's error when the jobs table (or a column of this
-    version's) is missing: the statement failed, and the caller's transaction with it."""
-    try:
-        yield
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
-        raise NotMigrated(
-            f"pgbeat's schema is missing or older than this version ({exc.diag.message_primary}):"
-            " run `pgbeat migrate` or pgbeat.apply_migrations(conn)"
-        ) from exc
-
-
 @overload
 def enqueue(
     conn: frameworks.SyncCaller,
@@ -73,6 +57,7 @@ def enqueue(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> int | None: ...
 
 
@@ -92,10 +77,10 @@ def enqueue(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> Coroutine[Any, Any, int | None]: ...
 
 
-@schema_errors.translate
 def enqueue(
     conn: object,
     kind: str,
@@ -111,6 +96,7 @@ def enqueue(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> Any:
     """Insert a job on ``conn``, in its current transaction; return its id.
 
@@ -122,6 +108,8 @@ def enqueue(
     or supersede a running one with a new job, and return the live job's id (keys.py).
     ``queue``, ``priority`` (higher runs first among due jobs, -32768..32767) and
     ``limit_key`` (what a queue's per-key limits count by) are docs/flow-control.md's.
+    ``tags`` (at most 20 strings of at most 100 characters) label the job for operators:
+    ``pgbeat jobs list --tag T``, the dashboard's filter, ``JobContext.tags``.
     ``conn`` may also be a SQLAlchemy session or connection or Django's connection
     (db/frameworks.py). With an async one this returns a coroutine
     (``await pgbeat.enqueue(aconn, ...)``), the same as ``enqueue_async``.
@@ -135,15 +123,11 @@ def enqueue(
         max_attempts,
         (job_key, on_conflict, max_wait),
         (queue, priority, limit_key),
+        tags,
     )
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _run_async(conn, plan)
-    with _migrated():
-        return runner.run(sync_conn, plan)
+    return runner.run_on(conn, plan)
 
 
-@schema_errors.translate
 async def enqueue_async(
     conn: object,
     kind: str,
@@ -159,6 +143,7 @@ async def enqueue_async(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> int | None:
     """``enqueue`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one), awaited."""
     plan = _enqueue_plan(
@@ -170,8 +155,9 @@ async def enqueue_async(
         max_attempts,
         (job_key, on_conflict, max_wait),
         (queue, priority, limit_key),
+        tags,
     )
-    return await _run_async(conn, plan)
+    return await runner.run_on_async(conn, plan)
 
 
 def _enqueue_plan(
@@ -183,18 +169,20 @@ def _enqueue_plan(
     max_attempts: int | None,
     keyed_by: tuple[str | None, OnConflict, timedelta | None],
     flow_given: tuple[str, int, str | None],
+    tags: Sequence[str] | None,
 ) -> Plan[int | None]:
     """One job's insert: by key (keys.py's plan) or plain; every check before any SQL."""
     job_key, on_conflict, max_wait = keyed_by
     keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
     flow_fields = flow.check_flow(*flow_given)
+    checked_tags = job_inputs.check_tags(tags)
     if job_key is not None:
         keyed = rows.keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
         )
-        return (yield from keys.enqueue_one_plan(keyed))
+        return (yield from keys.enqueue_one_plan(replace(keyed, tags=checked_tags)))
     params = rows.insert_params(
-        kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields
+        kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields, tags=checked_tags
     )
     found = yield enqueue_sql.JOBS_INSERT, params
     return None if not found else int(found[0][0])
@@ -210,12 +198,6 @@ def _many_plan(params: dict[str, Any], keyed: list[keys.KeyedJob]) -> Plan[list[
     return ids
 
 
-async def _run_async(conn: object, plan: Plan[T]) -> T:
-    async_conn = await frameworks.async_connection(conn)
-    with _migrated():
-        return await runner.run_async(async_conn, plan)
-
-
 @overload
 def enqueue_many(conn: frameworks.SyncCaller, jobs: Iterable[NewJob]) -> list[int]: ...
 
@@ -226,7 +208,6 @@ def enqueue_many(
 ) -> Coroutine[Any, Any, list[int]]: ...
 
 
-@schema_errors.translate
 def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     """Insert many jobs in one statement on ``conn``; return the ids of those inserted.
 
@@ -237,27 +218,11 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     a coroutine, the same as ``enqueue_many_async``.
     """
     params, keyed = rows.many_params(jobs)  # every check before any SQL
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _many_async(conn, params, keyed)
     # one call, one commit: the runner commits a first statement alone on autocommit
-    with _migrated(), runner.own_transaction(sync_conn) if keyed else contextlib.nullcontext():
-        return runner.run(sync_conn, _many_plan(params, keyed))
+    return runner.run_on(conn, _many_plan(params, keyed), together=bool(keyed))
 
 
-@schema_errors.translate
 async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
     params, keyed = rows.many_params(jobs)
-    return await _many_async(conn, params, keyed)
-
-
-async def _many_async(
-    conn: object, params: dict[str, Any], keyed: list[keys.KeyedJob]
-) -> list[int]:
-    async_conn = await frameworks.async_connection(conn)
-    with _migrated():
-        if not keyed:
-            return await runner.run_async(async_conn, _many_plan(params, keyed))
-        async with runner.own_transaction_async(async_conn):
-            return await runner.run_async(async_conn, _many_plan(params, keyed))
+    return await runner.run_on_async(conn, _many_plan(params, keyed), together=bool(keyed))

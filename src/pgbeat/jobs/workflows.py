@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, overload
 
-from pgbeat.db import frameworks, runner, schema_errors
+from pgbeat.db import frameworks, runner
 from pgbeat.db.literals import number_array
 from pgbeat.db.runner import DICTS, Plan
 from pgbeat.db.sql import workflows as workflow_sql
-from pgbeat.jobs.enqueue import _migrated
 from pgbeat.jobs.workflow_definition import Workflow, insert_params
 
 FINAL = ("done", "failed", "cancelled")
@@ -168,7 +167,6 @@ def enqueue_workflow(
 ) -> Coroutine[Any, Any, EnqueuedWorkflow]: ...
 
 
-@schema_errors.translate
 def enqueue_workflow(conn: object, flow: Workflow, *, key: str | None = None) -> Any:
     """Insert every step of ``flow`` as a job on ``conn``, in its current transaction.
 
@@ -180,28 +178,16 @@ def enqueue_workflow(conn: object, flow: Workflow, *, key: str | None = None) ->
     """
     plan = _enqueue_plan(flow, key)
     first = next(plan)  # the checks run here, before any SQL
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _enqueue_async(conn, _resumed(first, plan))
-    with _migrated(), runner.own_transaction(sync_conn):
-        return runner.run(sync_conn, _resumed(first, plan))
+    return runner.run_on(conn, _resumed(first, plan), together=True)
 
 
-@schema_errors.translate
 async def enqueue_workflow_async(
     conn: object, flow: Workflow, *, key: str | None = None
 ) -> EnqueuedWorkflow:
     """``enqueue_workflow`` on an async connection (psycopg or SQLAlchemy), awaited."""
     plan = _enqueue_plan(flow, key)
     first = next(plan)
-    return await _enqueue_async(conn, _resumed(first, plan))
-
-
-async def _enqueue_async(conn: object, plan: Plan[EnqueuedWorkflow]) -> EnqueuedWorkflow:
-    async_conn = await frameworks.async_connection(conn)
-    with _migrated():
-        async with runner.own_transaction_async(async_conn):
-            return await runner.run_async(async_conn, plan)
+    return await runner.run_on_async(conn, _resumed(first, plan), together=True)
 
 
 def _resumed(first: runner.Statement, plan: Plan[runner.T]) -> Plan[runner.T]:

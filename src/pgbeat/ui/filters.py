@@ -65,6 +65,7 @@ class JobFilter:
     queue: str | None = None
     priority: int | None = None
     limit_key: str | None = None
+    tag: str | None = None
     workflow: int | None = None  # the steps of one workflow (jobs_workflow)
 
     @classmethod
@@ -124,6 +125,8 @@ class JobFilter:
         """
         if self.is_empty() or self.id is not None or self.workflow is not None:
             return False
+        if self.tag is not None and self.status != "done":  # jobs_tags narrows it
+            return False
         row_by_row = any(
             v is not None
             for v in (
@@ -161,6 +164,7 @@ class JobFilter:
             "queue": self.queue,
             "priority": self.priority,
             "limit_key": self.limit_key,
+            "tag": self.tag,
             "workflow": self.workflow,
             "floor": None,
             "max_id": None,

@@ -105,7 +105,7 @@ BEGIN
         WHERE j.id = ANY(ready) AND j.status = 'pending'
           AND j.run_at = '9999-12-29 00:00:00+00';
         IF FOUND THEN
-            PERFORM pg_notify('pgbeat_jobs', '');
+            PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), '');
         END IF;
     END IF;
     IF cardinality(doomed) > 0 THEN
@@ -118,7 +118,7 @@ BEGIN
         )
         SELECT ARRAY(SELECT id FROM cancelled) INTO doomed;
         IF cardinality(doomed) > 0 THEN
-            PERFORM pg_notify('pgbeat_finished', CASE WHEN cardinality(doomed) <= 800
+            PERFORM pg_notify(pgbeat_channel('pgbeat_finished'), CASE WHEN cardinality(doomed) <= 800
                                                       THEN array_to_string(doomed, ',')
                                                       ELSE '' END);
         END IF;

@@ -50,7 +50,8 @@ GROUP BY 1"""
 # -- jobs list -------------------------------------------------------------------------------
 
 # The job filters of the list, its count, and the bulk actions. %(floor)s bounds a search
-# that no partial index narrows to the newest ids (primary key range).
+# that no partial index narrows to the newest ids (primary key range). A tag is found
+# through jobs_tags (GIN): tags @> ARRAY[tag] implies its predicate.
 _JOBS_FILTER = sql.SQL("""
     (%(status)s::text IS NULL OR status = %(status)s::text)
 AND (%(due)s::boolean IS NULL OR (run_at <= now()) = %(due)s::boolean)
@@ -68,6 +69,7 @@ AND (%(signature)s::text IS NULL OR pgbeat_error_signature(last_error) = %(signa
 AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 AND (%(priority)s::smallint IS NULL OR priority = %(priority)s::smallint)
 AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
+AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
 AND (%(workflow)s::bigint IS NULL OR workflow_id = %(workflow)s::bigint)
 AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
 AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
@@ -77,7 +79,7 @@ AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
 JOBS_PAGE = sql.SQL("""
 SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
        unique_key, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200) AS error_line,
-       locked_until, payload
+       locked_until, payload, tags
 FROM jobs
 WHERE {filter} AND (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
 ORDER BY id DESC
@@ -153,8 +155,8 @@ FROM generate_series(0, 23) AS h(hours_ago)"""
 # run_at (due again after the reaper, then completed by its first worker) counts as none.
 # Rows finished before migration 0013 have no start and count in neither. The jobs and the
 # attempts are one stream (`job` tells them apart), sorted and grouped once. Seconds come
-# from date_part (float8): extract's numeric made the statement 1.5 times as slow on the
-# bench table. greatest() ignores a NULL, hence the explicit test of started_at.
+# from date_part (float8): extract's numeric made the statement slower (docs/benchmarks.md).
+# greatest() ignores a NULL, hence the explicit test of started_at.
 JOBS_PERFORMANCE_BY_KIND: LiteralString = """
 WITH recent AS MATERIALIZED (
     SELECT id, kind, status, attempts, run_at, started_at, finished_at
