@@ -238,7 +238,8 @@ DECLARE
 BEGIN
     FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_processes', 'pgbeat_job_attempts',
                                 'pgbeat_schedules', 'pgbeat_schedule_history',
-                                'pgbeat_schedule_files', 'pgbeat_queues'] LOOP
+                                'pgbeat_schedule_files', 'pgbeat_queues',
+                                'pgbeat_retention'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('GRANT SELECT ON %I TO pgbeat_ui_viewer', name);
         END IF;
