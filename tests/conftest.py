@@ -148,6 +148,20 @@ def empty_database_url(server_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def private_tmp() -> Iterator[Path]:
+    """A directory of this test's own under the system's temporary directory, removed after.
+
+    For an embedded server started as root: pgserver opens the data directory's parents to
+    its ``pgserver`` user, but every pytest process that starts (another xdist worker, a
+    nested pytest) closes ``/tmp/pytest-of-root`` to 0700 again, and an initdb under
+    ``tmp_path`` then fails midway ("could not open file .../global/pg_control").
+    """
+    directory = Path(tempfile.mkdtemp(prefix="pgbeat-test-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
 def conn(database_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """An autocommit connection to the test's database."""
     with psycopg.connect(database_url, autocommit=True) as connection:

@@ -150,7 +150,8 @@ def sorts_backlog(plan: str) -> bool:
     of the running rows, or of the backlog's bounded head, are no sort of the backlog)."""
     lines = plan.splitlines()
     return "Seq Scan on jobs" in plan or any(
-        "Sort" in line and any("jobs_claim" in below for below in lines[i + 1 : i + 3])
+        "Sort" in line
+        and any(("jobs_claim" in b or "jobs_ready" in b) for b in lines[i + 1 : i + 3])
         for i, line in enumerate(lines)
     )
 

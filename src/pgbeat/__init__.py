@@ -52,6 +52,17 @@ from pgbeat.jobs.queues import (
     resume_queue,
     resume_queue_async,
 )
+from pgbeat.jobs.workflow_definition import Step, Workflow
+from pgbeat.jobs.workflows import (
+    CancelledWorkflow,
+    EnqueuedWorkflow,
+    WorkflowState,
+    WorkflowStep,
+    cancel_workflow,
+    enqueue_workflow,
+    enqueue_workflow_async,
+    workflow,
+)
 from pgbeat.registry import Registry
 from pgbeat.scheduling.api import (
     delete_schedule,
@@ -67,7 +78,9 @@ __all__ = [
     "BackoffPolicy",
     "CancelResult",
     "Cancelled",
+    "CancelledWorkflow",
     "DatabaseUnavailable",
+    "EnqueuedWorkflow",
     "Job",
     "JobContext",
     "JobResult",
@@ -85,15 +98,20 @@ __all__ = [
     "ScheduleError",
     "ScheduleNotFound",
     "Snooze",
+    "Step",
     "UnknownKind",
     "Worker",
     "WorkerSettings",
+    "Workflow",
+    "WorkflowState",
+    "WorkflowStep",
     "__version__",
     "apply_migrations",
     "cancel",
     "cancel_async",
     "cancel_job",
     "cancel_job_async",
+    "cancel_workflow",
     "configure_queue",
     "configure_queue_async",
     "delete_schedule",
@@ -102,6 +120,8 @@ __all__ = [
     "enqueue_async",
     "enqueue_many",
     "enqueue_many_async",
+    "enqueue_workflow",
+    "enqueue_workflow_async",
     "find",
     "find_async",
     "pause_queue",
@@ -114,6 +134,7 @@ __all__ = [
     "upsert_schedule_async",
     "wait",
     "wait_async",
+    "workflow",
 ]
 
 _LAZY = ("testing", "ui")

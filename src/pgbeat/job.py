@@ -7,9 +7,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import psycopg
+
+from pgbeat.db.sql import workflows as workflow_sql
 
 ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -32,6 +35,7 @@ class Job(NamedTuple):
     priority: int = 0
     limit_key: str | None = None
     job_key: str | None = None
+    tags: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class JobContext:
     priority: int = 0
     limit_key: str | None = None
     job_key: str | None = None
+    tags: tuple[str, ...] = ()  # free text given at enqueue, for logs and routing
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
     connection_factory: ConnectionFactory | None = field(default=None, compare=False, repr=False)
 
@@ -66,6 +71,15 @@ class JobContext:
         if self.connection_factory is None:
             raise RuntimeError("this job context has no database connection")
         return self.connection_factory()
+
+    @cached_property
+    def parent_results(self) -> dict[str, Any]:
+        """The stored results of this workflow step's parents, by step name (read once, on
+        first use; ``{}`` for a job of no workflow). A parent that ended without a result
+        (``on_parent_failure="run"`` after a failure) maps to None."""
+        with self.connection() as conn:
+            rows = conn.execute(workflow_sql.WORKFLOW_PARENT_RESULTS, {"id": self.id}).fetchall()
+        return {str(name): result for name, result in rows}
 
     @property
     def is_last_attempt(self) -> bool:
@@ -88,5 +102,6 @@ class JobContext:
             priority=job.priority,
             limit_key=job.limit_key,
             job_key=job.job_key,
+            tags=tuple(job.tags or ()),
             connection_factory=connection_factory,
         )

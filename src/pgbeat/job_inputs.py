@@ -94,3 +94,34 @@ def payload_text_problem(text: str, value: Any) -> str | None:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return None
+
+
+# A job's tags are labels to filter by, not data: a few short ones. pgbeat_enqueue() (SQL,
+# migration 0016) keeps the same limits.
+MAX_TAGS = 20
+MAX_TAG_LENGTH = 100  # characters
+
+
+def check_tags(tags: object, name: str = "tags") -> list[str] | None:
+    """``tags`` as stored: a list of non-empty strings (None when there are none).
+
+    A lone string is refused rather than read as its characters.
+    """
+    if tags is None:
+        return None
+    if not isinstance(tags, list | tuple):
+        raise TypeError(f"{name} must be a list of strings, got {type(tags).__name__}")
+    values = list(tags)
+    if len(values) > MAX_TAGS:
+        raise ValueError(f"{name}: {len(values)} tags, at most {MAX_TAGS} are allowed")
+    for tag in values:
+        if not isinstance(tag, str) or not tag:
+            raise ValueError(f"{name}: a tag must be a non-empty string, got {tag!r}")
+        if len(tag) > MAX_TAG_LENGTH:
+            raise ValueError(
+                f"{name}: the tag {tag[:40]!r}... has {len(tag)} characters, "
+                f"at most {MAX_TAG_LENGTH} are allowed"
+            )
+        if "\x00" in tag:
+            raise ValueError(f"{name}: the tag {tag[:40]!r} contains a NUL character")
+    return values or None

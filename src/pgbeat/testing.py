@@ -211,7 +211,7 @@ class _Drainer:
                 if handler.is_async:
                     _run_coroutine(run)
                 else:
-                    call_handler(run)
+                    run.result = call_handler(run)  # stored with the outcome, as a worker does
         except Exception as exc:  # the handler's failure is the job's outcome
             run.error = exc
         run.settled = True
@@ -231,13 +231,13 @@ def _run_coroutine(run: Run) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        asyncio.run(call_handler_async(run))
+        run.result = asyncio.run(call_handler_async(run))
         return
     failure: list[BaseException] = []
 
     def target() -> None:
         try:
-            asyncio.run(call_handler_async(run))
+            run.result = asyncio.run(call_handler_async(run))
         except BaseException as exc:
             failure.append(exc)
 

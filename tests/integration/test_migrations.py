@@ -36,6 +36,9 @@ EXPECTED_COLUMNS = {
     "meta": ("jsonb", "YES", None),
     "cancel_requested_at": ("timestamp with time zone", "YES", None),
     "started_at": ("timestamp with time zone", "YES", None),
+    "tags": ("ARRAY", "YES", None),
+    "snoozes": ("integer", "NO", "0"),
+    "workflow_id": ("bigint", "YES", None),
 }
 
 

@@ -39,7 +39,7 @@ HOSTILE = [
 ]
 PARAMETERS = [
     "status", "when", "kind", "schedule", "unique_key", "id", "created_from", "created_to",
-    "finished_from", "finished_to", "payload", "error", "signature", "before", "page",
+    "finished_from", "finished_to", "payload", "error", "signature", "before", "page", "tag",
 ]  # fmt: skip
 SCHEDULE_PARAMETERS = ["from", "before", "n", "state", "page"]
 

@@ -49,6 +49,7 @@ PURE = (
     "pgbeat.ui.performance",
     "pgbeat.scheduling.lookback",
     "pgbeat.scheduling.timing",
+    "pgbeat.scheduling.lateness",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

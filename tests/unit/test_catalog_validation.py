@@ -34,7 +34,8 @@ def _row(name: str, **values: Any) -> dict[str, Any]:
         "timezone": "UTC", "payload_text": "{}", "payload_type": "object",
         "max_attempts": None, "catch_up": "latest", "catch_up_window": timedelta(hours=1),
         "overlap": "allow", "jitter": None, "start_at": None, "end_at": None,
-        "pause_after_failures": None, "queue": "default", "priority": 0,
+        "pause_after_failures": None, "queue": "default", "priority": 0, "tags": None,
+        "deadline": None, "on_late": None,
     }  # fmt: skip
     row.update(values)
     return row

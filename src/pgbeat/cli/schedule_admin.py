@@ -153,7 +153,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     cells = [
         [
             _utc(r.fire_at),
-            r.outcome,
+            r.outcome + (" LATE" if r.late else ""),
             r.reason or "-",
             str(r.job_id) if r.job_id is not None else "-",
             r.job_status or "-",
@@ -188,6 +188,10 @@ def _schedule_json(found: ScheduleState, now: datetime) -> dict[str, Any]:
         "pause_after_failures": None if schedule is None else schedule.pause_after_failures,
         "queue": None if schedule is None else schedule.queue,
         "priority": None if schedule is None else schedule.priority,
+        "deadline": None
+        if schedule is None or schedule.deadline is None
+        else _span(schedule.deadline),
+        "on_late": None if schedule is None else schedule.on_late,
         "next_fire": next_fire,
         "next_fire_local": _local(schedule, next_fire),
         "last_period": None if found.last is None else _period_json(found.last),
@@ -205,6 +209,10 @@ def _period_json(record: PeriodRecord) -> dict[str, Any]:
         "inserted_at": record.inserted_at,
         "inserted_by": record.inserted_by,
         "lag": round(record.lag.total_seconds(), 3),
+        "due_by": record.due_by,
+        "late": record.late,
+        "late_at": record.late_at,
+        "late_status": record.late_status,
     }
 
 

@@ -18,8 +18,9 @@ from typing import Any
 import psycopg
 
 from pgbeat.cli import common, schedule_admin, types
-from pgbeat.db import connections, migrate, urls
+from pgbeat.db import connections, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
+from pgbeat.observe import logs
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.fires import next_fire_after
@@ -45,6 +46,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("check", help="validate a schedules file (exit 1 on problems)")
     p.add_argument("path", nargs="?", default=DEFAULT_SCHEDULES, metavar="PATH")
+    common.add_schema_flag(p)  # taken by every command; a file's check needs no database
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("next", help="when will schedules fire? (UTC and local)")
@@ -64,6 +66,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         help="also preview the schedules in this database, those created from code among "
         "them (default: $DATABASE_URL when set)",
     )
+    common.add_schema_flag(p)
     p.set_defaults(func=cmd_next)
 
     schedule_admin.add_commands(sub, common_flags)
@@ -99,7 +102,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     common.add_worker_flags(p)
     common.add_retention_flags(p)
     common.add_metrics_flags(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, job_logs="all")  # a demo and development command
 
 
 def _add_retention_flag(p: argparse.ArgumentParser) -> None:
@@ -167,6 +170,7 @@ def _preview_schedules(args: argparse.Namespace) -> tuple[list[Schedule], str]:
     """The file's schedules, and those of the database when one is configured (the file's
     definition first for a name in both); and where they were looked for."""
     url = args.database_url or os.environ.get("DATABASE_URL")
+    url = urls.in_schema(url) if url else None
     from_file: list[Schedule] = []
     if url is None or args.schedules != DEFAULT_SCHEDULES or Path(args.schedules).exists():
         from_file = _load(args.schedules)
@@ -255,12 +259,13 @@ def _scheduler_schedules_path(given: str | None) -> Path | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    logs.job_lines(every=args.job_logs == "all")
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
     schedules = _load(path) if path is not None else None
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
-        migrate.apply_migrations(conn)
+        common.migrate_schema(conn)
         if args.app is None:
             from pgbeat import demo
 

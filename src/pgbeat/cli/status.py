@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from pgbeat.cli import common, types
-from pgbeat.db import connections, migrate, urls
+from pgbeat.db import connections, migrate, roles, schemas, urls
 from pgbeat.durations import format_duration
-from pgbeat.errors import ConfigError
+from pgbeat.errors import ConfigError, UserError
 from pgbeat.observe.fleet import Fleet, fresh_workers, read_fleet
 from pgbeat.observe.liveness import STALE_AFTER
-from pgbeat.scheduling import state
+from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.health import ScheduleHealth, schedule_health
 from pgbeat.scheduling.schedule import Schedule
@@ -29,6 +32,20 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         help="print the SQL instead of applying it",
     )
     p.set_defaults(func=cmd_migrate)
+
+    p = commands.add_parser(
+        "roles",
+        parents=[common_flags],
+        help="create or update the least-privilege roles (docs/least-privilege.sql)",
+    )
+    p.add_argument("--print", action="store_true", dest="print_sql", help="print the SQL instead")
+    p.add_argument(
+        "--suffix",
+        default=None,
+        metavar="TEXT",
+        help="group roles named pgbeat_<group>TEXT (default: as the database was set up)",
+    )
+    p.set_defaults(func=cmd_roles)
 
     p = commands.add_parser(
         "status", parents=[common_flags], help="live processes, schedules, missed periods"
@@ -54,16 +71,49 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     if args.print_sql:
-        sys.stdout.write(migrate.migration_script())
+        sys.stdout.write(migrate.migration_script(schemas.configured_schema()))
         return 0
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
-        applied = migrate.apply_migrations(conn)
-    for migration in applied:
-        print(f"applied {migration.version:04d}_{migration.name}")
-    if not applied:
-        print("schema is up to date")
+        applied = common.migrate_schema(conn)
+        for migration in applied:
+            print(f"applied {migration.version:04d}_{migration.name}")
+        if not applied:
+            print("schema is up to date")
+        suffix = roles.deployed_suffix(conn) if applied else None
+        if suffix is not None:  # set up with the roles: grant what the new schema needs
+            try:
+                roles.apply_roles(conn, suffix)
+            except psycopg.Error as exc:
+                if connections.is_connection_failure(exc, conn):
+                    raise
+                raise UserError(
+                    "the schema is upgraded, but the least-privilege roles could not be "
+                    f"updated ({_first_line(exc)}): run `pgbeat roles` as a superuser"
+                ) from None
+            print(f"roles updated: pgbeat_*{suffix} (docs/least-privilege.sql)")
     return 0
+
+
+def cmd_roles(args: argparse.Namespace) -> int:
+    suffix = args.suffix or ""
+    if not roles.valid_suffix(suffix):
+        raise UserError("--suffix: at most 40 of a-z, 0-9 and _")
+    if args.print_sql:
+        sys.stdout.write(roles.roles_script(suffix))
+        return 0
+    url = urls.resolve_url(args.database_url)
+    with connections.translated_errors(url), connections.connect(url) as conn:
+        migrate.require_current_schema(conn)
+        if args.suffix is None:
+            suffix = roles.deployed_suffix(conn) or ""
+        roles.apply_roles(conn, suffix)
+    print(f"roles pgbeat_*{suffix} created or updated (docs/least-privilege.sql)")
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().partition("\n")[0][:300] or type(exc).__name__
 
 
 def cmd_health(args: argparse.Namespace) -> int:
@@ -92,7 +142,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             schedules = [s.schedule for s in stored if s.schedule is not None]
         healths = schedule_health(conn, schedules, {s.name: s for s in stored}, now)
         fleet = read_fleet(conn)
+        late = deadlines.late_schedules(conn, now)
     warnings = _warnings(fleet, healths) + fleet.file_warnings() + fleet.unserved_warnings()
+    warnings += [deadlines.describe(found) for found in late]
     if problem:
         warnings.insert(0, problem)
     schedule_rows = [h.as_json() for h in healths]
@@ -109,12 +161,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                     {"kind": kind, "queue": queue, "pending": count}
                     for kind, queue, count in fleet.unserved
                 ],
+                "late_schedules": [dataclasses.asdict(found) for found in late],
             }
         )
-        return 0
+        return 1 if late else 0
     _print_status(now, fleet.processes, schedule_rows, warnings)
     _print_retention(fleet.retention)
-    return 0
+    return 1 if late else 0  # a late schedule fails the probe
 
 
 def _schedules_if_any(path: str) -> tuple[list[Schedule], str | None]:

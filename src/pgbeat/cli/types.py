@@ -11,7 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgbeat import flow
+from pgbeat.db.schemas import check_schema_name
 from pgbeat.durations import parse_duration
+from pgbeat.errors import UserError
 from pgbeat.flow import Rate
 from pgbeat.scheduling.timing import typed_time
 
@@ -24,6 +26,14 @@ def duration(text: str) -> timedelta:
     try:
         return parse_duration(text)
     except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def schema_name(text: str) -> str:
+    """--schema: a schema name PostgreSQL reads unquoted (``check_schema_name``)."""
+    try:
+        return check_schema_name(text)
+    except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -5,11 +5,12 @@ A job commits or rolls back with the business write that caused it. No loops, no
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, overload
 
-from pgbeat import flow
+from pgbeat import flow, job_inputs
 from pgbeat.db import frameworks, runner
 from pgbeat.db.runner import Plan
 from pgbeat.db.sql.jobs import enqueue as enqueue_sql
@@ -56,6 +57,7 @@ def enqueue(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> int | None: ...
 
 
@@ -75,6 +77,7 @@ def enqueue(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> Coroutine[Any, Any, int | None]: ...
 
 
@@ -93,6 +96,7 @@ def enqueue(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> Any:
     """Insert a job on ``conn``, in its current transaction; return its id.
 
@@ -104,6 +108,8 @@ def enqueue(
     or supersede a running one with a new job, and return the live job's id (keys.py).
     ``queue``, ``priority`` (higher runs first among due jobs, -32768..32767) and
     ``limit_key`` (what a queue's per-key limits count by) are docs/flow-control.md's.
+    ``tags`` (at most 20 strings of at most 100 characters) label the job for operators:
+    ``pgbeat jobs list --tag T``, the dashboard's filter, ``JobContext.tags``.
     ``conn`` may also be a SQLAlchemy session or connection or Django's connection
     (db/frameworks.py). With an async one this returns a coroutine
     (``await pgbeat.enqueue(aconn, ...)``), the same as ``enqueue_async``.
@@ -117,6 +123,7 @@ def enqueue(
         max_attempts,
         (job_key, on_conflict, max_wait),
         (queue, priority, limit_key),
+        tags,
     )
     return runner.run_on(conn, plan)
 
@@ -136,6 +143,7 @@ async def enqueue_async(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> int | None:
     """``enqueue`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one), awaited."""
     plan = _enqueue_plan(
@@ -147,6 +155,7 @@ async def enqueue_async(
         max_attempts,
         (job_key, on_conflict, max_wait),
         (queue, priority, limit_key),
+        tags,
     )
     return await runner.run_on_async(conn, plan)
 
@@ -160,18 +169,20 @@ def _enqueue_plan(
     max_attempts: int | None,
     keyed_by: tuple[str | None, OnConflict, timedelta | None],
     flow_given: tuple[str, int, str | None],
+    tags: Sequence[str] | None,
 ) -> Plan[int | None]:
     """One job's insert: by key (keys.py's plan) or plain; every check before any SQL."""
     job_key, on_conflict, max_wait = keyed_by
     keys.check_keyed(job_key, unique_key, on_conflict, max_wait)
     flow_fields = flow.check_flow(*flow_given)
+    checked_tags = job_inputs.check_tags(tags)
     if job_key is not None:
         keyed = rows.keyed_job(
             kind, payload, run_at, delay, max_attempts, job_key, on_conflict, max_wait, flow_fields
         )
-        return (yield from keys.enqueue_one_plan(keyed))
+        return (yield from keys.enqueue_one_plan(replace(keyed, tags=checked_tags)))
     params = rows.insert_params(
-        kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields
+        kind, payload, run_at, delay, unique_key, max_attempts, *flow_fields, tags=checked_tags
     )
     found = yield enqueue_sql.JOBS_INSERT, params
     return None if not found else int(found[0][0])

@@ -48,6 +48,7 @@ class KeyedJob:
     queue: str = "default"
     priority: int = 0
     limit_key: str | None = None
+    tags: list[str] | None = None  # checked (job_inputs.check_tags)
 
     @property
     def key(self) -> Key:
@@ -162,6 +163,7 @@ def _columns(
         "queues": text_array([job.queue for job in jobs]),
         "priorities": number_array(str(job.priority) for job in jobs),
         "limit_keys": text_array([job.limit_key for job in jobs]),
+        "tags": text_array([None if j.tags is None else text_array(j.tags) for j in jobs]),
         "on_conflict": on_conflict,
         "max_wait": max_wait,
         "meta": tracing.meta_param(),

@@ -5,8 +5,8 @@ and the parameters of the insert statements.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +41,7 @@ class NewJob:
     queue: str = flow.DEFAULT_QUEUE
     priority: int = 0
     limit_key: str | None = None
+    tags: Sequence[str] | None = None
 
 
 def insert_params(
@@ -53,8 +54,10 @@ def insert_params(
     queue: str = flow.DEFAULT_QUEUE,
     priority: int = 0,
     limit_key: str | None = None,
+    tags: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     check_job(kind, run_at, delay, max_attempts, unique_key)
+    checked_tags = job_inputs.check_tags(tags)
     queue, priority, limit_key = flow.check_flow(queue, priority, limit_key)
     return {
         "queue": queue,
@@ -67,6 +70,7 @@ def insert_params(
         "unique_key": unique_key,
         "max_attempts": max_attempts or DEFAULT_MAX_ATTEMPTS,
         "meta": tracing.meta_param(),
+        "tags": checked_tags,
     }
 
 
@@ -121,6 +125,7 @@ def many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[keys.Keyed
     queues: list[str | None] = []
     priorities: list[str] = []
     limit_keys: list[str | None] = []
+    tags: list[str | None] = []  # each job's as an array literal, NULL for none
     for job in jobs:
         if job.job_key is not None or job.on_conflict != "ignore" or job.max_wait is not None:
             keys.check_keyed(job.job_key, job.unique_key, job.on_conflict, job.max_wait)
@@ -137,6 +142,8 @@ def many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[keys.Keyed
         queues.append(queue)
         priorities.append(str(priority))
         limit_keys.append(limit_key)
+        job_tags = job_inputs.check_tags(job.tags)
+        tags.append(None if job_tags is None else text_array(job_tags))
     params = {
         "kinds": text_array(kinds),
         "payloads": text_array(payloads),
@@ -148,6 +155,7 @@ def many_params(jobs: Iterable[NewJob]) -> tuple[dict[str, Any], list[keys.Keyed
         "queues": text_array(queues),
         "priorities": number_array(priorities),
         "limit_keys": text_array(limit_keys),
+        "tags": text_array(tags),
     }
     return params, keyed
 
@@ -179,7 +187,7 @@ def keyed_job(
 
 def keyed_new_job(job: NewJob) -> keys.KeyedJob:
     assert job.job_key is not None  # check_keyed refused the rest
-    return keyed_job(
+    keyed = keyed_job(
         job.kind,
         job.payload,
         job.run_at,
@@ -190,3 +198,4 @@ def keyed_new_job(job: NewJob) -> keys.KeyedJob:
         job.max_wait,
         flow.check_flow(job.queue, job.priority, job.limit_key),
     )
+    return replace(keyed, tags=job_inputs.check_tags(job.tags))

@@ -105,7 +105,9 @@ def read_fleet(conn: psycopg.Connection[Any]) -> Fleet:
         replicas = cursor.execute(file_sql.FILES_AGREEMENT, params).fetchall()
         retention = cursor.execute(retention_sql.RETENTION_STATUS).fetchone()
     pending = [tuple(row) for row in conn.execute(action_sql.JOBS_PENDING_KINDS)]
-    workers = [p["details"] or {} for p in processes if p["role"] == "worker"]
+    for process in processes:  # the worker role writes them: odd values must not break a face
+        process["details"] = flow.worker_details(process["details"])
+    workers = [p["details"] for p in processes if p["role"] == "worker"]
     unserved = flow.unserved_kinds(pending, workers) if workers else []
     return Fleet(processes, replicas, unserved, retention)
 

@@ -9,6 +9,7 @@ wakes them; they also poll), without a restart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -44,6 +45,9 @@ def upsert_schedule(
     pause_after_failures: int | None = None,
     queue: str = "default",
     priority: int = 0,
+    tags: Sequence[str] | None = None,
+    deadline: str | timedelta | None = None,
+    on_late: str | None = None,
 ) -> Any:
     """Create or change the schedule ``name`` on ``conn``, in its current transaction.
 
@@ -53,7 +57,10 @@ def upsert_schedule(
     the name, ``catch_up`` to ``"latest"`` within ``catch_up_window`` (``"1h"``). Pause state
     survives a change. ``start_at`` / ``end_at`` (aware datetimes or ISO-8601 text with an
     offset) bound its periods; ``pause_after_failures`` pauses it after that many
-    consecutive periods whose jobs ended failed; ``queue`` and ``priority`` go to its jobs.
+    consecutive periods whose jobs ended failed; ``queue``, ``priority`` and ``tags`` go to
+    its jobs. ``deadline`` (``"30m"``): a period whose job has not ended done that long
+    after its fire time is late, once; ``on_late`` names the kind of the one job enqueued
+    for each late period (docs/schedules.md, "Deadlines and alerts").
     Raises ``ScheduleError`` (one line) for an invalid value, and
     ``ScheduleConflict`` when a schedules file declares ``name``: change it there.
     """
@@ -74,6 +81,9 @@ def upsert_schedule(
         pause_after_failures=pause_after_failures,
         queue=queue,
         priority=priority,
+        tags=tags,
+        deadline=deadline,
+        on_late=on_late,
     )
     return runner.run_on(conn, _upsert_plan(schedule))
 
@@ -97,6 +107,9 @@ async def upsert_schedule_async(
     pause_after_failures: int | None = None,
     queue: str = "default",
     priority: int = 0,
+    tags: Sequence[str] | None = None,
+    deadline: str | timedelta | None = None,
+    on_late: str | None = None,
 ) -> Change:
     """``upsert_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
     schedule = _validated(
@@ -116,6 +129,9 @@ async def upsert_schedule_async(
         pause_after_failures=pause_after_failures,
         queue=queue,
         priority=priority,
+        tags=tags,
+        deadline=deadline,
+        on_late=on_late,
     )
     return await runner.run_on_async(conn, _upsert_plan(schedule))
 

@@ -141,6 +141,7 @@ class Catalog:
         self.changes = getattr(self, "changes", 0) + 1  # counts every change to the copy
         self.invalid: dict[str, str] = {}  # rows that do not validate, and why
         self.buffering: set[str] = set()  # schedules with overlap = "buffer_one"
+        self.deadlines: set[str] = set()  # schedules with a deadline (lateness.py)
 
     def __len__(self) -> int:
         return len(self._group_of)
@@ -295,6 +296,8 @@ class Catalog:
 
     def _apply(self, row: dict[str, Any], guarded: bool, validated: _Validated) -> int:
         """Bring one row into the copy; 1 when the schedules changed, else 0."""
+        if isinstance(row.get("tags"), list):  # hashable, as _Validated's keys must be
+            row["tags"] = tuple(row["tags"])
         changed = self._change(row, guarded, validated)
         self.changes += changed
         return changed
@@ -368,9 +371,12 @@ class Catalog:
         self._group_of[name] = group
         if definition.overlap == "buffer_one":
             self.buffering.add(name)
+        if definition.deadline is not None:
+            self.deadlines.add(name)
 
     def _remove(self, name: str) -> int:
         self.buffering.discard(name)
+        self.deadlines.discard(name)
         group = self._group_of.pop(name)
         self.templates.release(group.members.pop(name).template)
         if not group.members:

@@ -33,6 +33,9 @@ DEFINITION_COLUMNS = (
     "pause_after_failures",
     "queue",
     "priority",
+    "tags",
+    "deadline",
+    "on_late",
 )
 # Keys that join the fingerprint only when set, so that the definitions written before
 # they existed keep their hash (replicas of two versions agree on such a schedule).
@@ -42,6 +45,9 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "pause_after_failures": None,
     "queue": "default",
     "priority": 0,
+    "tags": None,
+    "deadline": None,
+    "on_late": None,
 }
 
 
@@ -75,6 +81,9 @@ def schedule_values(schedule: Schedule) -> dict[str, Any]:
         "pause_after_failures": schedule.pause_after_failures,
         "queue": schedule.queue,
         "priority": schedule.priority,
+        "tags": None if schedule.tags is None else list(schedule.tags),
+        "deadline": schedule.deadline,
+        "on_late": schedule.on_late,
         "definition_hash": definition_hash(schedule),
     }
 
@@ -104,8 +113,17 @@ def _canonical(schedule: Schedule) -> str:
     for key, default in _OPTIONAL_DEFAULTS.items():
         value = getattr(schedule, key)
         if value != default:
-            values[key] = value.isoformat() if isinstance(value, datetime) else value
+            values[key] = _plain(list(value) if isinstance(value, tuple) else value)
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def _plain(value: Any) -> Any:
+    """A value of the fingerprint as JSON holds it (instants as ISO-8601, spans in seconds)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
 
 
 def _seconds(value: timedelta | None) -> float | None:

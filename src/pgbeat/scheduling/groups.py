@@ -58,6 +58,7 @@ class Template(NamedTuple):
     keep_seconds: float
     queue: str
     priority: int
+    tags: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,8 @@ class Definition:
     keep_seconds: float
     queue: str
     priority: int
+    tags: tuple[str, ...] | None = None
+    deadline: timedelta | None = None  # its periods are watched (lateness.py)
 
     @classmethod
     def of(cls, schedule: Schedule) -> Definition:
@@ -87,6 +90,8 @@ class Definition:
             keep_for(schedule).total_seconds(),
             schedule.queue,
             schedule.priority,
+            schedule.tags,
+            schedule.deadline,
         )
 
     def retimed(self, cron: str | None, timezone: str) -> Definition:
@@ -101,12 +106,16 @@ class Definition:
             self.keep_seconds,
             self.queue,
             self.priority,
+            self.tags,
+            self.deadline,
         )
 
     def template(self, payload: str) -> Template:
         """The template of a schedule with this definition and ``payload`` (JSON text, as
         the jsonb column gives it: no second encoding of 100,000 payloads)."""
-        return Template(payload, self.max_attempts, self.keep_seconds, self.queue, self.priority)
+        return Template(
+            payload, self.max_attempts, self.keep_seconds, self.queue, self.priority, self.tags
+        )
 
 
 @dataclass(eq=False, slots=True)

@@ -32,10 +32,11 @@ from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
-from pgbeat.scheduling import claiming, planning
+from pgbeat.scheduling import claiming, deadlines, planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.definition import file_hash
 from pgbeat.scheduling.history_purge import HISTORY_RETENTION, HistoryPurge
+from pgbeat.scheduling.lateness import Watch
 from pgbeat.scheduling.lookback import LookBack
 from pgbeat.scheduling.periods import Claims, release_buffered
 from pgbeat.scheduling.schedule import Schedule
@@ -60,6 +61,7 @@ class TickResult:
     buffered: list[str] = field(default_factory=list)  # waiting behind a live job
     released: list[str] = field(default_factory=list)  # waited, enqueued now
     paused: list[str] = field(default_factory=list)  # schedules paused after failures
+    late: list[str] = field(default_factory=list)  # periods this tick judged late
 
 
 class Scheduler:
@@ -113,6 +115,7 @@ class Scheduler:
             synchronous_commit="on",
         )
         self._look_back = LookBack()
+        self._watch = Watch()  # when this replica judges deadlines next
         self._loop = BackgroundLoop(
             "pgbeat-scheduler", self._step, on_exit=self._finish, on_failure=self._failed
         )
@@ -153,8 +156,11 @@ class Scheduler:
         return self._loop.failure
 
     def _log_start(self) -> None:
-        names = ", ".join(s.name for s in self._file or []) or "none"
-        log.info("scheduler started; schedules file: %s", names if self._file is not None else "-")
+        if self._file is None:
+            log.info("scheduler started; no schedules file")
+            return
+        log.info("scheduler started; schedules file: %d schedules", len(self._file))
+        log.debug("schedules of the file: %s", ", ".join(s.name for s in self._file))
 
     def _failed(self, exc: BaseException) -> None:
         log.error("the scheduler stopped on an unexpected error", exc_info=exc)
@@ -187,6 +193,7 @@ class Scheduler:
             # start over: the copy reloaded, each schedule looks back over its window.
             log.info("reconnected: looking back for missed periods, as at start")
             self._started, self._prepared = False, None
+            self._watch.asked = True
         if self._reload_asked.is_set():
             self._reload(conn)
         now = connections.database_now(conn)
@@ -197,7 +204,8 @@ class Scheduler:
         self._prepared = planning.plan_ahead(
             self.catalog, result.next_fire, now, self.replica, self._prepared
         )
-        sleep = _sleep_seconds(now, result.next_fire, time.monotonic() - started)
+        wake = self._watch.wake_at(result.next_fire)
+        sleep = _sleep_seconds(now, wake, time.monotonic() - started)
         if self._heartbeat is not None:
             sleep = min(sleep, max(self._heartbeat.next_beat - time.monotonic(), 0.0))
         return sleep
@@ -254,6 +262,7 @@ class Scheduler:
         ``refresh``: first apply the changes of the table (the loop skips it when it heard
         of none, so that a tick with nothing due touches no database).
         """
+        began = time.monotonic()
         if not self._started:
             self._start(conn)
         elif refresh:
@@ -278,7 +287,15 @@ class Scheduler:
             next_fires = {} if made is None else made.next_fires
             self.catalog.settle(groups, None if claims is None else now, next_fires)
         claims.released = released
-        claiming.report(claims, self._metrics, self.catalog)
+        claiming.report(claims, self._metrics, self.catalog, time.monotonic() - began)
+        late = deadlines.judge_if_due(
+            conn,
+            self._watch,
+            now,
+            deadlines=bool(self.catalog.deadlines),
+            claimed=bool(groups),
+            metrics=self._metrics,
+        )
         next_fire = self.catalog.next_fire()
         return TickResult(
             claims.inserted,
@@ -289,6 +306,7 @@ class Scheduler:
             claims.buffered,
             claims.released,
             claims.paused,
+            [period.period for period in late],
         )
 
     def _start(self, conn: psycopg.Connection[Any]) -> None:

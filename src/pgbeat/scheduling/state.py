@@ -59,6 +59,13 @@ class PeriodRecord:
     job_status: str | None
     inserted_at: datetime
     inserted_by: str | None
+    # A schedule with a deadline watches its enqueued, buffered and missed periods: due_by
+    # is the fire time plus the deadline; late once judged so (late_at: when it was found,
+    # late_status: what its job was then). None and False without a deadline.
+    due_by: datetime | None = None
+    late: bool = False
+    late_at: datetime | None = None
+    late_status: str | None = None
 
     @property
     def lag(self) -> timedelta:
@@ -330,6 +337,10 @@ def _period(row: dict[str, Any]) -> PeriodRecord:
         job_status=row["job_status"],
         inserted_at=row["inserted_at"],
         inserted_by=row["inserted_by"],
+        due_by=row.get("due_by"),
+        late=row.get("deadline_state") == "late",
+        late_at=row.get("late_at"),
+        late_status=row.get("late_status"),
     )
 
 

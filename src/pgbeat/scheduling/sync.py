@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from pgbeat.db.literals import text_array
 from pgbeat.db.sql import schedule_files as file_sql
 from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.errors import ConfigError
@@ -133,6 +134,8 @@ def file_columns(schedules: Sequence[Schedule]) -> dict[str, list[Any]]:
     columns: dict[str, list[Any]] = {}
     for plural, column in _COLUMNS:
         columns[plural] = [row[column] for row in rows]
+    # each schedule's tags as an array literal: arrays of arrays must be rectangular
+    columns["tags"] = [None if row["tags"] is None else text_array(row["tags"]) for row in rows]
     return columns
 
 
@@ -153,6 +156,8 @@ _COLUMNS = (
     ("pause_after_failures", "pause_after_failures"),
     ("queues", "queue"),
     ("priorities", "priority"),
+    ("deadlines", "deadline"),
+    ("on_lates", "on_late"),
     ("definition_hashes", "definition_hash"),
 )
 

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from pgbeat import flow
 from pgbeat.db.sql import processes as process_sql
 from pgbeat.db.sql import schedule_files as file_sql
 from pgbeat.db.sql import schedules as schedule_sql
@@ -136,6 +137,7 @@ def _has_files(conn: Any) -> bool:
 def _processes(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for process in found:
         process["live"] = is_live(timedelta(seconds=process["heartbeat_age_s"]))
+        process["details"] = flow.worker_details(process["details"])
     return found
 
 

@@ -34,6 +34,9 @@ class Period:
     state: str
     job: dict[str, Any] | None = None
     decided: tuple[datetime, str | None] | None = None  # history: when, and by which replica
+    late_at: datetime | None = None  # found late: not done by its deadline (lateness.py)
+
+    judged: bool = False  # judged against its schedule's deadline (met or late)
 
     @property
     def lag(self) -> timedelta | None:
@@ -71,6 +74,12 @@ class ScheduleView:
         return last if last is not None and last.state == "overdue" else None
 
     @property
+    def past_deadline(self) -> Period | None:
+        """The latest period judged against the deadline, when it was found late."""
+        judged = next((p for p in self.periods if p.judged), None)
+        return judged if judged is not None and judged.late_at is not None else None
+
+    @property
     def health(self) -> str:
         if self.status.paused:
             return "paused"
@@ -78,6 +87,8 @@ class ScheduleView:
             return "ended"
         if self.overdue is not None:
             return "overdue"
+        if self.past_deadline is not None:
+            return "late"
         if any(p.state == "missed" for p in self.periods[:STRIP]):
             return "missed"
         last = self.last
@@ -183,6 +194,8 @@ def periods_from_history(
             }
         period = Period(row["fire_at"], row["reason"] or "", state, job)
         period.decided = (row["inserted_at"], row["inserted_by"])
+        period.judged = row.get("deadline_state") in ("met", "late")
+        period.late_at = row.get("late_at") if row.get("deadline_state") == "late" else None
         periods.append(period)
     if overdue is not None:
         periods.insert(0, Period(overdue, "", "overdue", None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from psycopg.conninfo import conninfo_to_dict
@@ -20,6 +21,16 @@ INSTALLED_APPS = [
     "pgbeat.contrib.django",
     "shop",  # beside manage.py, as in a project made by `django-admin startproject`
 ]
+# Django's task framework: built in from Django 6, the django_tasks backport before.
+if importlib.util.find_spec("django.tasks") is None:
+    INSTALLED_APPS.append("django_tasks")
+TASKS = {
+    "default": {
+        "BACKEND": "pgbeat.contrib.django.tasks.PgbeatBackend",
+        # one run each: the tests read a failure at once, without waiting for retries
+        "OPTIONS": {"MAX_ATTEMPTS": 1, "TAGS": ["django"]},
+    }
+}
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",

@@ -50,7 +50,8 @@ GROUP BY 1"""
 # -- jobs list -------------------------------------------------------------------------------
 
 # The job filters of the list, its count, and the bulk actions. %(floor)s bounds a search
-# that no partial index narrows to the newest ids (primary key range).
+# that no partial index narrows to the newest ids (primary key range). A tag is found
+# through jobs_tags (GIN): tags @> ARRAY[tag] implies its predicate.
 _JOBS_FILTER = sql.SQL("""
     (%(status)s::text IS NULL OR status = %(status)s::text)
 AND (%(due)s::boolean IS NULL OR (run_at <= now()) = %(due)s::boolean)
@@ -68,6 +69,8 @@ AND (%(signature)s::text IS NULL OR pgbeat_error_signature(last_error) = %(signa
 AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 AND (%(priority)s::smallint IS NULL OR priority = %(priority)s::smallint)
 AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
+AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
+AND (%(workflow)s::bigint IS NULL OR workflow_id = %(workflow)s::bigint)
 AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
 AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
 
@@ -76,7 +79,7 @@ AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
 JOBS_PAGE = sql.SQL("""
 SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
        unique_key, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200) AS error_line,
-       locked_until, payload
+       locked_until, payload, tags
 FROM jobs
 WHERE {filter} AND (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
 ORDER BY id DESC

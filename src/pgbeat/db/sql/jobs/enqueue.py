@@ -13,28 +13,30 @@ from typing import LiteralString
 # Inserts one job; a duplicate (kind, unique_key) inserts nothing and returns no row (jobs_unique).
 JOBS_INSERT: LiteralString = """
 INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, queue, priority, limit_key,
-                  meta)
+                  meta, tags)
 VALUES (%(kind)s, %(payload)s,
         coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval),
         %(unique_key)s, %(max_attempts)s, %(queue)s, %(priority)s, %(limit_key)s,
-        %(meta)s::jsonb)
+        %(meta)s::jsonb, %(tags)s::text[])
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
 
 # Inserts many jobs in one statement from parallel arrays; duplicates are skipped (jobs_unique).
 # A job without run_at runs its delay (seconds, 0 if none) after the database's now().
-# meta (the caller's trace context) is the same for every job of the call.
+# meta (the caller's trace context) is the same for every job of the call. Each job's tags
+# travel as an array literal (arrays of arrays must be rectangular), NULL for none.
 JOBS_INSERT_MANY: LiteralString = """
 INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, queue, priority, limit_key,
-                  meta)
+                  meta, tags)
 SELECT kind, payload, coalesce(run_at, now() + delay_seconds * interval '1 second'),
        unique_key, max_attempts, queue, priority, limit_key,
-       %(meta)s::jsonb
+       %(meta)s::jsonb, tags::text[]
 FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[], %(run_ats)s::timestamptz[],
             %(delay_seconds)s::float8[], %(unique_keys)s::text[], %(max_attempts)s::int[],
-            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[],
+            %(tags)s::text[])
      AS new_job(kind, payload, run_at, delay_seconds, unique_key, max_attempts,
-                queue, priority, limit_key)
+                queue, priority, limit_key, tags)
 ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id"""
 
@@ -46,17 +48,18 @@ RETURNING id"""
 # meta (the caller's trace context) is the same for every job of the call.
 JOBS_INSERT_KEYED: LiteralString = """
 INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
-                  meta)
+                  meta, tags)
 SELECT kind, job_key, payload,
        least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
              now() + %(max_wait)s::interval),
        max_attempts, queue, priority, limit_key,
-       %(meta)s::jsonb
+       %(meta)s::jsonb, tags::text[]
 FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
             %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[],
-            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[],
+            %(tags)s::text[])
      AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
-                queue, priority, limit_key)
+                queue, priority, limit_key, tags)
 ON CONFLICT (kind, job_key)
     WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
 DO NOTHING
@@ -71,20 +74,21 @@ RETURNING id, kind, job_key"""
 # row and tests its newest version, and waits for an uncommitted insert of the key instead
 # of skipping it. A key whose live job is running returns no row: the caller supersedes it
 # and comes back. The statement-level insert trigger wakes idle workers on commit, updates
-# included. The queue, priority and limit key are the new request's.
+# included. The queue, priority, limit key and tags are the new request's.
 JOBS_UPSERT_KEYED: LiteralString = """
 INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
-                  meta)
+                  meta, tags)
 SELECT kind, job_key, payload,
        least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
              now() + %(max_wait)s::interval),
        max_attempts, queue, priority, limit_key,
-       %(meta)s::jsonb
+       %(meta)s::jsonb, tags::text[]
 FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
             %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[],
-            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[])
+            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[],
+            %(tags)s::text[])
      AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
-                queue, priority, limit_key)
+                queue, priority, limit_key, tags)
 ON CONFLICT (kind, job_key)
     WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
 DO UPDATE SET
@@ -98,7 +102,8 @@ DO UPDATE SET
     attempts = jobs.attempts + sign(jobs.attempts)::int,
     max_attempts = jobs.attempts + sign(jobs.attempts)::int + excluded.max_attempts,
     last_error = NULL,
-    queue = excluded.queue, priority = excluded.priority, limit_key = excluded.limit_key
+    queue = excluded.queue, priority = excluded.priority, limit_key = excluded.limit_key,
+    tags = excluded.tags
 WHERE jobs.status = 'pending'
 RETURNING id, kind, job_key"""
 
@@ -119,19 +124,21 @@ RETURNING id"""
 # no join at all. Payloads and queues travel as one jsonb array each, not as jsonb[] and
 # text[]: a subscript of an array of variable-length values walks it from its start, so
 # a tick of as many templates as periods (one payload per customer) took quadratic time;
-# a jsonb array's element is found by its offset. Only the periods this claim's history
+# a jsonb array's element is found by its offset. Tags likewise: a jsonb array of array
+# literals (NULL for none). Only the periods this claim's history
 # rows took get an id, so a conflict is rare (a period's job inserted without history, by
 # an older pgbeat): ON CONFLICT alone, whose own check of jobs_unique comes before each
 # insert. A NOT EXISTS probe of the same index before it doubled that check for every row
 # (figures in docs/benchmarks.md).
 PERIOD_JOBS_INSERT: LiteralString = """
 INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
-                       queue, priority)
+                       queue, priority, tags)
 OVERRIDING SYSTEM VALUE
 SELECT p.id, p.kind, %(payloads)s::jsonb -> (p.template - 1), to_timestamp(p.run_epoch),
        p.unique_key, (%(max_attempts)s::int[])[p.template],
        to_timestamp(p.run_epoch + (%(keep_seconds)s::float8[])[p.template]),
-       %(queues)s::jsonb ->> (p.template - 1), (%(priorities)s::smallint[])[p.template]
+       %(queues)s::jsonb ->> (p.template - 1), (%(priorities)s::smallint[])[p.template],
+       (%(tags)s::jsonb ->> (p.template - 1))::text[]
 FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
             %(unique_keys)s::text[], %(templates)s::int[])
      AS p(id, kind, run_epoch, unique_key, template)
@@ -144,7 +151,9 @@ RETURNING j.id"""
 # (cancel_requested_at, and a notification on pgbeat_cancel naming it: its worker ends the
 # run); a pending one (an older period not started yet) is cancelled at once, and
 # pgbeat_finished names it for whoever waits on it (pgbeat.wait). Why goes to last_error,
-# as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone.
+# as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone, and so is
+# a job whose key only looks like the schedule's: the key must be a period's or a manual
+# run's, as in history.py's claim (an application's `<name>@x` is not the schedule's).
 PERIOD_JOBS_CANCEL_OTHERS: LiteralString = """
 UPDATE jobs AS j
 SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
@@ -155,6 +164,9 @@ SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
 FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
 WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
   AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
+  AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                      || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$')
   AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
-RETURNING j.id, pg_notify(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
-                                         ELSE 'pgbeat_finished' END, j.id::text)"""
+RETURNING j.id, pg_notify(pgbeat_channel(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
+                                                        ELSE 'pgbeat_finished' END),
+                          j.id::text)"""

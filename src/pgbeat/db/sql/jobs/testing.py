@@ -34,7 +34,7 @@ WHERE id = (
     FOR UPDATE SKIP LOCKED
 )
 RETURNING id, kind, payload::text, attempts, max_attempts, run_at, created_at, unique_key,
-          queue, priority, limit_key, job_key, meta::text"""
+          queue, priority, limit_key, job_key, tags, meta::text"""
 
 # The final status of the jobs a drain ran, counted (primary key).
 JOBS_COUNT_STATUS_OF: LiteralString = """
