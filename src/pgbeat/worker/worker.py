@@ -15,7 +15,6 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -24,7 +23,7 @@ import psycopg_pool
 
 from pgbeat.background import BackgroundLoop
 from pgbeat.db import pooler
-from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, checked_connection, make_pool
+from pgbeat.db.connections import Outage, ReconnectBackoff, checked_connection, make_pool
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
 from pgbeat.observe import tracing
@@ -39,54 +38,17 @@ from pgbeat.worker.listener import Listener
 from pgbeat.worker.outcomes import OutcomeBuffer
 from pgbeat.worker.renewal import LeaseRenewer
 from pgbeat.worker.retention import Retention
+from pgbeat.worker.sessions import SESSION_SETTINGS, worker_session
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
 from pgbeat.worker.timers import ClaimTimers
 from pgbeat.worker.workflow_repair import WorkflowRepair
 
-__all__ = ["Worker", "WorkerSettings", "resolve_timing"]
+__all__ = ["SESSION_SETTINGS", "Worker", "WorkerSettings", "resolve_timing"]
 
 log = logging.getLogger("pgbeat.worker")
 
 BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a round trip
 RECENT_CANCELS = 2.0  # seconds a heard cancel is remembered for runs not yet submitted
-
-
-# The session settings of the worker's two connections (claims, outcomes); _session says why.
-SESSION_SETTINGS = {
-    "synchronous_commit": "off",
-    "enable_bitmapscan": "off",
-    "plan_cache_mode": "force_generic_plan",
-    "enable_seqscan": "off",
-    "enable_sort": "off",  # a plan kept after ANALYZE saw no due job must not sort the backlog
-    "jit": "off",
-}
-
-
-def _session(
-    url: str,
-    name: str,
-    backoff: ReconnectBackoff,
-    configure: Callable[[psycopg.Connection[Any]], None] | None = None,
-) -> Connector:
-    """A worker connection (claims, or outcomes), with the session settings they need.
-
-    They commit without waiting for the WAL flush: a database crash can then forget the
-    last few hundred milliseconds of claims and outcomes, which only means those jobs run
-    again (at-least-once, as always); enqueues stay fully durable.
-    Bitmap scans are off because they never mark dead index entries: every status change
-    leaves one in each index, and plain index scans clean them up as they pass.
-    Plans are kept: each statement is planned once per connection (a generic plan, from
-    psycopg's fifth execution, when it prepares the statement), since planning the claim
-    and the completion was a noticeable share of their work (docs/benchmarks.md).
-    Sequential scans are off so that a plan made while the table was small reads the
-    indexes as one made at a million rows does: a kept plan made on a small table (a
-    sequential scan) once stayed in use as the table grew, no ANALYZE replaced it, and
-    claims slowed by orders of magnitude (tests/integration/test_worker_plans.py makes each
-    statement's plan on an empty table and reads it at 140,000 jobs). JIT is off: with
-    sequential scans off, a scan of a small table that has no usable index costs more than
-    jit_above_cost, and a kept plan would be compiled at every execution.
-    """
-    return Connector(url, name, configure=configure, backoff=backoff, **SESSION_SETTINGS)
 
 
 class Worker:
@@ -110,7 +72,9 @@ class Worker:
         # One outage of the database is logged once, whichever connection meets it first.
         backoff = ReconnectBackoff(url, log, lambda: self._metrics.reconnected("worker"))
         # Outcomes are written on a second connection (flusher.py says why).
-        self._connector = _session(url, "pgbeat-worker", backoff, operations.use_fast_payloads)
+        self._connector = worker_session(
+            url, "pgbeat-worker", backoff, operations.use_fast_payloads
+        )
         self._handler_pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._loop = BackgroundLoop("pgbeat-worker", self._step)
         self._executor = Executor(self.settings.concurrency, self._on_settled, self._on_slot_freed)
@@ -134,7 +98,7 @@ class Worker:
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
         )
         self._writer = OutcomeFlusher(
-            _session(url, "pgbeat-worker-outcomes", backoff),
+            worker_session(url, "pgbeat-worker-outcomes", backoff),
             self._recorder,
             batch=self._claim_threshold,
             window=BATCH_WINDOW,
