@@ -168,7 +168,10 @@ def dashboard(conn: psycopg.Connection[Any], repeat: int) -> dict[str, Any]:
     reads: dict[str, tuple[LiteralString, dict[str, Any]]] = {
         "overview_counts": (dashboard_sql.JOBS_OVERVIEW_COUNTS, {"cap": 10_000}),
         "finished_per_minute": (dashboard_sql.JOBS_FINISHED_PER_MINUTE, {}),
-        "newest_50": (action_sql.JOBS_LIST, {"status": None, "kind": None, "limit": 50, "tag": None}),
+        "newest_50": (
+            action_sql.JOBS_LIST,
+            {"status": None, "kind": None, "limit": 50, "tag": None},
+        ),
         "now_and_max_id": (dashboard_sql.UI_NOW, {}),
     }
     found = {}
