@@ -194,7 +194,7 @@ def test_json_logs_carry_job_fields_and_no_password(
     netloc = f"{parts.username or 'postgres'}:{secret}@{parts.hostname}"
     url = urlunsplit(parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else "")))
     pgbeat.enqueue(conn, "noop", {})
-    worker = start_cli(["worker", APP, "--log-format", "json"], url, cwd=ROOT)
+    worker = start_cli(["worker", APP, "--log-format", "json", "--job-logs", "all"], url, cwd=ROOT)
     try:
         wait_for(lambda: statuses(conn) == {"done": 1}, timeout=30, message="job done")
         wait_for(lambda: '"outcome": "done"' in worker.output(), message="log line")
