@@ -348,7 +348,7 @@ class Claimer:
         keyed = mode == "keyed"
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
-            if not rows:  # every key it looked at is saturated: a completion frees one
+            if not rows and queue not in self._after_key:  # a whole round, every key full
                 self._queue_idle_until[queue] = now + KEYS_IDLE_PAUSE
                 self._held_back(now + KEYS_IDLE_PAUSE)
                 return rows
