@@ -348,9 +348,11 @@ class Claimer:
         keyed = mode == "keyed"
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
-            if not rows and queue not in self._after_key:  # a whole round, every key full
-                self._queue_idle_until[queue] = now + KEYS_IDLE_PAUSE
-                self._held_back(now + KEYS_IDLE_PAUSE)
+            if not rows:  # every key it looked at is full: a completion or a window frees one
+                round_done = queue not in self._after_key  # else the walk goes on from there
+                pause = KEYS_IDLE_PAUSE if round_done else LIMITED_RECHECK
+                self._queue_idle_until[queue] = now + pause
+                self._held_back(now + pause)
                 return rows
         if len(rows) >= limit:
             return rows
