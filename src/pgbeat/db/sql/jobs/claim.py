@@ -272,11 +272,11 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # number of keys. Jobs without a limit key form one key of their own (jobs_claim_unkeyed),
 # first in a round. Each visited key gives its first due jobs (at most its own budget when
 # the queue has per-key limits, _KEY_LEFT), numbered in the key's own order (its index's:
-# no sort); the claim takes them by
-# priority, then round (the first job of every key, then the second...), then the key's
-# place in the walk: among jobs of one priority, one key's backlog does not delay another
-# key's job by more than a round. ``last_key`` is the key of the last job taken, where the
-# next claim goes on ('' for the unkeyed jobs: next from the first key).
+# no sort); the claim takes them by priority, then round (the first job of every key, then
+# the second...), then the key's place in the walk: among jobs of one priority, one key's
+# backlog does not delay another key's job by more than a round. ``last_key`` is the key
+# of the last job taken, where the next claim goes on ('' for the unkeyed jobs: next from
+# the first key).
 JOBS_CLAIM_FAIR: LiteralString = (
     "WITH RECURSIVE "
     + _SETTINGS_AND_BUDGET
