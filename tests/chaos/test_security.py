@@ -41,22 +41,29 @@ def _text(node: ast.AST) -> str | None:
     return None
 
 
-def _added(node: ast.AST) -> list[ast.AST]:
-    """The operands of a chain of ``+`` (``a + b + c`` parses as ``(a + b) + c``)."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _added(node.left) + _added(node.right)
-    return [node]
+# A private statement fragment of db/sql/ (``_CLAIMED_COLUMNS``): a constant, never a value.
+FRAGMENT = re.compile(r"_[A-Z][A-Z0-9_]*")
 
 
-def _composed_of_constants(node: ast.AST) -> bool:
-    """Whether ``node`` joins only string literals and CONSTANT_NAMES with ``+``: how db/sql
-    composes statements from shared fragments (typed LiteralString, so mypy refuses a
-    runtime value there too)."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _composed_of_constants(node.left) and _composed_of_constants(node.right)
+def _composed(node: ast.AST) -> bool:
+    """Whether ``node`` joins only literals and statement fragments (issue 39: claim
+    statements composed once, at import, from shared fragments), never a value."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return True
     if isinstance(node, ast.Name):
-        return node.id.lstrip("_").isupper()
-    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+        return FRAGMENT.fullmatch(node.id) is not None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _composed(node.left) and _composed(node.right)
+    return False
+
+
+def _literals(node: ast.AST) -> Iterator[str]:
+    """The string literals of a chain of ``+``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        yield from _literals(node.left)
+        yield from _literals(node.right)
+    elif (text := _text(node)) is not None:
+        yield text
 
 
 def sql_built_from_strings(source: str) -> Iterator[tuple[int, str]]:
@@ -64,14 +71,20 @@ def sql_built_from_strings(source: str) -> Iterator[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         text: str | None = None
         how = ""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            if _composed(node):
+                continue  # fragments composed at import
+            if any(isinstance(side, ast.BinOp) for side in (node.left, node.right)):
+                literals = " ".join(_literals(node))
+                if SQL.search(literals):
+                    yield getattr(node, "lineno", 0), "+ concatenation"
+                continue
         if isinstance(node, ast.JoinedStr):
             text, how = _text(node), "f-string"
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             text, how = _text(node.left), "% formatting"
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            if _composed_of_constants(node):
-                continue  # fragments composed once at import (db/sql): no value reaches them
-            texts = [_text(part) for part in _added(node)]
+            texts = [_text(node.left), _text(node.right)]
             if None in texts:  # literal + literal is just a long literal
                 text, how = " ".join(t for t in texts if t), "+ concatenation"
         elif (
@@ -90,7 +103,7 @@ def sql_built_from_strings(source: str) -> Iterator[tuple[int, str]]:
         'q = f"SELECT * FROM jobs WHERE id = {job_id}"',
         "q = \"DELETE FROM jobs WHERE kind = '%s'\" % kind",
         'q = "UPDATE jobs SET status = " + status',
-        'q = "UPDATE jobs SET status = " + STATUS + status',
+        'q = "UPDATE jobs SET status = " + _X + status',
         'q = "INSERT INTO jobs (kind) VALUES ({})".format(kind)',
         'q = f"select id from jobs where kind = {kind}"',
     ],
@@ -105,8 +118,8 @@ def test_the_detector_finds_sql_built_from_strings(snippet: str) -> None:
         'log.info("selected %s jobs", n)',
         'message = f"cannot select {name}"',
         'q = "SELECT 1 " "FROM jobs"',
-        'JOBS_X = "SELECT id FROM jobs" + _WHERE_PENDING + "LIMIT 1"',
         'conn.execute(claim_sql.JOBS_CLAIM, {"limit": n})',
+        'JOBS_X = "UPDATE jobs" + _SET_RUNNING + " WHERE id = 1" + _RETURNING',
     ],
 )
 def test_the_detector_leaves_other_strings_alone(snippet: str) -> None:

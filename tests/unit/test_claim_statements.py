@@ -45,7 +45,7 @@ def test_the_claimed_row_is_decodable_text_and_guarded_dates() -> None:
 
 
 def test_the_claimed_columns_are_named_as_jobs_fields() -> None:
-    """The worker picks Job's fields by these names (claiming.job_columns)."""
+    """The worker picks Job's fields by these names (claimed_rows.job_columns)."""
     names = [
         re.sub(r".*\bAS ", "", column).strip()
         for column in re.split(r",\s*(?![^()]*\))", returning(claim_sql.JOBS_CLAIM))

@@ -9,7 +9,7 @@ import pytest
 
 from pgbeat import flow
 from pgbeat.flow import QueueLimits, Rate
-from pgbeat.worker.claiming import decode_row, decode_rows
+from pgbeat.worker.claimed_rows import decode_row, decode_rows
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,13 @@
 """The claim: limited queues each in a short locked transaction, then the fast path for the rest.
 
 Every limit is decided inside the claim's transaction from durable rows (db/sql/jobs/claim.py
-says how); this module only orders the statements, remembers which queues were limited on
-the last claim (a hint: each statement re-reads the settings) and decodes claimed rows one
-by one, so one row Python cannot read fails alone while the rest of the batch runs.
+says how); this module only orders the statements and remembers which queues were held,
+dry or spent on the last claims (hints: each statement re-reads the settings); claimed
+rows are decoded by claimed_rows.py.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -23,10 +22,10 @@ from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.job import Job
+from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs, job_columns
 
 log = logging.getLogger("pgbeat.worker")
 
-_UNREADABLE = (ValueError, TypeError, OverflowError, RecursionError)
 LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again
 FAST_RECHECK = 0.05  # seconds a fast path found short is not asked first again, unless notified
 HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
@@ -36,59 +35,6 @@ KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing ru
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 DRY_REST_UNHEARD = 1.0  # seconds a dry limited queue rests when notifications are not heard
 BUDGET = ("budget", "rate_left", "rate_wait", "mode", "scanned", "last_key")  # limited claims'
-_decode_json = json.JSONDecoder().decode
-
-
-def decode_payload(text: str) -> Any:
-    """A claimed payload: ``{}`` (the default, and most scheduled jobs) without parsing."""
-    return {} if text == "{}" else _decode_json(text)
-
-
-def job_columns(cursor: psycopg.Cursor[Any]) -> itemgetter[Any]:
-    """Picks Job's fields, in Job's order, by name out of the rows of a claim's ``cursor``
-    (every claim returns claim_parts._CLAIMED_COLUMNS, limited claims more after them)."""
-    assert cursor.description is not None
-    where = {column.name: i for i, column in enumerate(cursor.description)}
-    return itemgetter(*(where[field] for field in Job._fields))
-
-
-_RUN_AT, _CREATED_AT = Job._fields.index("run_at"), Job._fields.index("created_at")
-
-
-def decode_row(values: Sequence[Any]) -> Job:
-    """One claimed row, its columns in Job's order (job_columns), as a Job; ``ValueError``
-    (or the decoder's error) when unreadable.
-
-    Dates come NULL when outside years 1-9999 (the claim's CASE), the payload as text.
-    """
-    if values[_RUN_AT] is None:
-        raise ValueError("its run_at is outside the years 1-9999 that Python can hold")
-    if values[_CREATED_AT] is None:
-        raise ValueError("its created_at is outside the years 1-9999 that Python can hold")
-    return Job(values[0], values[1], decode_payload(values[2]), *values[3:])
-
-
-def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[int, str]]]:
-    """The readable rows as Jobs, and (id, reason) for each row that could not be read."""
-    try:
-        return [decode_row(row) for row in rows], []  # the usual batch: every row readable
-    except _UNREADABLE:
-        pass
-    jobs: list[Job] = []
-    unreadable: list[tuple[int, str]] = []
-    for row in rows:
-        try:
-            jobs.append(decode_row(row))
-        except _UNREADABLE as exc:
-            reason = "payload nested too deeply" if isinstance(exc, RecursionError) else exc
-            unreadable.append((int(row[0]), f"the worker could not read this job: {reason}"))
-    return jobs, unreadable
-
-
-def _fetch_jobs(cursor: psycopg.Cursor[Any]) -> list[Any]:
-    """A claim's rows, their columns picked in Job's order by name."""
-    rows = cursor.fetchall()
-    return list(map(job_columns(cursor), rows)) if rows else rows
 
 
 class Claimer:
@@ -269,12 +215,12 @@ class Claimer:
         elif self.held:
             statement = claim_sql.JOBS_CLAIM_SKIPPING  # the held queues' few jobs
         if now < self._held_until:
-            rows = _fetch_jobs(conn.execute(statement, self._params(limit)))
+            rows = fetch_jobs(conn.execute(statement, self._params(limit)))
         else:
             with conn.pipeline():
                 fast = conn.execute(statement, self._params(limit))
                 held = conn.execute(queue_sql.QUEUES_HELD, self._held_params())
-            rows = _fetch_jobs(fast)
+            rows = fetch_jobs(fast)
             self._note_held(held)
             self._held_until = now + HELD_REFRESH
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
@@ -348,9 +294,11 @@ class Claimer:
         keyed = mode == "keyed"
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
-            if not rows:  # every key it looked at is saturated: a completion frees one
-                self._queue_idle_until[queue] = now + KEYS_IDLE_PAUSE
-                self._held_back(now + KEYS_IDLE_PAUSE)
+            if not rows:  # every key it looked at is full: a completion or a window frees one
+                round_done = queue not in self._after_key  # else the walk goes on from there
+                pause = KEYS_IDLE_PAUSE if round_done else LIMITED_RECHECK
+                self._queue_idle_until[queue] = now + pause
+                self._held_back(now + pause)
                 return rows
         if len(rows) >= limit:
             return rows

@@ -20,6 +20,7 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _CLAIM_LIMITED_TAIL,
     _CLAIMED_COLUMNS,
     _KEY_LEFT,
+    _KEY_LEFT_N,
     _KINDS,
     _NOT_HELD,
     _NOT_HELD_PROBED,
@@ -204,8 +205,11 @@ ranked AS (
     + _RUNNING_KEYS
     + """,
 head_keys AS MATERIALIZED (
-    SELECT k.limit_key, key_left.n FROM (SELECT DISTINCT limit_key FROM head) AS k
-    CROSS JOIN budget AS b CROSS JOIN """
+    SELECT k.limit_key, """
+    + _KEY_LEFT_N
+    + """ AS n
+    FROM (SELECT DISTINCT limit_key FROM head) AS k
+    CROSS JOIN budget AS b"""
     + _KEY_LEFT
     + """
     WHERE k.limit_key IS NOT NULL
@@ -238,7 +242,7 @@ JOBS_CLAIM_LIMITED_KEYS: LiteralString = (
 picked AS (
     SELECT head.id
     FROM pending_keys AS k
-    CROSS JOIN budget AS b CROSS JOIN """
+    CROSS JOIN budget AS b"""
     + _KEY_LEFT
     + """
     CROSS JOIN LATERAL (
@@ -248,7 +252,9 @@ picked AS (
     + _KINDS
     + """
         ORDER BY priority DESC, run_at, id
-        LIMIT greatest(0, coalesce(key_left.n, b.n))
+        LIMIT greatest(0, coalesce("""
+    + _KEY_LEFT_N
+    + """, b.n))
     ) AS head
     WHERE k.limit_key IS NOT NULL AND b.mode = 'keyed'
     LIMIT coalesce((SELECT n FROM budget), 0)
@@ -266,11 +272,11 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # number of keys. Jobs without a limit key form one key of their own (jobs_claim_unkeyed),
 # first in a round. Each visited key gives its first due jobs (at most its own budget when
 # the queue has per-key limits, _KEY_LEFT), numbered in the key's own order (its index's:
-# no sort); the claim takes them by
-# priority, then round (the first job of every key, then the second...), then the key's
-# place in the walk: among jobs of one priority, one key's backlog does not delay another
-# key's job by more than a round. ``last_key`` is the key of the last job taken, where the
-# next claim goes on ('' for the unkeyed jobs: next from the first key).
+# no sort); the claim takes them by priority, then round (the first job of every key, then
+# the second...), then the key's place in the walk: among jobs of one priority, one key's
+# backlog does not delay another key's job by more than a round. ``last_key`` is the key
+# of the last job taken, where the next claim goes on ('' for the unkeyed jobs: next from
+# the first key).
 JOBS_CLAIM_FAIR: LiteralString = (
     "WITH RECURSIVE "
     + _SETTINGS_AND_BUDGET
@@ -312,7 +318,7 @@ keys AS MATERIALIZED (
     + """,
 candidates AS (
     SELECT c.id, c.priority, c.nth, k.pos, k.limit_key
-    FROM keys AS k CROSS JOIN budget AS b CROSS JOIN """
+    FROM keys AS k CROSS JOIN budget AS b"""
     + _KEY_LEFT
     + """
     CROSS JOIN LATERAL (
@@ -323,7 +329,9 @@ candidates AS (
     + _KINDS
     + """
               ORDER BY priority DESC, run_at, id
-              LIMIT greatest(0, coalesce(key_left.n, b.n))) AS j
+              LIMIT greatest(0, coalesce("""
+    + _KEY_LEFT_N
+    + """, b.n))) AS j
     ) AS c
     UNION ALL
     SELECT c.id, c.priority, c.nth, %(keys)s::int + 1, NULL

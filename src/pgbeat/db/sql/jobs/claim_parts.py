@@ -100,18 +100,21 @@ running_keys AS MATERIALIZED (
     GROUP BY limit_key
 )"""
 
-# A limit key's budget: key_concurrency less its running jobs, key_rate less its starts in
-# the window, counted for this key alone (pgbeat_queue_starts_key_window: one probe, so the
-# cost does not grow with the other keys' starts); NULL when the queue has no per-key
-# limit. Used as a LATERAL over a row ``k`` carrying the key, beside ``budget AS b``.
+# A limit key's budget: key_concurrency less its running jobs (running_keys, joined so the
+# planner can hash it), key_rate less its starts in the window, counted for this key alone
+# (pgbeat_queue_starts_key_window: one probe, so the cost does not grow with the other
+# keys' starts); _KEY_LEFT_N is NULL when the queue has no per-key limit. Joined to a row
+# ``k`` carrying the key, beside ``budget AS b``.
 _KEY_LEFT: LiteralString = """
-LATERAL (
-    SELECT least(b.key_concurrency - coalesce(r.n, 0), b.key_rate_count - started.n) AS n
-    FROM (SELECT count(*) AS n FROM pgbeat_queue_starts AS s
-          WHERE b.key_rate_count IS NOT NULL AND s.queue = %(queue)s
-            AND s.limit_key = k.limit_key AND s.started_at > b.t - b.key_rate_period) AS started
     LEFT JOIN running_keys AS r ON r.limit_key = k.limit_key
-) AS key_left"""
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM pgbeat_queue_starts AS s
+        WHERE b.key_rate_count IS NOT NULL AND s.queue = %(queue)s
+          AND s.limit_key = k.limit_key AND s.started_at > b.t - b.key_rate_period
+    ) AS started"""
+_KEY_LEFT_N: LiteralString = (
+    "least(b.key_concurrency - coalesce(r.n, 0), b.key_rate_count - started.n)"
+)
 
 # A limited claim's update of the rows it picked (by id, re-checking they are pending: the
 # claims of one queue are serialised by its row lock, so rows are not skipped; in a CASE:

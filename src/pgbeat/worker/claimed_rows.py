@@ -1,0 +1,69 @@
+"""Claimed rows as Jobs: the columns picked by name, each row decoded alone, so one row
+Python cannot read (a date outside years 1-9999, a payload nested too deeply) fails alone
+while the rest of the batch runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import Any
+
+import psycopg
+
+from pgbeat.job import Job
+
+_UNREADABLE = (ValueError, TypeError, OverflowError, RecursionError)
+_decode_json = json.JSONDecoder().decode
+
+
+def decode_payload(text: str) -> Any:
+    """A claimed payload: ``{}`` (the default, and most scheduled jobs) without parsing."""
+    return {} if text == "{}" else _decode_json(text)
+
+
+def job_columns(cursor: psycopg.Cursor[Any]) -> itemgetter[Any]:
+    """Picks Job's fields, in Job's order, by name out of the rows of a claim's ``cursor``
+    (every claim returns claim_parts._CLAIMED_COLUMNS, limited claims more after them)."""
+    assert cursor.description is not None
+    where = {column.name: i for i, column in enumerate(cursor.description)}
+    return itemgetter(*(where[field] for field in Job._fields))
+
+
+_RUN_AT, _CREATED_AT = Job._fields.index("run_at"), Job._fields.index("created_at")
+
+
+def decode_row(values: Sequence[Any]) -> Job:
+    """One claimed row, its columns in Job's order (job_columns), as a Job; ``ValueError``
+    (or the decoder's error) when unreadable.
+
+    Dates come NULL when outside years 1-9999 (the claim's CASE), the payload as text.
+    """
+    if values[_RUN_AT] is None:
+        raise ValueError("its run_at is outside the years 1-9999 that Python can hold")
+    if values[_CREATED_AT] is None:
+        raise ValueError("its created_at is outside the years 1-9999 that Python can hold")
+    return Job(values[0], values[1], decode_payload(values[2]), *values[3:])
+
+
+def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[int, str]]]:
+    """The readable rows as Jobs, and (id, reason) for each row that could not be read."""
+    try:
+        return [decode_row(row) for row in rows], []  # the usual batch: every row readable
+    except _UNREADABLE:
+        pass
+    jobs: list[Job] = []
+    unreadable: list[tuple[int, str]] = []
+    for row in rows:
+        try:
+            jobs.append(decode_row(row))
+        except _UNREADABLE as exc:
+            reason = "payload nested too deeply" if isinstance(exc, RecursionError) else exc
+            unreadable.append((int(row[0]), f"the worker could not read this job: {reason}"))
+    return jobs, unreadable
+
+
+def fetch_jobs(cursor: psycopg.Cursor[Any]) -> list[Any]:
+    """A claim's rows, their columns picked in Job's order by name."""
+    rows = cursor.fetchall()
+    return list(map(job_columns(cursor), rows)) if rows else rows
