@@ -55,6 +55,7 @@ _FIELDS = (
     "attempts",
     "max_attempts",
     "last_error",
+    "tags",
     "meta",
 )
 
@@ -76,6 +77,7 @@ class EnqueuedJob:
     attempts: int
     max_attempts: int
     last_error: str | None
+    tags: list[str] | None
     meta: Any
 
     def describe(self) -> str:
