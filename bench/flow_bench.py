@@ -31,6 +31,7 @@ from bench import database, machine
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT = 900.0
+SHAPE_SECONDS = 8.0  # a shapes row's drain stops here (jobs/s of what ran)
 OTHER_JOBS = 250_000  # the unlimited queue's jobs beside (or without) a rate-limited one
 
 
@@ -57,12 +58,57 @@ def enqueue_noops(conn: psycopg.Connection[Any], jobs: int, keys: int, distinct:
         pgbeat.enqueue_many(conn, batch)
 
 
+# What the shapes rows put beside the drain: what a worker cannot take (issue 34's table).
+SHAPES: tuple[str, ...] = ("limited_empty_20", "limited_empty_200", "delayed_queues")
+SHAPES += ("key_rate_waiting", "foreign_kind", "all")
+
+
+def plant_shape(conn: psycopg.Connection[Any], shape: str) -> None:
+    """Beside the drain: queues, keys or jobs the draining worker cannot take."""
+    for one in SHAPES[:-1] if shape == "all" else (shape,):
+        if one.startswith("limited_empty_"):
+            for i in range(int(one.rsplit("_", 1)[1])):
+                pgbeat.configure_queue(conn, f"limited{i:03}", concurrency=5)
+        elif one == "delayed_queues":  # 20,000 delayed jobs in 20,000 queues, one paused
+            conn.execute(
+                "INSERT INTO jobs (kind, payload, queue, run_at) SELECT 'noop', '{}',"
+                " 'tenant' || i, now() + interval '1 day' FROM generate_series(1, 20000) i"
+            )
+            pgbeat.pause_queue(conn, "paused")
+            conn.execute("INSERT INTO jobs (kind, payload, queue) VALUES ('noop', '{}', 'paused')")
+        elif one == "key_rate_waiting":  # 20,000 keys whose window is spent
+            pgbeat.configure_queue(conn, "partner", key_rate="1/1h")
+            conn.execute(
+                "INSERT INTO jobs (kind, payload, queue, limit_key) SELECT 'noop', '{}',"
+                " 'partner', 'key' || i FROM generate_series(1, 20000) i"
+            )
+            conn.execute(
+                "INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)"
+                " SELECT 'partner', 'key' || i, now() FROM generate_series(1, 20000) i"
+            )
+        elif one == "foreign_kind":  # due jobs of a kind this worker has no handler for
+            conn.execute(
+                "INSERT INTO jobs (kind, payload, run_at) SELECT 'other', '{}',"
+                " now() - interval '2 hours' FROM generate_series(1, 200000)"
+            )
+
+
 def child_drain(
-    url: str, jobs: int, keys: int, key_concurrency: int | None, distinct: bool = False
+    url: str,
+    jobs: int,
+    keys: int,
+    key_concurrency: int | None,
+    distinct: bool = False,
+    beside: str = "",
+    slots: int = 100,
+    max_seconds: float = CHILD_TIMEOUT,
 ) -> dict[str, Any]:
-    """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs."""
+    """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs (with
+    ``beside``, one of SHAPES, planted first)."""
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
+        if beside:
+            plant_shape(conn, beside)
         enqueue_noops(conn, jobs, keys, distinct)
         if key_concurrency is not None:
             pgbeat.configure_queue(conn, "keyed", key_concurrency=key_concurrency)
@@ -79,13 +125,15 @@ def child_drain(
             if counter["n"] >= jobs:
                 done.set()
 
-    settings = pgbeat.WorkerSettings(concurrency=100, claim_batch=100, heartbeat=False)
+    settings = pgbeat.WorkerSettings(concurrency=slots, claim_batch=slots, heartbeat=False)
     worker = pgbeat.Worker(url, registry, settings)
     thread = threading.Thread(target=worker.run, daemon=True)
     started, cpu = time.perf_counter(), time.process_time()
     thread.start()
-    finished = done.wait(CHILD_TIMEOUT)
+    finished = done.wait(max_seconds)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    with lock:
+        ran = counter["n"]
     db_cpu = backends_cpu_seconds(url)  # the worker's connections, all opened after `started`
     worker.stop()
     thread.join(60)
@@ -94,6 +142,8 @@ def child_drain(
         "worker_cpu_s": cpu,
         "db_cpu_s": db_cpu,
         "jobs": jobs,
+        "ran": ran,
+        "jobs_per_s": ran / seconds,
         "finished": finished,
     }
 
@@ -224,6 +274,54 @@ def child_priority(url: str, backlog: int, samples: int) -> dict[str, Any]:
     return {"enqueue_to_start": waits, "slot_free_to_start": from_free}
 
 
+def child_fairness(url: str, backlog: int, samples: int, fair: bool) -> dict[str, Any]:
+    """Seconds from enqueue to start of key B's jobs, one every 20 ms, in a queue with
+    concurrency 50 where key A's ``backlog`` of 20 ms jobs was enqueued first."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        pgbeat.configure_queue(conn, "tenants", concurrency=50, fair=fair)
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, queue, limit_key, run_at) SELECT 'a', '{}',"
+            " 'tenants', 'A', now() - interval '1 minute' FROM generate_series(1, %s)",
+            (backlog,),
+        )
+        conn.execute("VACUUM ANALYZE jobs")
+    starts: dict[int, float] = {}
+    lock = threading.Lock()
+    registry = pgbeat.Registry()
+
+    @registry.handler("a")
+    def a(payload: Any) -> None:
+        time.sleep(0.02)
+
+    @registry.handler("b")
+    def b(payload: Any, job: pgbeat.JobContext) -> None:
+        with lock:
+            starts[job.id] = time.monotonic()
+        time.sleep(0.02)
+
+    settings = pgbeat.WorkerSettings(concurrency=50, claim_batch=50, heartbeat=False)
+    worker = pgbeat.Worker(url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    time.sleep(1.0)
+    enqueued: dict[int, float] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(samples):
+            job_id = pgbeat.enqueue(conn, "b", queue="tenants", limit_key="B")
+            assert job_id is not None
+            enqueued[job_id] = time.monotonic()
+            time.sleep(0.02)
+    deadline = time.monotonic() + 120
+    while len(starts) < samples and time.monotonic() < deadline:
+        time.sleep(0.01)
+    worker.stop()
+    thread.join(60)
+    with lock:
+        waits = [starts[i] - at if i in starts else 120.0 for i, at in enqueued.items()]
+    return {"waits": waits}
+
+
 def child_plan(url: str, rows: int) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the claim over ``rows`` pending jobs (rolled back)."""
     from pgbeat.db.sql.jobs import claim as claim_sql
@@ -281,6 +379,7 @@ CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
     "rate": child_rate,
     "priority": child_priority,
     "plan": child_plan,
+    "fairness": child_fairness,
 }
 
 
@@ -314,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url")
     parser.add_argument("--kwargs", default="{}")
     parser.add_argument("--base-src", type=Path, help="another revision's src/ to compare")
+    parser.add_argument("--src", type=Path, default=REPO_ROOT / "src", help="this revision's")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument(
         "--distinct", action="store_true", help="the A/B's jobs each with a run_at of its own"
@@ -327,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", default="500/1s")
     parser.add_argument("--backlog", type=int, default=200_000)
     parser.add_argument("--plan-rows", type=int, default=1_000_000)
-    parser.add_argument("--only", default="ab,keys,rate,priority,plan")
+    parser.add_argument("--only", default="ab,keys,rate,priority,plan,shapes,fair")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="the shapes rows to run")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
     if args.child:
@@ -338,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(args: argparse.Namespace) -> int:
     admin = database.admin_url()
-    here = REPO_ROOT / "src"
+    here = args.src
     only = set(args.only.split(","))
     report: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(),
@@ -435,6 +536,10 @@ def measure(args: argparse.Namespace) -> int:
             "slot_free_to_start_p50": round(1000 * percentile(free, 0.5), 1),
             "slot_free_to_start_p99": round(1000 * percentile(free, 0.99), 1),
         }
+    if "shapes" in only:
+        report["beside_shapes"] = measure_shapes(args, admin, here)
+    if "fair" in only:
+        report["fairness"] = measure_fairness(args, admin, here)
     if "plan" in only:
         try:
             report["claim_plan"] = run_child(here, admin, "plan", rows=args.plan_rows)
@@ -446,6 +551,47 @@ def measure(args: argparse.Namespace) -> int:
     path.write_text(json.dumps(report, indent=2) + "\n")
     print(f"written to {path}", file=sys.stderr)
     return 0
+
+
+def measure_shapes(args: argparse.Namespace, admin: str, here: Path) -> dict[str, Any]:
+    """One worker x 10 slots draining --jobs default-queue jobs beside each shape, against
+    the same drain alone, alternated run by run (and the same with --base-src if given)."""
+    found: dict[str, Any] = {}
+    sources = [("this", here)] + ([("base", args.base_src)] if args.base_src else [])
+    for shape in args.shapes.split(","):
+        row: dict[str, Any] = {}
+        for side, src in sources:
+            pairs = []
+            for _ in range(args.repeat):
+                drain = {"jobs": args.jobs, "keys": 0, "key_concurrency": None, "slots": 10}
+                drain["max_seconds"] = SHAPE_SECONDS  # the base may crawl beside a shape
+                alone = run_child(src, admin, "drain", **drain)["jobs_per_s"]
+                beside = run_child(src, admin, "drain", **drain, beside=shape)["jobs_per_s"]
+                print(f"{shape} {side}: alone {alone:.0f}/s beside {beside:.0f}/s", file=sys.stderr)
+                pairs.append((alone, beside))
+            row[side] = {
+                "alone_jobs_per_s": round(statistics.median(a for a, _ in pairs)),
+                "beside_jobs_per_s": round(statistics.median(b for _, b in pairs)),
+                "paired_ratio_median": round(statistics.median(b / a for a, b in pairs), 3),
+            }
+        found[shape] = row
+    return found
+
+
+def measure_fairness(args: argparse.Namespace, admin: str, here: Path) -> dict[str, Any]:
+    """Key B's jobs' start beside key A's backlog, with and without ``fair``, and with the
+    queue otherwise empty (one worker x 50 slots, the queue's concurrency 50)."""
+    found: dict[str, Any] = {}
+    modes = (("empty", 0, True), ("not_fair", 20_000, False), ("fair", 20_000, True))
+    for name, backlog, fair in modes:
+        waits = run_child(here, admin, "fairness", backlog=backlog, samples=200, fair=fair)
+        found[name] = {
+            "backlog": backlog,
+            "b_start_p50_ms": round(1000 * percentile(waits["waits"], 0.5), 1),
+            "b_start_p99_ms": round(1000 * percentile(waits["waits"], 0.99), 1),
+            "samples": len(waits["waits"]),
+        }
+    return found
 
 
 def _per_second(rate: str) -> float:

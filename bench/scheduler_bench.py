@@ -3,7 +3,9 @@
 Five ticks per size, all at a pinned database time: ``new`` (a cold start: a replica's
 first tick, which syncs its file, loads the table and inserts every period),
 ``existing`` (a second replica's first tick: every period already there, all conflicts),
-``idle`` (the first replica again a second later: nothing due), ``minute`` (the first
+``idle`` (the first replica again a second later: nothing due, as the loop ticks when no
+NOTIFY came: no look at the table), ``look`` (the same with the look at the table for
+changes that the loop takes after a NOTIFY and at least every 5 s), ``minute`` (the first
 replica a minute later, after ANALYZE: every period new, with statistics that know the
 history; the tick whose plan once went quadratic) and ``restart`` (a new replica two
 minutes later: loads the table and inserts that minute's periods). The connection runs
@@ -60,7 +62,7 @@ def pinned_now(conn: psycopg.Connection[Any]) -> datetime:
 def tick_times(url: str, count: int) -> list[Result]:
     """Median milliseconds of the three kinds of tick for ``count`` schedules."""
     schedules = build_schedules(count)
-    kinds = ("new", "existing", "idle", "minute", "restart")
+    kinds = ("new", "existing", "idle", "look", "minute", "restart")
     timings: dict[str, list[float]] = {kind: [] for kind in kinds}
     with psycopg.connect(url, autocommit=True, options="-c jit=off") as conn:
         now = pinned_now(conn)
@@ -70,7 +72,8 @@ def tick_times(url: str, count: int) -> list[Result]:
             timings["new"].append(_timed(first, conn, now, count, inserted=True))
             timings["existing"].append(_timed(second, conn, now, count, inserted=False))
             later = now + timedelta(seconds=1)
-            timings["idle"].append(_timed(first, conn, later, 0, inserted=True))
+            timings["idle"].append(_timed(first, conn, later, 0, inserted=True, refresh=False))
+            timings["look"].append(_timed(first, conn, later, 0, inserted=True))
             conn.execute("ANALYZE")
             minute = now + timedelta(minutes=1)
             timings["minute"].append(_timed(first, conn, minute, count, inserted=True))
@@ -91,10 +94,11 @@ def _timed(
     expected: int,
     *,
     inserted: bool,
+    refresh: bool = True,
 ) -> float:
     """Milliseconds of one tick; checks it inserted (or found) ``expected`` periods."""
     with Stopwatch() as watch:
-        result = scheduler.tick(conn, now)
+        result = scheduler.tick(conn, now, refresh=refresh)
     got = len(result.inserted if inserted else result.existing)
     if got != expected:
         raise RuntimeError(f"a tick gave {got} periods, expected {expected}")
@@ -105,7 +109,8 @@ def _result(count: int, kind: str, millis: list[float]) -> Result:
     meaning = {
         "new": "first tick, every period inserted",
         "existing": "another replica's first tick, every period already enqueued",
-        "idle": "next tick a second later, nothing due",
+        "idle": "next tick a second later, nothing due, no look at the table",
+        "look": "the same with the look at the table for changes (after a NOTIFY, every 5 s)",
         "minute": "a minute later, after ANALYZE, every period new",
         "restart": "a new replica two minutes later: load and claim",
     }[kind]

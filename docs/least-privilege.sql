@@ -1,7 +1,14 @@
 -- Least privilege for pgbeat: one group role per job, and your login roles made members of
--- the groups they need. Run it with psql as a superuser (or as the owner of pgbeat's tables
--- holding CREATEROLE) after `pgbeat migrate`, and again after an upgrade that adds tables:
--- every statement is idempotent, and what a migration has not created yet is skipped.
+-- the groups they need. Apply it with `pgbeat roles` (or psql) as a superuser (or as the
+-- owner of pgbeat's tables holding CREATEROLE) after `pgbeat migrate`. `pgbeat migrate`
+-- applies it again after every upgrade of a database set up with it: every statement is
+-- idempotent, and what a migration has not created yet is skipped.
+--
+-- It works on the schema first on search_path: for pgbeat's tables in a schema of their
+-- own (`pgbeat migrate --schema NAME`), run it with that schema first, e.g.
+--   PGOPTIONS='-c search_path=NAME' psql -f docs/least-privilege.sql
+-- once per schema. The group roles below are the cluster's: run for two schemas, a member
+-- of pgbeat_worker may work in both (docs/schemas.md: one set of roles per app).
 --
 --   pgbeat_enqueue    pgbeat.enqueue / enqueue_many, `pgbeat enqueue`, SELECT pgbeat_enqueue(...)
 --                     (SQL, any language): inserts pending jobs (only the columns enqueue
@@ -17,7 +24,9 @@
 --   pgbeat_scheduler  `pgbeat scheduler`: inserts the periods of the schedules in
 --                     pgbeat_schedules (their kind, their `<name>@<instant>` keys, ids drawn
 --                     from the sequence), syncs schedules and their history, writes its own
---                     heartbeat. It reads no payload of a job and enqueues nothing else.
+--                     heartbeat; `schedules backfill` and `schedules run`; under overlap =
+--                     "cancel_other", cancels its schedules' own live period jobs. It reads
+--                     no payload of a job and enqueues nothing else.
 --   pgbeat_ui_viewer  `pgbeat ui --read-only`: reads pgbeat's tables, writes nothing.
 --   pgbeat_ui_admin   `pgbeat ui`: pgbeat_ui_viewer, and the dashboard's actions only: run
 --                     now, retry, cancel and delete finished jobs; pause, resume and run a
@@ -74,7 +83,9 @@ BEGIN
     FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_migrations', 'pgbeat_processes',
                                 'pgbeat_job_attempts', 'pgbeat_schedules',
                                 'pgbeat_schedule_history', 'pgbeat_schedule_files',
-                                'pgbeat_queues', 'pgbeat_queue_starts', 'pgbeat_retention'] LOOP
+                                'pgbeat_queues', 'pgbeat_queue_starts', 'pgbeat_retention',
+                                'pgbeat_workflows', 'pgbeat_workflow_steps',
+                                'pgbeat_workflow_edges'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('ALTER TABLE %I OWNER TO pgbeat_admin', name);
             EXECUTE format('REVOKE ALL ON %I FROM PUBLIC', name);
@@ -82,9 +93,14 @@ BEGIN
     END LOOP;
     FOREACH name IN ARRAY ARRAY['pgbeat_notify_jobs()', 'pgbeat_delete_attempts()',
                                 'pgbeat_error_signature(text)', 'pgbeat_schedules_stamp()',
-                                'pgbeat_schedules_notify()', 'pgbeat_enqueue(text, jsonb, '
-                                'timestamptz, text, integer, text, integer, text, text, text[])']
-    LOOP
+                                'pgbeat_schedules_notify()', 'pgbeat_channel(text,text)',
+                                'pgbeat_channel(text)', 'pgbeat_listen(text)',
+                                'pgbeat_unlisten(text)', 'pgbeat_lock_key(bigint)',
+                                'pgbeat_enqueue(text, jsonb, timestamptz, text, integer, '
+                                'text, integer, text, text, text[])',
+                                'pgbeat_workflow_note(bigint,text)',
+                                'pgbeat_workflow_advance()', 'pgbeat_workflow_advance_ended()',
+                                'pgbeat_workflow_forget()'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;
@@ -159,7 +175,8 @@ END
 $$;
 
 -- Worker: claims and outcomes are UPDATEs of a job's state (and its result), never of what
--- it runs; no DELETE. A snooze gives an attempt back (max_attempts); `jobs cancel` (an
+-- it runs; no DELETE. A snooze gives an attempt back (attempts) and counts itself
+-- (snoozes); `jobs cancel` (an
 -- operator with this role) asks a running job to stop (cancel_requested_at).
 GRANT SELECT ON jobs TO pgbeat_worker;
 GRANT UPDATE (status, attempts, max_attempts, run_at, locked_until, last_error, finished_at)
@@ -173,6 +190,10 @@ BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
                AND attname = 'started_at' AND NOT attisdropped) THEN  -- migration 0013
         GRANT UPDATE (started_at) ON jobs TO pgbeat_worker;  -- a claim records its start
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'snoozes' AND NOT attisdropped) THEN  -- migration 0015
+        GRANT UPDATE (snoozes) ON jobs TO pgbeat_worker;  -- a snooze is counted
     END IF;
     IF to_regclass('pgbeat_job_attempts') IS NOT NULL THEN  -- migration 0006
         GRANT INSERT ON pgbeat_job_attempts TO pgbeat_worker;
@@ -213,6 +234,23 @@ BEGIN
 END
 $$;
 GRANT SELECT (id, kind, unique_key, status) ON jobs TO pgbeat_scheduler;
+-- overlap = "cancel_other": a new period's job cancels its schedule's pending one and asks
+-- its running one to stop (a policy below allows only a schedule's own period jobs).
+GRANT UPDATE (status, finished_at, last_error) ON jobs TO pgbeat_scheduler;
+GRANT SELECT (finished_at) ON jobs TO pgbeat_scheduler;
+GRANT SELECT (run_at) ON jobs TO pgbeat_scheduler;  -- what a backfill's jobs are due at
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'jobs'::regclass
+               AND attname = 'cancel_requested_at' AND NOT attisdropped) THEN  -- migration 0007
+        GRANT SELECT (cancel_requested_at), UPDATE (cancel_requested_at) ON jobs
+            TO pgbeat_scheduler;
+    END IF;
+END
+$$;
+-- Deadlines (migration 0018): a period is judged met when its job ended done by its due
+-- time, and its job's attempts say whether a pending job is retrying.
+GRANT SELECT (attempts, finished_at) ON jobs TO pgbeat_scheduler;
 DO $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO pgbeat_scheduler',
@@ -221,6 +259,26 @@ BEGIN
         GRANT SELECT, INSERT, UPDATE, DELETE ON pgbeat_schedules, pgbeat_schedule_history
             TO pgbeat_scheduler;
         GRANT SELECT, INSERT, UPDATE ON pgbeat_schedule_files TO pgbeat_scheduler;
+    END IF;
+END
+$$;
+
+-- Workflows (migration 0017). Enqueue inserts a workflow, its steps' jobs (with their
+-- workflow_id) and its steps and edges, and reads a key's workflow back. The advance (a
+-- step's end releasing or cancelling its dependants) and the clean-up of a deleted step's
+-- rows are triggers owned by the admin that run with its rights (SECURITY DEFINER), so a
+-- worker, an operator or the dashboard ending a step advances its workflow without rights
+-- on these tables. Workers read parents' results and run the repair pass (it releases or
+-- cancels held steps as a worker may, and deletes workflows with no step left).
+DO $$
+BEGIN
+    IF to_regclass('pgbeat_workflows') IS NOT NULL THEN
+        GRANT INSERT (workflow_id) ON jobs TO pgbeat_enqueue;
+        GRANT SELECT, INSERT ON pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges
+            TO pgbeat_enqueue;
+        GRANT SELECT ON pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges
+            TO pgbeat_worker, pgbeat_ui_viewer;
+        GRANT DELETE ON pgbeat_workflows TO pgbeat_worker;
     END IF;
 END
 $$;
@@ -347,6 +405,23 @@ CREATE POLICY pgbeat_jobs_periods ON jobs FOR INSERT TO pgbeat_scheduler
     WITH CHECK (pgbeat_job_id_drawn(id) AND pgbeat_readable_time(run_at) AND EXISTS (
         SELECT FROM pgbeat_schedules AS s
         WHERE s.name = pgbeat_period_schedule(jobs.unique_key) AND s.kind = jobs.kind));
+-- Scheduler, deadlines (migration 0018): the one alert job of a late period, of its
+-- schedule's on_late kind, keyed '<period key>:late'.
+DO $$
+BEGIN
+    DROP POLICY IF EXISTS pgbeat_jobs_late_alerts ON jobs;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass('pgbeat_schedules')
+               AND attname = 'on_late' AND NOT attisdropped) THEN
+        CREATE POLICY pgbeat_jobs_late_alerts ON jobs FOR INSERT TO pgbeat_scheduler
+            WITH CHECK (pgbeat_job_id_drawn(id) AND pgbeat_readable_time(run_at)
+                        AND pgbeat_period_schedule(left(unique_key, -5)) IS NOT NULL
+                        AND right(unique_key, 5) = ':late'
+                        AND EXISTS (SELECT FROM pgbeat_schedules AS s
+                                    WHERE s.name = pgbeat_period_schedule(left(jobs.unique_key, -5))
+                                      AND s.on_late = jobs.kind));
+    END IF;
+END
+$$;
 -- The dashboard's "run now" of a schedule: a manual run, whose key names its own job id.
 DROP POLICY IF EXISTS pgbeat_jobs_manual ON jobs;
 CREATE POLICY pgbeat_jobs_manual ON jobs FOR INSERT TO pgbeat_ui_admin
@@ -354,6 +429,14 @@ CREATE POLICY pgbeat_jobs_manual ON jobs FOR INSERT TO pgbeat_ui_admin
                 AND EXISTS (SELECT FROM pgbeat_schedules AS s
                             WHERE s.name = pgbeat_period_schedule(jobs.unique_key)
                               AND s.kind = jobs.kind));
+-- Scheduler (overlap = "cancel_other"): only the live jobs of a schedule's periods (their
+-- key names a schedule of that kind), which end cancelled or stay running asked to stop.
+DROP POLICY IF EXISTS pgbeat_jobs_cancel_other ON jobs;
+CREATE POLICY pgbeat_jobs_cancel_other ON jobs FOR UPDATE TO pgbeat_scheduler
+    USING (status IN ('pending', 'running') AND EXISTS (
+        SELECT FROM pgbeat_schedules AS s
+        WHERE s.name = pgbeat_period_schedule(jobs.unique_key) AND s.kind = jobs.kind))
+    WITH CHECK (status = 'cancelled' OR status = 'running');
 -- Keys: only jobs that have a job_key.
 DROP POLICY IF EXISTS pgbeat_jobs_keys ON jobs;
 CREATE POLICY pgbeat_jobs_keys ON jobs FOR UPDATE TO pgbeat_keys

@@ -7,32 +7,30 @@ fresh database cloned from a migrated template, so tests never see each other's 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
 import shutil
 import tempfile
 import threading
-import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from psycopg import sql
 
+import pgbeat
 from pgbeat.db.migrate import apply_migrations
-
-
-def with_database(url: str, name: str) -> str:
-    """``url`` pointing at database ``name`` instead."""
-    parts = urlsplit(url)
-    if parts.scheme.startswith("postgres"):
-        return urlunsplit(parts._replace(path="/" + name))
-    return psycopg.conninfo.make_conninfo(url, dbname=name)
+from tests.helpers import (
+    create_database,
+    drop_database,
+    running_worker,
+    temporary_database,
+    with_database,
+)
 
 
 @pytest.fixture(scope="session")
@@ -58,35 +56,13 @@ def server_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def template_name(server_url: str) -> Iterator[str]:
     """A migrated database that each test's database is cloned from."""
-    name = f"pgbeat_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        name = create_database(admin, prefix=f"pgbeat_tpl_{os.getpid()}")
     with psycopg.connect(with_database(server_url, name), autocommit=True) as conn:
         apply_migrations(conn)
     yield name
     with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _create_database(admin: psycopg.Connection[Any], template: str | None) -> str:
-    """Create a database (cloned from ``template`` if given) on ``admin``; return its name."""
-    name = f"pgbeat_t_{uuid.uuid4().hex[:12]}"
-    clone = sql.SQL(" TEMPLATE {}").format(sql.Identifier(template)) if template else sql.SQL("")
-    admin.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(name), clone))
-    return name
-
-
-def _drop_database(admin: psycopg.Connection[Any], name: str) -> None:
-    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-def _temporary_database(server_url: str, template: str | None) -> Iterator[str]:
-    """Create a database (cloned from ``template`` if given), yield its URL, drop it."""
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        name = _create_database(admin, template)
-    yield with_database(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        _drop_database(admin, name)
+        drop_database(admin, name)
 
 
 class DatabaseSupply:
@@ -118,9 +94,9 @@ class DatabaseSupply:
                     continue
                 try:
                     if item is None:
-                        self._ready.put(_create_database(admin, self._template))
+                        self._ready.put(create_database(admin, self._template))
                     else:
-                        _drop_database(admin, item)
+                        drop_database(admin, item)
                 except Exception as exc:  # handed to the test that waits for a database
                     if item is None:
                         self._ready.put(exc)
@@ -146,7 +122,7 @@ class DatabaseSupply:
             while not self._ready.empty():
                 item = self._ready.get_nowait()
                 if isinstance(item, str):
-                    _drop_database(admin, item)
+                    drop_database(admin, item)
 
 
 @pytest.fixture(scope="session")
@@ -167,7 +143,22 @@ def database_url(server_url: str, database_supply: DatabaseSupply) -> Iterator[s
 @pytest.fixture
 def empty_database_url(server_url: str) -> Iterator[str]:
     """A URL of a fresh database with no schema at all (for migration tests)."""
-    yield from _temporary_database(server_url, None)
+    with temporary_database(server_url) as url:
+        yield url
+
+
+@pytest.fixture
+def private_tmp() -> Iterator[Path]:
+    """A directory of this test's own under the system's temporary directory, removed after.
+
+    For an embedded server started as root: pgserver opens the data directory's parents to
+    its ``pgserver`` user, but every pytest process that starts (another xdist worker, a
+    nested pytest) closes ``/tmp/pytest-of-root`` to 0700 again, and an initdb under
+    ``tmp_path`` then fails midway ("could not open file .../global/pg_control").
+    """
+    directory = Path(tempfile.mkdtemp(prefix="pgbeat-test-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture
@@ -193,3 +184,16 @@ def _root_log_handlers() -> Iterator[None]:
         if handler not in root.handlers:
             root.addHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture
+def run_worker(database_url: str) -> Iterator[Callable[..., pgbeat.Worker]]:
+    """Start a worker in a thread on the test's database: ``run_worker(registry, **settings)``
+    (``WorkerSettings`` fields; ``url=`` for another database). Every worker started is
+    stopped when the test ends."""
+    with contextlib.ExitStack() as stack:
+
+        def start(registry: pgbeat.Registry, url: str | None = None, **settings: Any) -> Any:
+            return stack.enter_context(running_worker(url or database_url, registry, **settings))
+
+        yield start

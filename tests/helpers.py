@@ -1,4 +1,5 @@
-"""Waiting on conditions with deadlines, and running the real CLI in a subprocess."""
+"""Test helpers: waiting on conditions with deadlines, the real CLI in a subprocess, the
+one way to make a throwaway database, and the one way to run a worker in a thread."""
 
 from __future__ import annotations
 
@@ -8,10 +9,18 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg import sql
+
+import pgbeat
 
 T = TypeVar("T")
 
@@ -141,6 +150,96 @@ def sorts_backlog(plan: str) -> bool:
     of the running rows, or of the backlog's bounded head, are no sort of the backlog)."""
     lines = plan.splitlines()
     return "Seq Scan on jobs" in plan or any(
-        "Sort" in line and any("jobs_claim" in below for below in lines[i + 1 : i + 3])
+        "Sort" in line
+        and any(("jobs_claim" in b or "jobs_ready" in b) for b in lines[i + 1 : i + 3])
         for i, line in enumerate(lines)
     )
+
+
+# -- databases ------------------------------------------------------------------------------
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` instead (URLs and key=value strings alike)."""
+    parts = urlsplit(url)
+    if parts.scheme.startswith("postgres"):
+        return urlunsplit(parts._replace(path="/" + name))
+    return psycopg.conninfo.make_conninfo(url, dbname=name)
+
+
+def create_database(
+    admin: psycopg.Connection[Any], template: str | None = None, prefix: str = "pgbeat_t"
+) -> str:
+    """Create a database (cloned from ``template`` if given) on ``admin``; return its name."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    clone = sql.SQL(" TEMPLATE {}").format(sql.Identifier(template)) if template else sql.SQL("")
+    admin.execute(sql.SQL("CREATE DATABASE {}{}").format(sql.Identifier(name), clone))
+    return name
+
+
+def drop_database(admin: psycopg.Connection[Any], name: str) -> None:
+    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@contextmanager
+def temporary_database(
+    server_url: str, template: str | None = None, prefix: str = "pgbeat_t"
+) -> Iterator[str]:
+    """A new database on ``server_url``'s server (a clone of ``template`` if given): its URL,
+    dropped when the block ends, however it ends."""
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        name = create_database(admin, template, prefix)
+    try:
+        yield with_database(server_url, name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            drop_database(admin, name)
+
+
+# -- a worker in a thread -------------------------------------------------------------------
+
+FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
+
+
+@contextmanager
+def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Iterator[pgbeat.Worker]:
+    """A ``pgbeat.Worker`` running in a thread of this process until the block ends (then
+    stopped, and checked to have stopped). ``settings`` are ``WorkerSettings`` fields;
+    retries back off in milliseconds unless ``backoff`` is given."""
+    settings.setdefault("backoff", FAST_BACKOFF)
+    worker = pgbeat.Worker(url, registry, pgbeat.WorkerSettings(**settings))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the worker did not stop"
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_bench(server_url: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """``python -m <args>`` (a benchmark) from the repository's root against ``server_url``."""
+    env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@contextmanager
+def uncommitted(url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection inside a transaction that is rolled back at the end, never committed
+    (blocks inside it are savepoints): an application's test as ``pgbeat.testing`` sees it."""
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT 1")  # opens the transaction
+        yield conn
+        conn.rollback()

@@ -1,9 +1,9 @@
 """Python's cyclic garbage collector, kept off a bulk of long-lived objects.
 
 Each collection scans the objects made since the last, and every so often all of them.
-Building 100,000 schedules' copy (none of them in a cycle) set off passes that took a
-fifth of a replica's start-up; once built, the copy made a tick pause for milliseconds
-whenever a full pass came round.
+Building a large replica's copy of the schedules (none of them in a cycle) set off passes
+that took a good share of its start-up; once built, the copy made a tick pause whenever a
+full pass came round (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class QueueLimits:
 def parse_rate(text: str, name: str = "rate") -> Rate:
     """``"N/D"`` (e.g. ``"100/10s"``) as a Rate; ``ValueError`` naming ``name`` otherwise."""
     count_text, slash, period_text = text.strip().partition("/")
-    if not slash or not count_text.strip().isdigit():
+    if not slash or not (count_text.strip().isascii() and count_text.strip().isdigit()):
         raise ValueError(f"{name} {text!r}: expected N/DURATION, e.g. 100/10s")
     try:
         period = parse_duration(period_text)
@@ -170,22 +170,38 @@ def rate_text(count: int | None, period: timedelta | None) -> str | None:
 
 
 def unserved_kinds(
-    pending: Sequence[tuple[str, str, int]], workers: Sequence[Mapping[str, Any]]
+    pending: Sequence[tuple[str, str, int]], workers: Sequence[object]
 ) -> list[tuple[str, str, int]]:
     """The (kind, queue, pending count) that no live worker claims.
 
     ``workers`` are the heartbeat details of live workers: ``kinds`` they claim, ``queues``
     they take (None or absent: every queue).
     """
+    readable = [worker_details(details) for details in workers]
     return [
         (kind, queue, count)
         for kind, queue, count in pending
         if not any(
             kind in (details.get("kinds") or ())
             and (not details.get("queues") or queue in details["queues"])
-            for details in workers
+            for details in readable
         )
     ]
+
+
+def worker_details(details: object) -> dict[str, Any]:
+    """A worker's heartbeat details as readers may rely on them: an object, with ``kinds`` a
+    list of text and ``queues`` a list of text or None. The worker role writes them: odd
+    values (a list, ``"kinds": 5``) never break `pgbeat status` or the Processes page."""
+    if not isinstance(details, Mapping):
+        return {}
+    shown = {str(key): value for key, value in details.items()}
+    for key in ("kinds", "queues"):
+        value = shown.get(key)
+        if value is not None:
+            texts = [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+            shown[key] = texts if texts or key == "kinds" else None
+    return shown
 
 
 def _shown(value: object) -> str:

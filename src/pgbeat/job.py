@@ -7,9 +7,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import psycopg
+
+from pgbeat.db.sql import workflows as workflow_sql
 
 ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -68,6 +71,15 @@ class JobContext:
         if self.connection_factory is None:
             raise RuntimeError("this job context has no database connection")
         return self.connection_factory()
+
+    @cached_property
+    def parent_results(self) -> dict[str, Any]:
+        """The stored results of this workflow step's parents, by step name (read once, on
+        first use; ``{}`` for a job of no workflow). A parent that ended without a result
+        (``on_parent_failure="run"`` after a failure) maps to None."""
+        with self.connection() as conn:
+            rows = conn.execute(workflow_sql.WORKFLOW_PARENT_RESULTS, {"id": self.id}).fetchall()
+        return {str(name): result for name, result in rows}
 
     @property
     def is_last_attempt(self) -> bool:

@@ -144,7 +144,10 @@ def _failover(pair: ReplicatedPair, p: Failover, workdir: Path) -> ScenarioResul
         result.figures["tick_ms"] = tick_cost(direct, p.tick_rounds)
     url = pair.url("pgbeat")
     app = Application(url, p.enqueue_rate, p.job_sleep)
-    crew = Crew(url, workdir, FAILOVER_SCHEDULES, p, rng, "--log-format", "json")
+    # DEBUG: the audit reads each enqueued period's own line
+    crew = Crew(
+        url, workdir, FAILOVER_SCHEDULES, p, rng, "--log-format", "json", "--log-level", "DEBUG"
+    )
     schedulers, (schedule,) = crew.schedulers, crew.schedules
     thread = app.start()
     try:

@@ -44,6 +44,7 @@ class KeyRace:
     sleep: float = 0.005
     kill: bool = False
     timeout: float = 120.0
+    fair: bool = False  # the queue fair too: its keys taken in turn
 
 
 @contextmanager
@@ -73,7 +74,7 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
     """Run one race; returns what the audit found (``overlaps`` must be 0)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP.encode())
-        pgbeat.configure_queue(conn, "race", key_concurrency=1)
+        pgbeat.configure_queue(conn, "race", key_concurrency=1, fair=race.fair)
         order = list(range(race.jobs))
         random.Random(race.jobs).shuffle(order)
         pgbeat.enqueue_many(
@@ -113,6 +114,7 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
     return {
         "jobs": race.jobs,
         "keys": race.keys,
+        "fair": race.fair,
         "processes": race.processes,
         "slots": race.slots,
         "killed": killed,
@@ -165,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=50)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--keys", type=int, default=500)
+    parser.add_argument("--fair", action="store_true", help="a fair queue (keys in turn)")
     args = parser.parse_args(argv)
     if not args.database_url:
         parser.error("give --database-url or DATABASE_URL (a server to create databases on)")
@@ -172,7 +175,15 @@ def main(argv: list[str] | None = None) -> int:
 
     failed = 0
     for run in range(args.runs):
-        race = KeyRace(args.processes, args.slots, args.jobs, args.keys, kill=run == 0, timeout=900)
+        race = KeyRace(
+            args.processes,
+            args.slots,
+            args.jobs,
+            args.keys,
+            kill=run == 0,
+            timeout=900,
+            fair=args.fair,
+        )
         with fresh_database(args.database_url) as url:
             result = key_race(url, race)
         failed += result["overlaps"] > 0

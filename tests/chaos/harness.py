@@ -12,22 +12,20 @@ import signal
 import subprocess
 import tempfile
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit
 
 import psycopg
-from psycopg import sql
 
 from pgbeat.db.migrate import apply_migrations
 from pgbeat.scheduling.schedule import Schedule
 from tests.chaos.oracle import expected_fires, expected_key
-from tests.helpers import CliProcess, start_cli, wait_for
+from tests.helpers import CliProcess, start_cli, temporary_database, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.chaos_app:registry"
@@ -78,14 +76,6 @@ def scalar(conn: Conn, query: str, params: Any = None) -> Any:
     return None if row is None else row[0]
 
 
-def with_database(url: str, name: str) -> str:
-    """``url`` pointing at database ``name`` (URLs and key=value strings alike)."""
-    parts = urlsplit(url)
-    if parts.scheme.startswith("postgres"):
-        return urlunsplit(parts._replace(path="/" + name))
-    return psycopg.conninfo.make_conninfo(url, dbname=name)
-
-
 def require_loopback(url: str) -> None:
     """Refuse a database that is not on this machine: the suite injects faults freely."""
     params = psycopg.conninfo.conninfo_to_dict(url)
@@ -104,19 +94,10 @@ def require_loopback(url: str) -> None:
 @contextlib.contextmanager
 def fresh_database(server_url: str) -> Iterator[str]:
     """A new, migrated database on ``server_url``'s server, dropped afterwards."""
-    name = f"pgbeat_chaos_{uuid.uuid4().hex[:10]}"
-    with connect(server_url) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(server_url, name)
-    try:
+    with temporary_database(server_url, prefix="pgbeat_chaos") as url:
         with connect(url) as conn:
             apply_migrations(conn)
         yield url
-    finally:
-        with connect(server_url) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 class PrivateServer:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pgbeat.scheduling.catchup import MAX_CATCH_UP_PERIODS, ON_TIME, due_periods
 from pgbeat.scheduling.file import parse_schedules
 from pgbeat.scheduling.fires import fire_times_between
-from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.timing import Timed
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -18,7 +18,7 @@ def test_catch_up_all_looks_at_no_more_periods_than_it_may_insert() -> None:
     )
     asked: list[int] = []
 
-    def between(s: Schedule, start: datetime, end: datetime) -> list[datetime]:
+    def between(s: Timed, start: datetime, end: datetime) -> list[datetime]:
         assert s.every is not None
         asked.append(int((end - start) / s.every))  # how many periods were asked for
         return fire_times_between(s, max(start, end - 2 * MAX_CATCH_UP_PERIODS * s.every), end)

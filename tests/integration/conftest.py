@@ -12,16 +12,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
-from tests.conftest import with_database
+from tests.helpers import temporary_database
 from tests.integration.ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -38,10 +36,11 @@ DJANGO_PROJECT = Path(__file__).resolve().parents[1] / "django_project"
 def django_database(server_url: str) -> Iterator[str]:
     """The Django project's database, migrated by ``manage.py migrate`` (in this process)."""
     django = pytest.importorskip("django")
-    name = f"pgbeat_django_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(server_url, name)
+    with temporary_database(server_url, prefix="pgbeat_django") as url:
+        yield from _django_project(django, url)
+
+
+def _django_project(django: Any, url: str) -> Iterator[str]:
     os.environ["PGBEAT_DJANGO_DATABASE_URL"] = url
     os.environ["DJANGO_SETTINGS_MODULE"] = "shopsite.settings"
     sys.path.insert(0, str(DJANGO_PROJECT))  # the project's apps sit beside its manage.py
@@ -52,8 +51,6 @@ def django_database(server_url: str) -> Iterator[str]:
     call_command("migrate", verbosity=0)
     yield url
     connections.close_all()
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture

@@ -13,17 +13,15 @@ import argparse
 import os
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 from playwright.sync_api import sync_playwright
-from psycopg import sql
 
 from pgbeat.db.migrate import apply_migrations
-from tests.conftest import with_database
+from tests.helpers import temporary_database
 from tests.integration.ui_support import (
     ADMIN_TOKEN,
     CHROMIUM,
@@ -62,11 +60,7 @@ def take(server_url: str, output: Path) -> list[Path]:
 def seeded_site(server_url: str) -> Iterator[tuple[str, str]]:
     """(the dashboard's address, its database's URL): a throwaway database with the data of
     the dashboard tests, served with the admin and viewer tokens until the block ends."""
-    name = f"pgbeat_shots_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(server_url, name)
-    try:
+    with temporary_database(server_url, prefix="pgbeat_shots") as url:
         with psycopg.connect(url, autocommit=True) as conn:
             apply_migrations(conn)
             conn.execute(PENDING)
@@ -82,9 +76,6 @@ def seeded_site(server_url: str) -> Iterator[tuple[str, str]]:
                 refresh_seconds=0,
             ) as ui:
                 yield ui.url, url
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _shoot(site: str, url: str, output: Path) -> list[Path]:

@@ -3,7 +3,6 @@ readers of a job's row, attempts and executions."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -13,10 +12,9 @@ import pydantic
 import pytest
 
 import pgbeat
+from tests import helpers
 from tests.apps.steer_app import SETUP
 from tests.apps.steer_app import registry as steer_registry
-
-FAST = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
 
 
 class Report(pydantic.BaseModel):
@@ -34,20 +32,15 @@ def tables_fixture(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
 @pytest.fixture(name="worker")
 def worker_fixture(database_url: str, tables: psycopg.Connection[Any]) -> Iterator[pgbeat.Worker]:
     """An in-process worker of the steer app's registry, stopped after the test."""
-    yield from running_worker(database_url, steer_registry)
+    with running_worker(database_url, steer_registry) as worker:
+        yield worker
 
 
-def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Iterator[pgbeat.Worker]:
-    settings.setdefault("backoff", FAST)
+def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Any:
+    """A worker in a thread (tests.helpers.running_worker), polling every 200 ms, no beats."""
     settings.setdefault("poll_interval", timedelta(milliseconds=200))
     settings.setdefault("heartbeat", False)
-    worker = pgbeat.Worker(url, registry, pgbeat.WorkerSettings(**settings))
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    yield worker
-    worker.stop()
-    thread.join(timeout=30)
-    assert not thread.is_alive(), "the worker did not stop"
+    return helpers.running_worker(url, registry, **settings)
 
 
 def job_row(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:

@@ -3,28 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_bench(server_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m <args>`` from the repository's root against ``server_url``."""
-    env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+from tests.helpers import run_bench
 
 
 @pytest.mark.slow

@@ -26,13 +26,15 @@ CLAIMS: dict[str, LiteralString] = {
     "JOBS_CLAIM_LIMITED": claim_sql.JOBS_CLAIM_LIMITED,
     "JOBS_CLAIM_LIMITED_HEAD": claim_sql.JOBS_CLAIM_LIMITED_HEAD,
     "JOBS_CLAIM_LIMITED_KEYS": claim_sql.JOBS_CLAIM_LIMITED_KEYS,
+    "JOBS_CLAIM_FAIR": claim_sql.JOBS_CLAIM_FAIR,
+    "JOBS_CLAIM_SKIPPING": claim_sql.JOBS_CLAIM_SKIPPING,
     "JOBS_CLAIM_NEXT_DUE": testing_sql.JOBS_CLAIM_NEXT_DUE,
 }
 # Every parameter any of them takes: the default queue, without limits for the fast claims
 # and with room for the limited ones (set by the test), no rate and no starts recorded.
 PARAMS: dict[str, Any] = {
     "limit": 10, "lease": LEASE, "kinds": None, "queues": None, "held": [],
-    "queue": "default", "now": None, "scan": 256, "after": None,
+    "queue": "default", "now": None, "scan": 256, "keys": 256, "after": None,
 }  # fmt: skip
 
 
@@ -62,6 +64,8 @@ def test_each_claim_statement_sets_started_at_with_its_lease(
         pgbeat.configure_queue(conn, "default", concurrency=5)
     elif name.startswith("JOBS_CLAIM_LIMITED"):
         pgbeat.configure_queue(conn, "default", key_concurrency=5)
+    elif name == "JOBS_CLAIM_FAIR":
+        pgbeat.configure_queue(conn, "default", fair=True)
     before = _clock(conn)
     claimed = conn.execute(CLAIMS[name], PARAMS).fetchall()
     after = _clock(conn)

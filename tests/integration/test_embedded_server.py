@@ -23,9 +23,9 @@ def _mode(path: Path) -> int:
 
 
 @pytest.mark.slow
-def test_data_and_socket_directories_are_private(tmp_path: Path) -> None:
+def test_data_and_socket_directories_are_private(private_tmp: Path) -> None:
     # A path longer than a Unix socket allows (~107 bytes) sends the socket elsewhere.
-    data = tmp_path / ("d" * 100)
+    data = private_tmp / ("d" * 100)
     try:
         url = embedded.embedded_url(data)
         with psycopg.connect(url) as conn:  # the server works once closed up

@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import run_bench
 
 
 @pytest.mark.slow
 def test_flow_bench_measures_each_row(server_url: str, tmp_path: Path) -> None:
     output = tmp_path / "flow.json"
-    env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "bench.flow_bench", "--only", "keys,priority,plan"]
+    command = ["bench.flow_bench", "--only", "keys,priority,plan"]
     command += ["--jobs", "300", "--repeat", "1", "--backlog", "2000", "--plan-rows", "5000"]
-    done = subprocess.run(
-        [*command, "--output", str(output)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_bench(server_url, *command, "--output", str(output), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(output.read_text())
     assert report["key_concurrency_drain"]["key_concurrency_1_jobs_per_s"] > 0

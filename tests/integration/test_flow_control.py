@@ -12,8 +12,8 @@ from psycopg.pq import TransactionStatus
 
 import pgbeat
 from pgbeat.worker import operations
+from tests.helpers import running_worker as running
 from tests.helpers import wait_for
-from tests.integration.test_worker import running
 
 LEASE = timedelta(minutes=5)
 

@@ -30,6 +30,16 @@ def test_key_concurrency_holds_when_a_worker_is_killed(database_url: str) -> Non
 
 
 @pytest.mark.slow
+def test_a_fair_queue_with_key_concurrency_1_never_overlaps_a_key_under_kill(
+    database_url: str,
+) -> None:
+    race = KeyRace(processes=2, slots=8, jobs=200, keys=20, sleep=0.02, kill=True, fair=True)
+    result = key_race(database_url, race)
+    assert result["overlaps"] == 0, result
+    assert result["killed"] == 1 and result["most_running"] > 1, result
+
+
+@pytest.mark.slow
 def test_queue_concurrency_across_processes(database_url: str) -> None:
     assert queue_race(database_url, concurrency=3, jobs=40, processes=2, slots=10) <= 3
 

@@ -19,8 +19,7 @@ import pgbeat
 from pgbeat.job import Job
 from pgbeat.jobs import actions
 from pgbeat.worker import operations
-from tests.helpers import run_cli, wait_for
-from tests.integration.test_worker import RunningWorker
+from tests.helpers import run_cli, running_worker, wait_for
 
 LEASE = timedelta(minutes=5)
 HOUR = timedelta(hours=1)
@@ -243,9 +242,8 @@ def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
             job.cancelled.wait(10)  # outlives the timeout
 
     first = remind(conn, {"v": 1})
-    settings = pgbeat.WorkerSettings(timeout=timedelta(milliseconds=500), lease=LEASE)
-    worker = pgbeat.Worker(database_url, registry, settings)
-    with RunningWorker(worker):
+    settings = {"timeout": timedelta(milliseconds=500), "lease": LEASE}
+    with running_worker(database_url, registry, **settings):
         wait_until(lambda: row(conn, first)["status"] == "running")
         newer = remind(conn, {"v": 2}, on_conflict="replace")
         wait_until(lambda: row(conn, newer)["status"] == "done")
@@ -266,8 +264,7 @@ def test_a_superseded_job_released_at_shutdown_is_not_run_again(
         job.cancelled.wait(10)  # still running when the worker stops
 
     first = remind(conn, {"v": 1})
-    settings = pgbeat.WorkerSettings(grace=timedelta(milliseconds=200), lease=LEASE)
-    with RunningWorker(pgbeat.Worker(database_url, registry, settings)):
+    with running_worker(database_url, registry, grace=timedelta(milliseconds=200), lease=LEASE):
         wait_until(lambda: row(conn, first)["status"] == "running")
         newer = remind(conn, {"v": 2}, delay=HOUR, on_conflict="replace")
     released = row(conn, first)

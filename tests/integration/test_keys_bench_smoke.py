@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import run_bench
 
 
 @pytest.mark.slow
@@ -18,15 +15,7 @@ def test_keys_bench_runs_with_tiny_amounts(server_url: str, tmp_path: Path) -> N
     output = tmp_path / "keys.json"
     tiny = ["--calls", "20", "--chunk", "10", "--bulk-jobs", "100", "--batch", "50"]
     tiny += ["--drain-jobs", "100", "--rounds", "1", "--output", str(output)]
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.keys_bench", *tiny],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DATABASE_URL": server_url},
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    done = run_bench(server_url, "bench.keys_bench", *tiny)
     assert done.returncode == 0, done.stderr[-2000:]
     run = json.loads(output.read_text())
     assert len(run["single_calls"]) == 6

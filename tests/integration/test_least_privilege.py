@@ -100,6 +100,22 @@ def _tick(conn: psycopg.Connection[Any]) -> object:
     return scheduler.tick(conn, NOW)
 
 
+def _late_alert(conn: psycopg.Connection[Any]) -> object:
+    """A tick that judges a period late and enqueues its alert job (on_late)."""
+    schedule = Schedule(
+        name="watched",
+        kind="noop",
+        every=timedelta(minutes=1),
+        deadline=timedelta(seconds=30),
+        on_late="alert",
+    )
+    scheduler = Scheduler(conn.info.dsn, [schedule], heartbeat=False)
+    scheduler.tick(conn, NOW)
+    late = scheduler.tick(conn, NOW + timedelta(minutes=1)).late
+    assert late, "no period was judged late"
+    return late
+
+
 ACTIONS: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
     "enqueue": lambda c: pgbeat.enqueue(c, "noop", {}, unique_key=uuid.uuid4().hex),
     "enqueue_many": lambda c: pgbeat.enqueue_many(c, [pgbeat.NewJob("noop"), pgbeat.NewJob("x")]),
@@ -119,6 +135,7 @@ ACTIONS: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
     "worker heartbeat": _beat("worker"),
     "scheduler heartbeat": _beat("scheduler"),
     "insert periods (scheduler tick)": _tick,
+    "judge deadlines, enqueue an alert": _late_alert,
     "upsert a schedule": lambda c: pgbeat.upsert_schedule(c, "api", every="1h", kind="noop"),
     "retry a failed job": lambda c: actions.retry_job(c, _job(c, "failed").id),
     "cancel a pending job": lambda c: actions.cancel_job(c, _job(c, "pending").id, "test"),
@@ -140,7 +157,10 @@ ALLOWED = {
         "worker heartbeat", "cancel a pending job",
         "purge (delete jobs)",  # retention's delete: finished jobs past keep_until only
     },
-    "scheduler": {"scheduler heartbeat", "insert periods (scheduler tick)", "upsert a schedule"},
+    "scheduler": {
+        "scheduler heartbeat", "insert periods (scheduler tick)", "upsert a schedule",
+        "judge deadlines, enqueue an alert",
+    },
     "ui_viewer": {"read payloads"},
     # reap ends without an error but changes nothing (its lease check finds no expired
     # lease to take); complete and fail are refused: the dashboard's role may ask a running

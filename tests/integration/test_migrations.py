@@ -37,6 +37,8 @@ EXPECTED_COLUMNS = {
     "cancel_requested_at": ("timestamp with time zone", "YES", None),
     "started_at": ("timestamp with time zone", "YES", None),
     "tags": ("ARRAY", "YES", None),
+    "snoozes": ("integer", "NO", "0"),
+    "workflow_id": ("bigint", "YES", None),
 }
 
 

@@ -29,10 +29,9 @@ from pgbeat.ui.store import Store
 from pgbeat.worker import operations
 from tests.apps.chaos_app import SETUP
 from tests.chaos.harness import Fleet, audit_effects, audit_periods, inconsistent_rows, poll_until
-from tests.helpers import run_cli, statuses, wait_for
+from tests.helpers import run_cli, running_worker, statuses, wait_for
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
-FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
 POOLED = "transaction"  # PGBEAT_POOLER for the CLI behind pgbouncer
 
 
@@ -59,21 +58,10 @@ def pooled_connection(url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True, prepare_threshold=None)
 
 
-class RunningWorker:
-    def __init__(self, url: str, registry: pgbeat.Registry, **settings: Any) -> None:
-        settings.setdefault("backoff", FAST_BACKOFF)
-        settings.setdefault("poll_interval", timedelta(milliseconds=100))
-        self.worker = pgbeat.Worker(url, registry, pgbeat.WorkerSettings(**settings))
-        self.thread = threading.Thread(target=self.worker.run, daemon=True)
-
-    def __enter__(self) -> pgbeat.Worker:
-        self.thread.start()
-        return self.worker
-
-    def __exit__(self, *exc: object) -> None:
-        self.worker.stop()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive(), "the worker did not stop"
+def pooled_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Any:
+    """A worker in a thread, polling every 100 ms (tests.helpers.running_worker)."""
+    settings.setdefault("poll_interval", timedelta(milliseconds=100))
+    return running_worker(url, registry, **settings)
 
 
 # -- the queue's core ----------------------------------------------------------------------------
@@ -132,7 +120,7 @@ def test_claim_complete_and_retry_through_pgbouncer(pooled_url: str) -> None:
     with pooled_connection(pooled_url) as conn:
         pgbeat.enqueue_many(conn, [pgbeat.NewJob("ok", {"n": n}) for n in range(300)])
         pgbeat.enqueue_many(conn, [pgbeat.NewJob("flaky", {"n": n}) for n in range(20)])
-        with RunningWorker(pooled_url, registry, concurrency=8) as worker:
+        with pooled_worker(pooled_url, registry, concurrency=8) as worker:
             assert worker._listener is None  # LISTEN cannot work through the pooler
             wait_for(lambda: statuses(conn) == {"done": 320}, timeout=30, message="all done")
         attempts = conn.execute("SELECT attempts FROM jobs WHERE kind = 'flaky'").fetchall()
@@ -165,8 +153,8 @@ def test_queue_limits_and_pause_through_pgbouncer(pooled_url: str) -> None:
         pgbeat.enqueue_many(conn, jobs)
         pgbeat.enqueue_many(conn, [pgbeat.NewJob("k", {"key": "held"}, queue="held")] * 5)
         with (
-            RunningWorker(pooled_url, registry, concurrency=8),
-            RunningWorker(pooled_url, registry, concurrency=8),
+            pooled_worker(pooled_url, registry, concurrency=8),
+            pooled_worker(pooled_url, registry, concurrency=8),
         ):
             wait_for(
                 lambda: statuses(conn) == {"done": 80, "pending": 5}, timeout=60, message="drained"
@@ -193,7 +181,7 @@ def test_listen_url_wakes_a_pooled_worker(
     monkeypatch.setenv("PGBEAT_LISTEN_URL", database_url)
     registry = pgbeat.Registry()
     registry.register("k", lambda payload: None)
-    running = RunningWorker(pooled_url, registry, poll_interval=timedelta(seconds=30))
+    running = pooled_worker(pooled_url, registry, poll_interval=timedelta(seconds=30))
     with pooled_connection(pooled_url) as conn, running as worker:
         assert worker._listener is not None
         assert poll_until(worker._listener.connected.is_set, 10)
@@ -211,7 +199,7 @@ def test_reaper_through_pgbouncer(pooled_url: str) -> None:
     with pooled_connection(pooled_url) as conn:
         pgbeat.enqueue(conn, "k")
         (lost,) = operations.claim_jobs(conn, 1, timedelta(milliseconds=200), None)
-        with RunningWorker(pooled_url, registry, lease=timedelta(seconds=2)):
+        with pooled_worker(pooled_url, registry, lease=timedelta(seconds=2)):
             wait_for(lambda: statuses(conn) == {"done": 1}, timeout=20, message="reaped, done")
         operations.complete_jobs(conn, [lost])  # the first run's outcome, arriving late
         row = conn.execute("SELECT attempts, status FROM jobs").fetchone()

@@ -38,6 +38,7 @@ def test_set_list_pause_resume(database_url: str, conn: psycopg.Connection[Any])
         "key_concurrency": None,
         "rate": "100/10s",
         "key_rate": "10/1s",
+        "fair": False,
         "pending": 1,
         "running": 0,
     }
@@ -139,17 +140,22 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     by_queue = _plan(conn, claim_sql.JOBS_CLAIM_BY_QUEUE, PARAMS)
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1)
-    limited_params = {**PARAMS, "queue": "api", "scan": 256, "after": None}
+    limited_params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
     limited = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue" in limited and "Sort" not in limited, limited
     head = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)
     assert "jobs_claim_queue" in head and not sorts_backlog(head), head
     keyed = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, limited_params)
     assert "jobs_claim_key" in keyed and not sorts_backlog(keyed), keyed
+    pgbeat.configure_queue(conn, "api", fair=True)
+    fair = _plan(conn, claim_sql.JOBS_CLAIM_FAIR, {**limited_params, "keys": 256})
+    assert "jobs_claim_key" in fair and "jobs_claim_unkeyed" in fair, fair
+    assert not sorts_backlog(fair), fair
 
 
 @pytest.mark.parametrize(
-    "name", ["JOBS_CLAIM_LIMITED", "JOBS_CLAIM_LIMITED_HEAD", "JOBS_CLAIM_LIMITED_KEYS"]
+    "name",
+    ["JOBS_CLAIM_LIMITED", "JOBS_CLAIM_LIMITED_HEAD", "JOBS_CLAIM_LIMITED_KEYS", "JOBS_CLAIM_FAIR"],
 )
 def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_scale(
     conn: psycopg.Connection[Any], name: str
@@ -164,8 +170,14 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
     conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
     conn.execute("ANALYZE jobs")  # empty
     keyed = name != "JOBS_CLAIM_LIMITED"
-    pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1 if keyed else None)
-    params = {**PARAMS, "queue": "api", "scan": 256, "after": None}
+    pgbeat.configure_queue(
+        conn,
+        "api",
+        concurrency=10,
+        key_concurrency=1 if keyed else None,
+        fair=name.endswith("FAIR"),
+    )
+    params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
     with conn.transaction():
         conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
         conn.execute(statement, params, prepare=True).fetchall()  # the plan is made now
@@ -193,7 +205,8 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         plan = "\n".join(row[0] for row in explain.fetchall())
         raise psycopg.Rollback()
     assert "Seq Scan on jobs" not in plan and not sorts_backlog(plan), plan
-    assert ("jobs_claim_key" if name.endswith("KEYS") else "jobs_claim_queue") in plan, plan
+    index = "jobs_claim_key" if name.endswith(("KEYS", "FAIR")) else "jobs_claim_queue"
+    assert index in plan, plan
 
 
 def test_the_dashboard_names_the_same_kinds(

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 import pgbeat
 from pgbeat.testing import assert_enqueued, drain, refute_enqueued
-from tests.conftest import _temporary_database
+from tests.helpers import temporary_database, uncommitted
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -28,7 +28,7 @@ class Welcome(BaseModel):
 
 @pytest.fixture(scope="module")
 def url(server_url: str, template_name: str) -> Iterator[str]:
-    for database in _temporary_database(server_url, template_name):
+    with temporary_database(server_url, template_name) as database:
         with psycopg.connect(database, autocommit=True) as conn:
             conn.execute("CREATE TABLE users (id bigserial PRIMARY KEY, email text NOT NULL)")
             conn.execute("CREATE TABLE emails_sent (user_id bigint PRIMARY KEY)")
@@ -37,10 +37,8 @@ def url(server_url: str, template_name: str) -> Iterator[str]:
 
 @pytest.fixture
 def conn(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(url) as connection:
-        connection.execute("SELECT 1")  # open the test's transaction: blocks inside are savepoints
+    with uncommitted(url) as connection:
         yield connection
-        connection.rollback()
 
 
 def sign_up(conn: psycopg.Connection[Any], email: str) -> int:

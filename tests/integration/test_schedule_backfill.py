@@ -97,7 +97,7 @@ def test_bad_ranges_are_refused_before_anything_is_written(
     with pytest.raises(ValueError, match="timezone-aware"):
         state.backfill(conn, "beat", datetime(2026, 1, 1), now)  # noqa: DTZ001
     with pytest.raises(TypeError, match="start"):
-        state.backfill(conn, "beat", "yesterday", now)  # type: ignore[arg-type]
+        state.backfill(conn, "beat", "yesterday", now)  # type: ignore[call-overload]
     with pytest.raises(pgbeat.errors.ScheduleNotFound):
         state.backfill(conn, "nope", now - HOUR, now)
     assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)

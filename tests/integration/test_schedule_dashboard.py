@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 import pgbeat
+from pgbeat.scheduling.scheduler import Scheduler
 from tests.integration.ui_support import Dashboard, dashboard
 
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
@@ -80,3 +81,25 @@ def test_a_schedule_past_its_end_reads_ended_on_its_page_and_the_list(
         assert listing.status_code == 200
         (row,) = [r for r in listing.text.split("<tr") if "/schedules/finished" in r]
         assert "h-ended" in row and "missing" not in row.lower(), row
+
+
+def test_late_periods_are_marked_on_the_schedule_page_and_the_overview(
+    open_local: Dashboard, ui_database: str
+) -> None:
+    with psycopg.connect(ui_database, autocommit=True) as conn:
+        pgbeat.upsert_schedule(conn, "watched", every="1m", deadline="30s", on_late="alert")
+        row = conn.execute("SELECT now()").fetchone()
+        assert row is not None
+        scheduler = Scheduler(ui_database, None, heartbeat=False)
+        scheduler.tick(conn, row[0] + timedelta(seconds=61))
+        late = scheduler.tick(conn, row[0] + timedelta(minutes=3)).late
+    assert late
+    with httpx.Client(base_url=open_local.url, timeout=10) as client:
+        page = client.get("/schedules/watched")
+        assert page.status_code == 200, page.text
+        assert '<span class="status h-late">late</span>' in page.text  # the page's health
+        assert "deadline-late" in page.text and "p-late" in page.text
+        assert "alert job of kind <code>alert</code>" in page.text
+        overview = client.get("/")
+        assert overview.status_code == 200
+        assert re.search(r'class="status h-late"[^>]*>\d+ late', overview.text), overview.text

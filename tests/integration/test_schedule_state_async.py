@@ -88,17 +88,18 @@ def test_each_async_twin_does_what_its_sync_call_does(database_url: str, conn: C
     assert _job_statuses(conn, "async_side") == [(False, "pending")] * 3 + [(True, "pending")]
 
 
-def test_a_sync_call_given_an_async_connection_names_its_twin_and_writes_nothing(
+def test_a_plain_call_given_an_async_connection_returns_its_twins_coroutine(
     database_url: str, conn: Conn
 ) -> None:
+    """One way across the public API (db/runner.py): the plain call awaited is the twin."""
     pgbeat.upsert_schedule(conn, "beat", every="1h", kind="beat", catch_up="none")
 
     async def scenario() -> None:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
-            with pytest.raises(TypeError, match="use pause_schedule_async"):
-                state.pause_schedule(aconn, "beat")
-            with pytest.raises(TypeError, match="use run_schedule_now_async"):
-                state.run_schedule_now(aconn, "beat")
+            assert await state.pause_schedule(aconn, "beat") is True
+            assert await state.resume_schedule(aconn, "beat") is True
+            with pytest.raises(TypeError, match="needs an async connection"):
+                await state.pause_schedule_async(conn, "beat")
 
     asyncio.run(scenario())
     found = state.get_schedule(conn, "beat")

@@ -137,10 +137,19 @@ def test_a_replica_finds_some_periods_present_and_inserts_the_others(
         for r in caplog.records
         if r.name == "pgbeat.scheduler" and hasattr(r, "unique_key")  # the period lines
     ]
-    assert sorted(line for line in lines if line[0] == "INFO") == [
-        ("INFO", f"enqueued {key}", key) for key in removed
+    # A line per period at DEBUG; at INFO one summary line for the tick.
+    assert sorted(line for line in lines if line[1].startswith("enqueued ")) == [
+        ("DEBUG", f"enqueued {key}", key) for key in removed
     ]
-    assert len([line for line in lines if line[0] == "DEBUG"]) == len(second.existing)
+    assert len([line for line in lines if line[1].startswith("already")]) == len(second.existing)
+    summaries = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "pgbeat.scheduler"
+        and r.levelno == logging.INFO
+        and r.getMessage().startswith("tick: ")
+    ]
+    assert len(summaries) == 1 and summaries[0].startswith(f"tick: {len(removed)} enqueued")
 
 
 def test_a_period_being_inserted_by_another_replica_is_not_inserted_twice(

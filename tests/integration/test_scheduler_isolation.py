@@ -97,11 +97,7 @@ def test_pgbeat_run_exits_non_zero_when_its_scheduler_dies(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     conn.execute("DROP TABLE pgbeat_schedule_history")  # the scheduler's first tick fails
-    run = start_cli(["run", "--grace", "1s"], database_url, cwd=ROOT)
-    try:
-        code = run.wait(timeout=60)
-    finally:
-        output = run.stop(signal.SIGKILL)
+    code, output = _run_until_it_exits(database_url)
     assert code == 1, output
     assert "the scheduler stopped on an unexpected error" in output
     assert output.rstrip().splitlines()[-1].startswith("pgbeat: error: the scheduler stopped:")
@@ -118,10 +114,16 @@ def test_pgbeat_run_exits_non_zero_when_its_worker_dies(
         CREATE TRIGGER refuse_claims BEFORE UPDATE ON jobs
             FOR EACH ROW EXECUTE FUNCTION refuse_claims();
     """)
+    code, output = _run_until_it_exits(database_url)
+    assert code == 1, output
+    assert "claims refused" in output.rstrip().splitlines()[-1]
+
+
+def _run_until_it_exits(database_url: str) -> tuple[int, str]:
+    """``pgbeat run``'s exit status and output, once it exits by itself (60 s at most)."""
     run = start_cli(["run", "--grace", "1s"], database_url, cwd=ROOT)
     try:
         code = run.wait(timeout=60)
     finally:
         output = run.stop(signal.SIGKILL)
-    assert code == 1, output
-    assert "claims refused" in output.rstrip().splitlines()[-1]
+    return code, output

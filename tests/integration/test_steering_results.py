@@ -50,7 +50,7 @@ def test_a_pydantic_result_is_stored_as_json(
 
     job_id = pgbeat.enqueue(conn, "report")
     assert job_id is not None
-    for _ in running_worker(database_url, registry):
+    with running_worker(database_url, registry):
         assert pgbeat.wait(conn, job_id, timeout=10).result == {"rows": 3, "name": "daily"}
 
 
@@ -81,7 +81,7 @@ def test_a_result_that_is_not_json_fails_the_job(
 
     job_id = pgbeat.enqueue(conn, "odd")
     assert job_id is not None
-    for _ in running_worker(database_url, registry):
+    with running_worker(database_url, registry):
         finished = pgbeat.wait(conn, job_id, timeout=10)
     assert finished.status == "failed"
     assert finished.last_error is not None and "cannot be stored as JSON" in finished.last_error

@@ -18,7 +18,7 @@ import pytest
 import pgbeat
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.testing import EnqueuedJob, assert_enqueued, drain, refute_enqueued
-from tests.conftest import _temporary_database
+from tests.helpers import temporary_database, uncommitted
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)  # an injected clock, after every created_at
 
@@ -29,16 +29,15 @@ class Signup(pydantic.BaseModel):
 
 @pytest.fixture(scope="module")
 def module_database(server_url: str, template_name: str) -> Iterator[str]:
-    yield from _temporary_database(server_url, template_name)
+    with temporary_database(server_url, template_name) as url:
+        yield url
 
 
 @pytest.fixture
 def tx(module_database: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection inside a transaction that the test never commits."""
-    with psycopg.connect(module_database) as conn:
-        conn.execute("SELECT 1")  # open the test's transaction: blocks inside are savepoints
+    with uncommitted(module_database) as conn:
         yield conn
-        conn.rollback()
 
 
 def test_assert_enqueued_sees_the_uncommitted_job_and_matches_a_payload_subset(

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import socket
-import threading
-from datetime import timedelta
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -13,12 +12,10 @@ import pytest
 import pgbeat
 from tests.helpers import wait_for
 
-FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=20))
-
 
 @pytest.mark.slow
 def test_each_unsuccessful_attempt_is_recorded_with_its_error_and_worker(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], run_worker: Callable[..., pgbeat.Worker]
 ) -> None:
     registry = pgbeat.Registry()
     calls: list[int] = []
@@ -35,23 +32,15 @@ def test_each_unsuccessful_attempt_is_recorded_with_its_error_and_worker(
 
     flaky_id = pgbeat.enqueue(conn, "flaky", {})
     doomed_id = pgbeat.enqueue(conn, "doomed", {})
-    worker = pgbeat.Worker(database_url, registry, pgbeat.WorkerSettings(backoff=FAST_BACKOFF))
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
-        wait_for(
-            lambda: (
-                conn.execute(
-                    "SELECT count(*) FROM jobs WHERE status IN ('done', 'failed')"
-                ).fetchone()
-                == (2,)
-            ),
-            timeout=20,
-            message="both jobs finished",
-        )
-    finally:
-        worker.stop()
-        thread.join(30)
+    run_worker(registry)
+    wait_for(
+        lambda: (
+            conn.execute("SELECT count(*) FROM jobs WHERE status IN ('done', 'failed')").fetchone()
+            == (2,)
+        ),
+        timeout=20,
+        message="both jobs finished",
+    )
     rows = conn.execute(
         "SELECT job_id, attempt, outcome, error, worker, duration_s FROM pgbeat_job_attempts"
         " ORDER BY job_id, attempt"

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+import pgbeat
 from tests.integration.ui_support import (
     ADMIN_TOKEN,
     AXE,
@@ -65,6 +66,9 @@ def pages(url: str, role: str) -> list[tuple[str, str]]:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT max(id) FROM jobs WHERE status = 'failed'").fetchone()
         conn.execute("UPDATE pgbeat_processes SET heartbeat_at = now()")  # live, not stale
+        flow = pgbeat.Workflow("nightly reports")
+        flow.add("send_email", after=[flow.add("nightly_report")])
+        workflow = pgbeat.enqueue_workflow(conn, flow, key="pages-browser")
     failed = row[0] if row else 1
     found = [
         ("overview", "/"),
@@ -77,6 +81,7 @@ def pages(url: str, role: str) -> list[tuple[str, str]]:
         ("performance", "/performance?window=24h"),
         ("performance-kind", "/performance/send_email?window=24h"),
         ("processes", "/processes"),
+        ("workflow", f"/workflows/{workflow.id}"),
         ("not-found", "/jobs/999999999"),
     ]
     if role == "admin":

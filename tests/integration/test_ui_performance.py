@@ -19,8 +19,7 @@ from psycopg.types.json import Jsonb
 
 import pgbeat
 from pgbeat.ui.timefmt import duration_text
-from tests.helpers import start_cli, wait_for
-from tests.integration.test_worker import RunningWorker
+from tests.helpers import running_worker, start_cli, wait_for
 from tests.integration.ui_support import Dashboard, dashboard, fresh_database, sync_schedules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,7 +192,6 @@ def test_a_real_workers_run_shows_its_duration_and_its_wait(
     def timed(payload: Any, job: pgbeat.JobContext) -> None:
         time.sleep(0.25)  # the work whose duration the view shows
 
-    settings = pgbeat.WorkerSettings(heartbeat=False)
     with fresh_database(server_url, template_name) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             job_id = pgbeat.enqueue(conn, "timed", {}, run_at=datetime.now(UTC) - timedelta(1))
@@ -202,7 +200,7 @@ def test_a_real_workers_run_shows_its_duration_and_its_wait(
                 found = conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,))
                 return found.fetchone() == ("done",)
 
-            with RunningWorker(pgbeat.Worker(url, registry, settings)):
+            with running_worker(url, registry, heartbeat=False):
                 wait_for(done, timeout=15, message="the job done")
             row = conn.execute(
                 "SELECT extract(epoch FROM finished_at - started_at)::float8,"

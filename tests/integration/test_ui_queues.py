@@ -108,3 +108,19 @@ def test_a_bad_priority_filter_is_reported(ui: Dashboard) -> None:
     with httpx.Client(timeout=10, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
         response = client.get(f"{ui.url}/jobs", params={"priority": "99999"})
     assert "priority: a whole number" in response.text
+
+
+def test_the_queues_page_is_paginated_and_filtered_by_name(ui: Dashboard, seeded: str) -> None:
+    with psycopg.connect(seeded, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO pgbeat_queues (name, concurrency)"
+            " SELECT 'tenant' || lpad(i::text, 3, '0'), 5 FROM generate_series(0, 149) i"
+            " ON CONFLICT DO NOTHING"
+        )
+    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
+        first = client.get(f"{ui.url}/queues").text
+        assert "Next queues" in first and ">tenant097<" in first and ">tenant098<" not in first
+        after = client.get(f"{ui.url}/queues", params={"after": "tenant097"}).text
+        assert ">tenant098<" in after and ">tenant149<" in after and "Next queues" not in after
+        named = client.get(f"{ui.url}/queues", params={"name": "ANT14"}).text
+        assert ">tenant140<" in named and ">tenant149<" in named and ">api<" not in named

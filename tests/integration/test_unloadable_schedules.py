@@ -113,7 +113,7 @@ def test_a_definition_edited_without_its_hash_runs_alike_on_every_replica(
         member = replica.catalog.member("edited")
         assert member is not None
         group = replica.catalog._group_of["edited"]
-        assert group.policy[1] == timedelta(seconds=7), group.policy
+        assert group.policy.every == timedelta(seconds=7), group.policy
     assert any("definition_hash did not" in r.getMessage() for r in caplog.records)
     # Both replicas tick for two minutes of the database clock: only the 7 s grid is enqueued.
     start = now + timedelta(seconds=1)

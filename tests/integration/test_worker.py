@@ -16,6 +16,7 @@ import pytest
 
 import pgbeat
 from pgbeat.worker import operations
+from tests.helpers import running_worker as running
 from tests.helpers import statuses, wait_for
 
 
@@ -25,29 +26,6 @@ class Welcome(pydantic.BaseModel):
 
 class Model(pydantic.BaseModel):
     user_id: int
-
-
-FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
-
-
-class RunningWorker:
-    def __init__(self, worker: pgbeat.Worker) -> None:
-        self.worker = worker
-        self.thread = threading.Thread(target=worker.run, daemon=True)
-
-    def __enter__(self) -> pgbeat.Worker:
-        self.thread.start()
-        return self.worker
-
-    def __exit__(self, *exc: object) -> None:
-        self.worker.stop()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive(), "the worker did not stop"
-
-
-def running(database_url: str, registry: pgbeat.Registry, **settings: Any) -> RunningWorker:
-    settings.setdefault("backoff", FAST_BACKOFF)
-    return RunningWorker(pgbeat.Worker(database_url, registry, pgbeat.WorkerSettings(**settings)))
 
 
 def job_row(conn: psycopg.Connection[Any], job_id: int | None) -> tuple[Any, ...]:

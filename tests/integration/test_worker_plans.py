@@ -13,7 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
+import pgbeat
 from pgbeat.db.pooler import session_options
+from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import meta as meta_sql
 from pgbeat.db.sql.jobs import outcomes as outcome_sql
@@ -29,6 +31,7 @@ LEASE = timedelta(minutes=5)
 KEPT = {
     "JOBS_CLAIM": (claim_sql, "jobs_claim_order"),
     "JOBS_CLAIM_BY_QUEUE": (claim_sql, "jobs_claim_queue"),
+    "JOBS_CLAIM_SKIPPING": (claim_sql, "jobs_claim_order"),
     "JOBS_SECONDS_TO_NEXT": (claim_sql, "Index Scan using jobs_"),
     "JOBS_COMPLETE": (outcome_sql, "jobs_pkey"),
     "JOBS_RETRY": (outcome_sql, "jobs_pkey"),
@@ -36,6 +39,7 @@ KEPT = {
     "JOBS_FAIL": (outcome_sql, "jobs_pkey"),
     "JOBS_REAP": (outcome_sql, "jobs_running"),
     "JOBS_META": (meta_sql, "jobs_pkey"),
+    "QUEUES_HELD": (queue_sql, "jobs_claim_queue"),  # its bounded probe of each held queue
 }
 # What they run but never keep: a plan made on an empty table reads the wrong index.
 NEVER_KEPT = {
@@ -51,6 +55,7 @@ ELSEWHERE = {
     "JOBS_CLAIM_LIMITED",
     "JOBS_CLAIM_LIMITED_HEAD",
     "JOBS_CLAIM_LIMITED_KEYS",
+    "JOBS_CLAIM_FAIR",
     "JOBS_STATE",
     "JOBS_LISTEN",
     "JOBS_LISTEN_CANCEL",
@@ -66,14 +71,16 @@ def _shape(statement: str) -> str:
 
 def _statements(module: ModuleType) -> set[str]:
     return {
-        name for name, value in vars(module).items() if name.isupper() and isinstance(value, str)
+        name
+        for name, value in vars(module).items()
+        if name.isupper() and not name.startswith("_") and isinstance(value, str)
     }
 
 
 def test_every_statement_of_the_worker_modules_is_classified() -> None:
     """A new statement must be put in KEPT (with the index its plan reads) or NEVER_KEPT."""
     found = _statements(claim_sql) | _statements(outcome_sql) | _statements(meta_sql)
-    assert found == set(KEPT) | set(NEVER_KEPT) | ELSEWHERE
+    assert found | {"QUEUES_HELD"} == set(KEPT) | set(NEVER_KEPT) | ELSEWHERE
 
 
 def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
@@ -82,6 +89,9 @@ def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
     fast = Claimer(LEASE, ["noop"])
     assert fast.claim(conn, 50) == []  # JOBS_CLAIM, with QUEUES_HELD; JOBS_FAIL_UNREADABLE
     fast.seconds_to_next(conn)  # JOBS_SECONDS_TO_NEXT
+    pgbeat.pause_queue(conn, "paused")
+    skipping = Claimer(LEASE, ["noop"])
+    assert skipping.claim(conn, 50) == []  # JOBS_CLAIM_SKIPPING: a held queue, few jobs
     by_queue = Claimer(LEASE, ["noop"], ["default"])
     assert by_queue.claim(conn, 50) == []  # JOBS_CLAIM_BY_QUEUE
     by_queue._next_due(conn, "api", 0.0)  # JOBS_SECONDS_TO_NEXT_LIMITED
@@ -136,3 +146,32 @@ def test_kept_plans_made_on_an_empty_table_read_the_indexes_at_scale(database_ur
             assert index in plan, (label, plan)
         for label, module in NEVER_KEPT.items():
             assert _shape(getattr(module, label)) not in prepared, f"{label} was kept"
+
+
+@pytest.mark.slow  # 10,000 rows
+def test_a_plan_kept_after_analyze_saw_only_delayed_jobs_never_sorts_the_burst(
+    database_url: str,
+) -> None:
+    """A quiet night: ANALYZE sees every pending job delayed, then they all fall due. The
+    claim's kept plan must still read the head of its index, not sort the due backlog."""
+    options = session_options(database_url, SESSION_SETTINGS)
+    with psycopg.connect(database_url, autocommit=True, options=options) as conn:
+        conn.prepare_threshold = 0
+        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, run_at) SELECT 'noop', '{}', now() + interval"
+            " '1 day' + i * interval '1 ms' FROM generate_series(1, 10000) AS i"
+        )
+        conn.execute("ANALYZE jobs")
+        claimer = Claimer(LEASE, ["noop"])
+        assert claimer.claim(conn, 50) == []  # the plan is made now, on those statistics
+        conn.execute("UPDATE jobs SET run_at = run_at - interval '2 days'")  # the burst
+        [(name, params)] = conn.execute(
+            "SELECT name, cardinality(parameter_types) FROM pg_prepared_statements"
+            " WHERE statement LIKE %s",
+            ("%ORDER BY priority DESC, run_at, id%FOR UPDATE SKIP LOCKED%",),
+        ).fetchall()
+        arguments = ", ".join(["NULL"] * params)
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN EXECUTE {name}({arguments})"))
+        assert "jobs_claim_order" in plan and not sorts_backlog(plan), plan
+        assert len(claimer.claim(conn, 50)) == 50

@@ -78,12 +78,7 @@ def test_sigterm_lets_the_running_job_finish(
     job_id = pgbeat.enqueue(conn, "effect", {"sleep": 2})
     worker = start_cli(["worker", APP, "--grace", "10s"], database_url, cwd=ROOT)
     try:
-        wait_for(
-            lambda: count(conn, "SELECT count(*) FROM executions") == 1,
-            timeout=20,
-            message="the job started",
-        )
-        worker.send_signal(signal.SIGTERM)
+        _terminate_once_started(conn, worker)
         wait_for(lambda: "received SIGTERM" in worker.output(), message="SIGTERM handled")
         late_id = pgbeat.enqueue(conn, "effect", {"sleep": 0})  # must not be claimed now
         worker.wait(20)
@@ -108,12 +103,7 @@ def test_sigterm_past_grace_returns_the_job_to_pending(
         ["worker", APP, "--grace", "300ms", "--timeout", "30s"], database_url, cwd=ROOT
     )
     try:
-        wait_for(
-            lambda: count(conn, "SELECT count(*) FROM executions") == 1,
-            timeout=20,
-            message="the job started",
-        )
-        worker.send_signal(signal.SIGTERM)
+        _terminate_once_started(conn, worker)
         worker.wait(20)
     finally:
         output = worker.stop(signal.SIGKILL)
@@ -312,3 +302,13 @@ def test_modules_in_the_working_directory_do_not_replace_pgbeat_in_the_children(
     assert not (tmp_path / "SHADOWED").exists(), output
     assert supervisor.returncode == 0, output
     assert "restarting it" not in output
+
+
+def _terminate_once_started(conn: psycopg.Connection[Any], worker: CliProcess) -> None:
+    """SIGTERM to ``worker`` once its job has started (the app records each execution)."""
+    wait_for(
+        lambda: count(conn, "SELECT count(*) FROM executions") == 1,
+        timeout=20,
+        message="the job started",
+    )
+    worker.send_signal(signal.SIGTERM)

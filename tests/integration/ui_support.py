@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,12 +16,11 @@ from typing import Any
 import psycopg
 import uvicorn
 from anyio import open_file  # noqa: F401  (loaded here: see below)
-from psycopg import sql
 
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.sync import sync_file
 from pgbeat.ui import UiSettings, create_app
-from tests.conftest import with_database
+from tests.helpers import temporary_database
 
 # anyio loads open_file's module on first use, and pytest rewrites anyio's modules (anyio is a
 # pytest plugin). Left to the first static file the dashboard serves, that compile ran in the
@@ -205,17 +203,5 @@ def dashboard(database_url: str, **options: Any) -> Iterator[Dashboard]:
 @contextmanager
 def fresh_database(server_url: str, template: str) -> Iterator[str]:
     """A database cloned from the migrated template, for a whole test module."""
-    name = f"pgbeat_ui_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(template)
-            )
-        )
-    try:
-        yield with_database(server_url, name)
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with temporary_database(server_url, template, prefix="pgbeat_ui") as url:
+        yield url

@@ -48,6 +48,8 @@ PURE = (
     "pgbeat.ui.charts",
     "pgbeat.ui.performance",
     "pgbeat.scheduling.lookback",
+    "pgbeat.scheduling.timing",
+    "pgbeat.scheduling.lateness",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (
@@ -178,11 +180,40 @@ def test_statement_modules_import_nothing_from_pgbeat() -> None:
     assert offenders == []
 
 
+# The layers, lowest first: a module imports from its own layer or a lower one, never up.
+LAYERS = (
+    ("pgbeat.db",),
+    ("pgbeat.observe",),
+    ("pgbeat.jobs",),
+    ("pgbeat.scheduling", "pgbeat.worker"),
+    ("pgbeat.ui", "pgbeat.cli"),
+)
+
+
+def _layer(module: str) -> int | None:
+    for height, packages in enumerate(LAYERS):
+        if any(_is_under(module, package) for package in packages):
+            return height
+    return None
+
+
+def test_no_import_from_a_lower_layer_up() -> None:
+    """db -> observe -> jobs -> scheduling, worker -> ui, cli: imports point down only."""
+    offenders = []
+    for name, imports in _graph().items():
+        height = _layer(name)
+        for imported in imports:
+            above = _layer(imported)
+            if height is not None and above is not None and above > height:
+                offenders.append(f"{name} imports {imported}")
+    assert offenders == []
+
+
 def test_the_rules_can_fail() -> None:
     """The checker sees a violation when one exists (a positive control)."""
     graph = _graph()
     assert "pgbeat.scheduling.schedule" in graph["pgbeat.scheduling.file"]
-    assert any(_is_under(m, "psycopg") for m in graph["pgbeat.jobs.enqueue"])
+    assert any(_is_under(m, "psycopg") for m in graph["pgbeat.db.runner"])
     assert (
         "pgbeat.cli.common" in graph["pgbeat.cli.main"] or "pgbeat.cli" in graph["pgbeat.cli.main"]
     )

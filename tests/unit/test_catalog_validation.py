@@ -35,6 +35,7 @@ def _row(name: str, **values: Any) -> dict[str, Any]:
         "max_attempts": None, "catch_up": "latest", "catch_up_window": timedelta(hours=1),
         "overlap": "allow", "jitter": None, "start_at": None, "end_at": None,
         "pause_after_failures": None, "queue": "default", "priority": 0, "tags": None,
+        "deadline": None, "on_late": None,
     }  # fmt: skip
     row.update(values)
     return row

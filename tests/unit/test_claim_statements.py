@@ -1,9 +1,7 @@
-"""The five claim statements return one and the same row, the one worker/claiming.py decodes.
-
-Each is its own constant (SQL is never built from strings), so their RETURNING lists are
-copies: a column added to one and not the others would be decoded wrongly by the worker.
-The same goes for what they set: every claim, pgbeat.testing's included, records the run's
-start (started_at) by the clock of its lease.
+"""The claim statements return one and the same row, the one worker/claiming.py decodes
+by name: they are composed from the fragments of claim_parts.py (one RETURNING list, one SET
+list), and these tests keep it so. Every claim, pgbeat.testing's included, records the
+run's start (started_at) by the clock of its lease.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import pytest
 
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import testing as testing_sql
+from pgbeat.job import Job
 
 CLAIMS = {
     "JOBS_CLAIM": claim_sql.JOBS_CLAIM,
@@ -21,6 +20,8 @@ CLAIMS = {
     "JOBS_CLAIM_LIMITED": claim_sql.JOBS_CLAIM_LIMITED,
     "JOBS_CLAIM_LIMITED_HEAD": claim_sql.JOBS_CLAIM_LIMITED_HEAD,
     "JOBS_CLAIM_LIMITED_KEYS": claim_sql.JOBS_CLAIM_LIMITED_KEYS,
+    "JOBS_CLAIM_FAIR": claim_sql.JOBS_CLAIM_FAIR,
+    "JOBS_CLAIM_SKIPPING": claim_sql.JOBS_CLAIM_SKIPPING,
 }
 
 
@@ -38,9 +39,18 @@ def test_every_claim_returns_the_fast_claims_row(name: str) -> None:
 
 def test_the_claimed_row_is_decodable_text_and_guarded_dates() -> None:
     row = returning(claim_sql.JOBS_CLAIM)
-    assert row.startswith("id, kind, payload::text AS payload, attempts, max_attempts,")
+    assert row.startswith("id, kind, payload::text AS payload, attempts AS attempt,")
     assert row.endswith("unique_key, queue, priority, limit_key, job_key")
     assert row.count("BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'") == 2
+
+
+def test_the_claimed_columns_are_named_as_jobs_fields() -> None:
+    """The worker picks Job's fields by these names (claiming.job_columns)."""
+    names = [
+        re.sub(r".*\bAS ", "", column).strip()
+        for column in re.split(r",\s*(?![^()]*\))", returning(claim_sql.JOBS_CLAIM))
+    ]
+    assert names == list(Job._fields)
 
 
 def set_clause(statement: str) -> str:

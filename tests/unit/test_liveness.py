@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pgbeat.observe.liveness import is_live, is_overdue
+from pgbeat.observe.liveness import is_live
+from pgbeat.scheduling.health import is_overdue
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

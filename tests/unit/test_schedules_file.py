@@ -200,8 +200,8 @@ def test_no_schedules_is_valid(text: str) -> None:
         (
             'every = "1m"\nname = "other"',
             "schedule 'job': unknown key 'name' (expected one of: catch_up, catch_up_window, "
-            "cron, enabled, end_at, every, jitter, kind, max_attempts, overlap, "
-            "pause_after_failures, payload, priority, queue, start_at, tags, timezone)",
+            "cron, deadline, enabled, end_at, every, jitter, kind, max_attempts, on_late, "
+            "overlap, pause_after_failures, payload, priority, queue, start_at, tags, timezone)",
         ),
     ],
 )

@@ -33,7 +33,7 @@ def test_a_child_gets_the_parsed_settings_and_its_own_metrics_port() -> None:
     )  # fmt: skip
     assert child_arguments(args, 2) == [
         "worker", "app:r", "--concurrency", "5", "--grace", "1s500ms", "--poll", "250ms",
-        "--log-level", "WARNING", "--log-format", "text", "--lease", "2m",
+        "--log-level", "WARNING", "--log-format", "text", "--job-logs", "failures", "--lease", "2m",
         "--timeout", "1m30s", "--kinds", "a,b", "--metrics-port", "9102",
         "--metrics-host", "0.0.0.0",
         "--retention", "off", "--failed-retention", "10d", "--retention-every", "10s",

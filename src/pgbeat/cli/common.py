@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import psycopg
 
 from pgbeat.cli import types
-from pgbeat.db import connections, migrate
+from pgbeat.db import connections, migrate, schemas
 from pgbeat.errors import UserError
 from pgbeat.observe.metrics import Metrics, PrometheusMetrics
 from pgbeat.registry import Registry
@@ -49,6 +49,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(1, f"{self.prog}: error: {types.one_line(message)} (see {self.prog} --help)\n")
+
+
+def add_schema_flag(p: argparse.ArgumentParser) -> None:
+    """--schema: the schema of pgbeat's tables; main() passes it on as PGBEAT_SCHEMA."""
+    p.add_argument(
+        "--schema",
+        type=types.schema_name,
+        metavar="NAME",
+        help="the schema of pgbeat's tables, for several apps in one database "
+        "(default: $PGBEAT_SCHEMA, else the search_path's first: public)",
+    )
 
 
 def add_worker_flags(p: argparse.ArgumentParser) -> None:
@@ -97,6 +108,12 @@ def add_worker_flags(p: argparse.ArgumentParser) -> None:
         default=timedelta(seconds=1),
         metavar="DURATION",
         help="polling interval when no notification arrives (default 1s)",
+    )
+    p.add_argument(
+        "--job-logs",
+        choices=("failures", "all"),
+        help="a line for every job (all), or only for those that did not succeed and a "
+        "summary a minute (failures; `pgbeat worker`'s default, `pgbeat run`'s is all)",
     )
 
 
@@ -163,7 +180,7 @@ def start_metrics(args: argparse.Namespace, url: str, kinds: Iterable[str] = ())
     """
     if args.metrics_port is None:
         return None
-    metrics = PrometheusMetrics(url, kinds)
+    metrics = PrometheusMetrics(url, kinds, schemas.configured_schema())
     try:
         metrics.serve(args.metrics_port, args.metrics_host)
     except OSError as exc:
@@ -193,8 +210,19 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 def migrated_database(url: str, *, timeout: float = 5.0) -> Iterator[psycopg.Connection[Any]]:
     """A connection to a reachable database whose schema is current, or a one-line error."""
     with connections.translated_errors(url), connections.connect(url, timeout=timeout) as conn:
+        schemas.require_schema(conn)
         migrate.require_current_schema(conn)
         yield conn
+
+
+def migrate_schema(conn: psycopg.Connection[Any]) -> list[migrate.Migration]:
+    """``pgbeat migrate``'s work: the schema of --schema created when missing (said so),
+    checked to be the session's, then migrated; returns the migrations applied."""
+    schema = schemas.configured_schema()
+    if schema is not None and migrate.create_schema(conn, schema):
+        print(f"created schema {schema}")
+    schemas.require_schema(conn)
+    return migrate.apply_migrations(conn)
 
 
 def check_database(url: str) -> None:

@@ -13,13 +13,14 @@ import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from pgbeat.cli import common, types
 from pgbeat.cli.common import print_json
-from pgbeat.db import urls
+from pgbeat.db import guarded, urls
 from pgbeat.errors import JobNotFound, UserError
 from pgbeat.jobs import actions, enqueue, keys
 
@@ -222,18 +223,32 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = actions.list_jobs(
             conn, status=args.status, kind=args.kind, limit=args.limit, tag=args.tag
         )
+    unreadable = [(row["id"], problem) for row in rows if (problem := guarded.unreadable(row))]
     if args.json:
-        print_json(rows)
-        return 0
-    print(f"{'id':>8}  {'kind':<20} {'status':<9} {'tries':>5}  {'run_at':<25} last_error")
-    for row in rows:
-        error = (row["last_error"] or "").splitlines()[0][:60] if row["last_error"] else ""
-        print(
-            f"{row['id']:>8}  {row['kind'][:20]:<20} {row['status']:<9} "
-            f"{row['attempts']:>2}/{row['max_attempts']:<2}  {row['run_at']:%Y-%m-%d %H:%M:%S%z}"
-            f"  {error}{_tags_text(row['tags'])}"
-        )
+        print_json([_readable(row) for row in rows])
+    else:
+        print(f"{'id':>8}  {'kind':<20} {'status':<9} {'tries':>5}  {'run_at':<25} last_error")
+        for row in rows:
+            error = (row["last_error"] or "").splitlines()[0][:60] if row["last_error"] else ""
+            run_at = row["run_at"]
+            shown = f"{run_at:%Y-%m-%d %H:%M:%S%z}" if isinstance(run_at, datetime) else "?"
+            print(
+                f"{row['id']:>8}  {row['kind'][:20]:<20} {row['status']:<9} "
+                f"{row['attempts']:>2}/{row['max_attempts']:<2}  {shown:<24}  {error}"
+                f"{_tags_text(row['tags'])}"
+            )
+    for job_id, problem in unreadable:  # shown as far as it goes; named here
+        print(f"pgbeat: job {job_id}: {problem}", file=sys.stderr)
     return 0
+
+
+def _readable(row: dict[str, Any]) -> dict[str, Any]:
+    """A listed row for JSON: a value that cannot be read is null, and named under
+    ``unreadable`` (column -> reason)."""
+    bad = {k: str(v) for k, v in row.items() if isinstance(v, guarded.Unreadable)}
+    if not bad:
+        return row
+    return {**{k: None if k in bad else v for k, v in row.items()}, "unreadable": bad}
 
 
 def _tags_text(tags: list[str] | None) -> str:
@@ -248,9 +263,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
         row = actions.show_job(conn, args.id)
     if args.json:
-        print_json(row)
+        print_json(_readable(row))
         return 0
     for key, value in row.items():
+        if isinstance(value, guarded.Unreadable):
+            print(f"{key}: (cannot be read: {value})")
+            continue
         if key == "payload" or (key == "result" and value is not None):
             value = json.dumps(value)
         if key == "last_error" and value:

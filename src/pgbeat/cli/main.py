@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import psycopg
 
-from pgbeat.cli import jobs, queues, schedules, status, types, ui, worker
-from pgbeat.cli.common import Parser
-from pgbeat.db import pooler, urls
+from pgbeat.cli import jobs, queues, schedules, status, types, ui, worker, workflows
+from pgbeat.cli.common import Parser, add_schema_flag
+from pgbeat.db import pooler, schemas, urls
 from pgbeat.errors import PgbeatError
 from pgbeat.observe import logs
 
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedules.add_commands(commands, common)
     queues.add_commands(commands, common)
     ui.add_commands(commands, common)
+    workflows.add_commands(commands, common)
     return parser
 
 
@@ -80,6 +81,7 @@ def _common_flags() -> argparse.ArgumentParser:
         help="'transaction' behind pgbouncer in transaction mode: no session state, workers "
         "poll (default: $PGBEAT_POOLER, else none)",
     )
+    add_schema_flag(common)
     common.add_argument(
         "--log-level",
         default=os.environ.get("PGBEAT_LOG_LEVEL", "INFO"),
@@ -112,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     url = getattr(args, "database_url", None) or os.environ.get("DATABASE_URL", "")
     embedded = getattr(args, "embedded", False) or args.command == "run"  # the demo: no server
     try:
-        with urls.embedded_allowed(embedded):
+        # --schema is read wherever a URL is resolved, also in worker processes
+        with urls.embedded_allowed(embedded), schemas.named(getattr(args, "schema", None)):
             code: int = args.func(args)
     except (PgbeatError, ValueError) as exc:
         message = urls.scrub(types.one_line(str(exc)), url)

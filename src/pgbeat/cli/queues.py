@@ -25,6 +25,11 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("list", parents=[common_flags], help="queues, their limits and jobs")
     p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.add_argument("--name", metavar="TEXT", help="only queues whose name contains TEXT")
+    p.add_argument("--after", metavar="NAME", help="the page after queue NAME (by name)")
+    p.add_argument(
+        "--limit", type=types.limit, default=queues.LIST_LIMIT, metavar="N", help="page size"
+    )
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser(
@@ -39,6 +44,17 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     ):
         metavar = "N/DURATION" if "rate" in flag else "N"
         p.add_argument(flag, type=kind, default=UNSET, metavar=metavar, help=text)
+    fairness = p.add_mutually_exclusive_group()
+    fairness.add_argument(
+        "--fair",
+        dest="fair",
+        action="store_true",
+        default=UNSET,
+        help="take the queue's limit keys in turn among due jobs of one priority",
+    )
+    fairness.add_argument(
+        "--no-fair", dest="fair", action="store_false", help="claim in priority order alone"
+    )
     p.set_defaults(func=cmd_set)
 
     for name, func, text in (
@@ -53,35 +69,50 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
-        found = queues.list_queues(conn)
+        found = queues.list_queues(conn, name=args.name, after=args.after, limit=args.limit)
     if args.json:
         common.print_json([state.as_json() for state in found])
         return 0
     if not found:
         print("no queues: no live jobs and no settings")
         return 0
-    header = ["NAME", "STATE", "PENDING", "RUNNING", "CONCURRENCY", "KEY CONC.", "RATE", "KEY RATE"]
+    header = ["NAME", "STATE", "PENDING", "RUNNING", "CONCURRENCY", "KEY CONC.", "RATE"]
+    header += ["KEY RATE", "FAIR"]
     rows = [
         [
-            s.settings.name,
-            "paused" if s.settings.paused else "running",
+            _escaped(s.settings.name),  # a name SQL wrote may hold control characters
+            _state(s.settings),
             str(s.pending),
             str(s.running),
             *(_shown(getattr(s.settings, limit)) for limit in LIMITS),
+            "yes" if s.settings.fair else "-",
         ]
         for s in found
     ]
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
     for line in (header, *rows):
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    for s in found:
+        if s.settings.problem:
+            print(f"queue {s.settings.name!r}: {s.settings.problem}: workers skip it until set")
+    if len(found) == args.limit:
+        print(f"more: --after {found[-1].settings.name}")
     return 0
 
 
+def _state(settings: QueueSettings) -> str:
+    if settings.problem:
+        return "invalid"
+    return "paused" if settings.paused else "running"
+
+
 def cmd_set(args: argparse.Namespace) -> int:
-    given = {limit: getattr(args, limit) for limit in LIMITS if getattr(args, limit) is not UNSET}
+    named = (*LIMITS, "fair")
+    given = {limit: getattr(args, limit) for limit in named if getattr(args, limit) is not UNSET}
     if not given:
         raise ValueError(
-            "give at least one of --concurrency, --key-concurrency, --rate, --key-rate"
+            "give at least one of --concurrency, --key-concurrency, --rate, --key-rate,"
+            " --fair, --no-fair"
         )
     url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
@@ -108,8 +139,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _summary(settings: QueueSettings) -> str:
     limits = ", ".join(f"{limit}={_shown(getattr(settings, limit))}" for limit in LIMITS)
-    return f"queue {settings.name}: {limits}"
+    return f"queue {settings.name}: {limits}, fair={'yes' if settings.fair else 'no'}"
 
 
 def _shown(value: object) -> str:
     return "-" if value is None else str(value)
+
+
+def _escaped(name: str) -> str:
+    """A queue name as one line of printable text: control characters (ANSI too) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in name)

@@ -20,6 +20,7 @@ from pgbeat.scheduling import state
 from pgbeat.scheduling.fires import fire_times_after
 from pgbeat.scheduling.schedule import Schedule, has_ended
 from pgbeat.scheduling.state import PeriodRecord, ScheduleState
+from pgbeat.scheduling.timing import typed_time
 
 BACKFILL_SHOWN = 10  # periods a dry run lists
 
@@ -47,8 +48,8 @@ def add_commands(sub: Any, common_flags: argparse.ArgumentParser) -> None:
         help="enqueue a schedule's past periods in [--from, --to) that have no history yet",
     )
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--from", dest="start", type=types.aware_datetime, required=True, metavar="ISO")
-    p.add_argument("--to", dest="end", type=types.aware_datetime, required=True, metavar="ISO")
+    p.add_argument("--from", dest="start", type=types.schedule_time, required=True, metavar="ISO")
+    p.add_argument("--to", dest="end", type=types.schedule_time, required=True, metavar="ISO")
     p.add_argument("--dry-run", action="store_true", help="print what it would enqueue")
     p.set_defaults(func=cmd_backfill)
 
@@ -116,10 +117,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
         try:
+            found = state.get_schedule(conn, args.name)
+            zone = found.schedule.zone if found and found.schedule else None
+            start, end = (typed_time(text, zone) for text in (args.start, args.end))
             if args.dry_run:
-                plan = state.preview_backfill(conn, args.name, args.start, args.end)
+                plan = state.preview_backfill(conn, args.name, start, end)
             else:
-                count = state.backfill(conn, args.name, args.start, args.end, by=_who())
+                count = state.backfill(conn, args.name, start, end, by=_who())
         except ValueError as exc:
             raise UserError(str(exc)) from None
     if not args.dry_run:
@@ -149,7 +153,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     cells = [
         [
             _utc(r.fire_at),
-            r.outcome,
+            r.outcome + (" LATE" if r.late else ""),
             r.reason or "-",
             str(r.job_id) if r.job_id is not None else "-",
             r.job_status or "-",
@@ -184,6 +188,10 @@ def _schedule_json(found: ScheduleState, now: datetime) -> dict[str, Any]:
         "pause_after_failures": None if schedule is None else schedule.pause_after_failures,
         "queue": None if schedule is None else schedule.queue,
         "priority": None if schedule is None else schedule.priority,
+        "deadline": None
+        if schedule is None or schedule.deadline is None
+        else _span(schedule.deadline),
+        "on_late": None if schedule is None else schedule.on_late,
         "next_fire": next_fire,
         "next_fire_local": _local(schedule, next_fire),
         "last_period": None if found.last is None else _period_json(found.last),
@@ -201,6 +209,10 @@ def _period_json(record: PeriodRecord) -> dict[str, Any]:
         "inserted_at": record.inserted_at,
         "inserted_by": record.inserted_by,
         "lag": round(record.lag.total_seconds(), 3),
+        "due_by": record.due_by,
+        "late": record.late,
+        "late_at": record.late_at,
+        "late_status": record.late_status,
     }
 
 

@@ -18,14 +18,17 @@ from typing import Any
 import psycopg
 
 from pgbeat.cli import common, schedule_admin, types
-from pgbeat.db import connections, migrate, urls
+from pgbeat.db import connections, urls
 from pgbeat.errors import ConfigError, PgbeatError, UserError
+from pgbeat.observe import logs
 from pgbeat.scheduling import state
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.fires import next_fire_after
+from pgbeat.scheduling.history_purge import HISTORY_RETENTION
 from pgbeat.scheduling.schedule import Schedule, unique_key
-from pgbeat.scheduling.scheduler import HISTORY_RETENTION, Scheduler
+from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.scheduling.sync import load_for_reload
+from pgbeat.scheduling.timing import typed_time
 from pgbeat.signals import handling_reload_signal
 from pgbeat.worker.worker import Worker
 
@@ -43,6 +46,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("check", help="validate a schedules file (exit 1 on problems)")
     p.add_argument("path", nargs="?", default=DEFAULT_SCHEDULES, metavar="PATH")
+    common.add_schema_flag(p)  # taken by every command; a file's check needs no database
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("next", help="when will schedules fire? (UTC and local)")
@@ -50,9 +54,9 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     p.add_argument("--schedules", default=DEFAULT_SCHEDULES, metavar="PATH")
     p.add_argument(
         "--after",
-        type=types.aware_datetime,
+        type=types.schedule_time,
         metavar="ISO-8601",
-        help="preview from this time (default: now)",
+        help="preview from this time (default: now); without an offset, in the schedule's zone",
     )
     p.add_argument("--count", type=types.preview_count, default=5, metavar="N")
     p.add_argument("--json", action="store_true", help="print a JSON array")
@@ -62,6 +66,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         help="also preview the schedules in this database, those created from code among "
         "them (default: $DATABASE_URL when set)",
     )
+    common.add_schema_flag(p)
     p.set_defaults(func=cmd_next)
 
     schedule_admin.add_commands(sub, common_flags)
@@ -97,7 +102,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
     common.add_worker_flags(p)
     common.add_retention_flags(p)
     common.add_metrics_flags(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, job_logs="all")  # a demo and development command
 
 
 def _add_retention_flag(p: argparse.ArgumentParser) -> None:
@@ -135,7 +140,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         schedules = [s for s in schedules if s.name == args.name]
         if not schedules:
             raise UserError(f"{where}: no schedule named {args.name!r}")
-    after = args.after or common.now_utc()
+    after = common.now_utc() if args.after is None else _after(args.after, schedules)
     # Schedules that fire at the same instant are listed by name (a Schedule has no order).
     rows = sorted(
         (
@@ -165,6 +170,7 @@ def _preview_schedules(args: argparse.Namespace) -> tuple[list[Schedule], str]:
     """The file's schedules, and those of the database when one is configured (the file's
     definition first for a name in both); and where they were looked for."""
     url = args.database_url or os.environ.get("DATABASE_URL")
+    url = urls.in_schema(url) if url else None
     from_file: list[Schedule] = []
     if url is None or args.schedules != DEFAULT_SCHEDULES or Path(args.schedules).exists():
         from_file = _load(args.schedules)
@@ -183,6 +189,19 @@ def _preview_schedules(args: argparse.Namespace) -> tuple[list[Schedule], str]:
     names = {s.name for s in from_file}
     merged = from_file + [s for s in stored if s.name not in names]
     return merged, f"{args.schedules} and the database"
+
+
+def _after(text: str, schedules: list[Schedule]) -> datetime:
+    """``--after`` as typed: without an offset, in the zone of the one schedule named."""
+    zone = schedules[0].zone if len(schedules) == 1 else None
+    try:
+        return typed_time(text, zone)
+    except ValueError as exc:
+        if zone is None and len(schedules) > 1:
+            raise UserError(
+                f"--after: {exc} (or name one schedule: it is read in its zone)"
+            ) from None
+        raise UserError(f"--after: {exc}") from None
 
 
 def _fire_times_in_calendar(schedule: Schedule, after: datetime, count: int) -> list[datetime]:
@@ -240,12 +259,13 @@ def _scheduler_schedules_path(given: str | None) -> Path | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    logs.job_lines(every=args.job_logs == "all")
     registry = common.load_registry(args.app or common.DEMO_APP)
     path = _run_schedules_path(args)
     schedules = _load(path) if path is not None else None
     url = urls.resolve_url(args.database_url)
     with connections.translated_errors(url), connections.connect(url) as conn:
-        migrate.apply_migrations(conn)
+        common.migrate_schema(conn)
         if args.app is None:
             from pgbeat import demo
 

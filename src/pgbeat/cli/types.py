@@ -11,8 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pgbeat import flow
+from pgbeat.db.schemas import check_schema_name
 from pgbeat.durations import parse_duration
+from pgbeat.errors import UserError
 from pgbeat.flow import Rate
+from pgbeat.scheduling.timing import typed_time
 
 MAX_PORT = 65535
 MAX_PREVIEW = 10_000
@@ -23,6 +26,14 @@ def duration(text: str) -> timedelta:
     try:
         return parse_duration(text)
     except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def schema_name(text: str) -> str:
+    """--schema: a schema name PostgreSQL reads unquoted (``check_schema_name``)."""
+    try:
+        return check_schema_name(text)
+    except UserError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -55,21 +66,21 @@ def port(text: str) -> int:
 
 
 def aware_datetime(text: str) -> datetime:
+    """A time about no schedule (``enqueue --at``): an offset is required (typed_time)."""
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad ISO-8601 time {text!r}: expected e.g. 2026-12-01T09:00:00+01:00"
-        ) from None
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no UTC offset: add one, e.g. {text}+00:00 or {text}Z"
-        )
+        return typed_time(text, None)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def schedule_time(text: str) -> str:
+    """A time about one schedule (``--after``, ``--from``, ``--to``), checked as ISO-8601 here
+    and read by the command with ``typed_time`` in the schedule's zone when it has no offset."""
     try:
-        value.astimezone(UTC)
-    except OverflowError:
-        raise argparse.ArgumentTypeError(f"{text!r} is outside the years 1-9999 in UTC") from None
-    return value
+        typed_time(text, UTC)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def json_payload(text: str) -> Any:

@@ -9,6 +9,7 @@ from pgbeat.cli import common, types
 from pgbeat.db import urls
 from pgbeat.durations import format_duration
 from pgbeat.errors import UserError
+from pgbeat.observe import logs
 from pgbeat.worker import supervisor
 from pgbeat.worker.retention_policy import format_retention
 from pgbeat.worker.worker import Worker
@@ -16,8 +17,9 @@ from pgbeat.worker.worker import Worker
 MAX_PORT = 65535
 # Flags a supervisor does not pass on as such: it resolves the URL once and hands it over
 # in the environment (a password on a command line shows in `ps`; --embedded is spent by
-# then), --pooler travels in PGBEAT_POOLER, and a child never supervises.
-NOT_FORWARDED = frozenset({"database_url", "embedded", "pooler", "processes", "help"})
+# then), --pooler and --schema travel in PGBEAT_POOLER and PGBEAT_SCHEMA, and a child
+# never supervises.
+NOT_FORWARDED = frozenset({"database_url", "embedded", "pooler", "schema", "processes", "help"})
 
 
 def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
@@ -38,7 +40,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
         metavar="N",
         help="run N worker processes to use N cores (default 1)",
     )
-    p.set_defaults(func=cmd_worker)
+    p.set_defaults(func=cmd_worker, job_logs="failures")  # thousands a second: no line each
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -46,6 +48,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if parent is not None and args.processes > 1:
         raise UserError("--processes cannot be given to a worker process started by --processes")
     _check_metrics_ports(args)
+    logs.job_lines(every=args.job_logs == "all")
     registry = common.load_registry(args.app)
     url = urls.resolve_url(args.database_url)
     common.check_database(url)
@@ -80,6 +83,7 @@ def child_arguments(args: argparse.Namespace, index: int) -> list[str]:
         "--poll", format_duration(args.poll),
         "--log-level", args.log_level,
         "--log-format", args.log_format,
+        "--job-logs", args.job_logs,
     ]  # fmt: skip
     if args.lease is not None:
         arguments += ["--lease", format_duration(args.lease)]

@@ -39,9 +39,17 @@ def available_migrations() -> list[Migration]:
     return sorted(found, key=lambda m: m.version)
 
 
-def migration_script() -> str:
-    """All migrations as one SQL script, for teams who apply SQL with their own tool."""
+def migration_script(schema: str | None = None) -> str:
+    """All migrations as one SQL script, for teams who apply SQL with their own tool.
+
+    With ``schema``, the script creates it when missing and installs into it (its
+    ``SET search_path`` lasts for the session that runs the script).
+    """
     parts = [migration_sql.MIGRATIONS_CREATE_TABLE.strip() + ";"]
+    if schema is not None:
+        create = migration_sql.MIGRATIONS_CREATE_SCHEMA.format(schema=sql.Identifier(schema))
+        path = migration_sql.MIGRATIONS_SET_SEARCH_PATH.format(schema=sql.Identifier(schema))
+        parts.insert(0, f"{create.as_string(None)};\n{path.as_string(None)};")
     for migration in available_migrations():
         parts.append(f"-- {migration.version:04d}_{migration.name}.sql\nBEGIN;")
         parts.append(migration.sql.strip())
@@ -50,6 +58,23 @@ def migration_script() -> str:
         )
         parts.append(record.as_string(None) + "\nCOMMIT;")
     return "\n\n".join(parts) + "\n"
+
+
+def create_schema(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Create ``schema`` unless it exists (``pgbeat migrate --schema``); True if created.
+
+    Replicas migrating at once take the schema's migration lock first, so one creates it
+    and the others find it; a role that may not create schemas can use an existing one.
+    """
+    with conn.transaction():
+        conn.execute(
+            migration_sql.MIGRATIONS_LOCK_SCHEMA, {"schema": schema, "key": MIGRATION_LOCK_KEY}
+        )
+        row = conn.execute(migration_sql.MIGRATIONS_SCHEMA_EXISTS, {"schema": schema}).fetchone()
+        if row and row[0]:
+            return False
+        conn.execute(migration_sql.MIGRATIONS_CREATE_SCHEMA.format(schema=sql.Identifier(schema)))
+    return True
 
 
 def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 
+from pgbeat.db.schemas import with_schema
 from pgbeat.errors import UserError
 
 POOLER_ENV = "PGBEAT_POOLER"
@@ -79,5 +80,5 @@ def listen_url(url: str) -> str | None:
     """Where a worker LISTENs for new jobs: ``PGBEAT_LISTEN_URL``, else ``url`` unless pooled."""
     explicit = os.environ.get(LISTEN_URL_ENV)
     if explicit:
-        return explicit
+        return with_schema(explicit)  # a direct connection: --schema's search_path applies
     return None if pooler() is not None else url

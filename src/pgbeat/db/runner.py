@@ -7,16 +7,25 @@ returns is the call's result. A plan that reads rows by column name yields
 ``(statement, params, DICTS)``, or ``GUARDED`` where a stored value may be one Python
 cannot hold (db/guarded.py: it loads as ``Unreadable`` instead of ending the read).
 ``run_on`` takes any connection the public API takes (psycopg sync or async, SQLAlchemy,
-Django) and returns the result, or a coroutine for an async one; ``run_on_sync`` is for
-calls that have an ``_async`` twin.
+Django) and returns the result, or a coroutine for an async one.
+
+One way to take an async connection, the same across the public API: every call on a
+caller's connection has an ``_async`` twin, and the plain call given an async connection
+returns its twin's coroutine (``await pgbeat.pause_queue(aconn, "q")`` works as
+``await pgbeat.pause_queue_async(aconn, "q")`` does); ``async_aware`` makes a plain call
+so. A twin given a synchronous connection raises the one TypeError of
+``frameworks.async_connection``. A missing table is translated to ``NotMigrated`` once,
+here (``run``, ``run_async``).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Generator, Mapping
+import functools
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
-from typing import Any, LiteralString, TypeVar
+from typing import Any, Concatenate, Generic, LiteralString, ParamSpec, TypeVar, overload
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -26,6 +35,7 @@ from pgbeat.db import frameworks, schema_errors
 from pgbeat.db.guarded import guard
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Rows(enum.Enum):
@@ -41,13 +51,16 @@ Plan = Generator[Statement, list[Any], T]
 
 
 @schema_errors.translate
-def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+def run(conn: psycopg.Connection[Any], plan: Plan[T], *, together: bool = False) -> T:
     """Run ``plan``'s statements on ``conn``, in its current transaction.
 
     On an autocommit connection the first statement commits alone (most calls have only
     one), and the rest in one transaction of their own: a supersede never commits without
-    the job that replaces it.
+    the job that replaces it. ``together``: all of them in one (a batch of several kinds).
     """
+    if together:
+        with own_transaction(conn):
+            return run(conn, plan)
     try:
         statement = plan.send(_rows(conn, next(plan)))
     except StopIteration as finished:
@@ -61,8 +74,13 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
 
 
 @schema_errors.translate
-async def run_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+async def run_async(
+    conn: psycopg.AsyncConnection[Any], plan: Plan[T], *, together: bool = False
+) -> T:
     """``run`` on an async connection."""
+    if together:
+        async with own_transaction_async(conn):
+            return await run_async(conn, plan)
     try:
         statement = plan.send(await _rows_async(conn, next(plan)))
     except StopIteration as finished:
@@ -119,24 +137,58 @@ def own_transaction_async(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncCo
     return conn.transaction() if conn.autocommit and idle else nullcontext()
 
 
-def run_on(conn: object, plan: Plan[T]) -> T | Awaitable[T]:
+def run_on(conn: object, plan: Plan[T], *, together: bool = False) -> T | Awaitable[T]:
     """Run ``plan`` on any connection ``enqueue`` takes; an async one returns a coroutine."""
     sync_conn = frameworks.sync_connection(conn)
     if sync_conn is None:
-        return run_on_async(conn, plan)
-    return run(sync_conn, plan)
+        return run_on_async(conn, plan, together=together)
+    return run(sync_conn, plan, together=together)
 
 
-def run_on_sync(conn: object, plan: Plan[T], twin: str) -> T:
-    """Run ``plan`` on a synchronous connection of any kind ``enqueue`` takes; an async one
-    is a TypeError that names the call's async twin (``twin``)."""
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        plan.close()
-        raise TypeError(f"an async connection was given: use {twin} (awaited) with it")
-    return run(sync_conn, plan)
-
-
-async def run_on_async(conn: object, plan: Plan[T]) -> T:
+async def run_on_async(conn: object, plan: Plan[T], *, together: bool = False) -> T:
     """``run_on`` for a caller that knows its connection is async (a coroutine, always)."""
-    return await run_async(await frameworks.async_connection(conn), plan)
+    return await run_async(await frameworks.async_connection(conn), plan, together=together)
+
+
+class AsyncAware(Generic[P, T]):
+    """A public call on a caller's connection: a synchronous one (psycopg, SQLAlchemy,
+    Django) runs it at once; an async one returns the coroutine of its ``_async`` twin."""
+
+    def __init__(self, call: Callable[Concatenate[Any, P], T], twin: str) -> None:
+        functools.update_wrapper(self, call)
+        self._call = call
+        self._twin = twin
+
+    @property
+    def twin(self) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+        """The ``_async`` twin, defined beside the call in its module."""
+        found: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
+        found = getattr(sys.modules[self._call.__module__], self._twin)
+        return found
+
+    @overload
+    def __call__(self, conn: frameworks.SyncCaller, /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    def __call__(
+        self, conn: frameworks.AsyncCaller, /, *args: P.args, **kwargs: P.kwargs
+    ) -> Coroutine[Any, Any, T]: ...
+
+    def __call__(self, conn: object, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        sync_conn = frameworks.sync_connection(conn)
+        if sync_conn is None:
+            return self.twin(conn, *args, **kwargs)
+        return self._call(sync_conn, *args, **kwargs)
+
+
+def async_aware(
+    twin: str,
+) -> Callable[[Callable[Concatenate[Any, P], T]], AsyncAware[P, T]]:
+    """Make a call on a synchronous connection async-aware: given an async connection it
+    returns the coroutine of ``twin`` (the name of its ``_async`` twin in the same module).
+    The call itself then always gets a ``psycopg.Connection``."""
+
+    def made(call: Callable[Concatenate[Any, P], T]) -> AsyncAware[P, T]:
+        return AsyncAware(call, twin)
+
+    return made

@@ -15,6 +15,8 @@ from urllib.parse import unquote
 import psycopg
 
 from pgbeat.db.embedded import embedded_url
+from pgbeat.db.pooler import pooler
+from pgbeat.db.schemas import with_schema
 from pgbeat.errors import UserError
 
 _embedded_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -104,6 +106,7 @@ def resolve_url(explicit: str | None) -> str:
     """``--database-url``, else ``DATABASE_URL``, else (when allowed) the embedded server's.
 
     A URL that cannot name a PostgreSQL database is refused in one line (``check_url``).
+    With ``--schema`` (``PGBEAT_SCHEMA``) its sessions start in that schema (``with_schema``).
     """
     url = explicit or os.environ.get("DATABASE_URL")
     if not url:
@@ -115,7 +118,13 @@ def resolve_url(explicit: str | None) -> str:
     except UnicodeEncodeError:  # undecodable bytes in argv or the environment
         raise UserError("the database URL is not valid UTF-8 text") from None
     check_url(url)
-    return url
+    return in_schema(url)
+
+
+def in_schema(url: str) -> str:
+    """``url`` in the configured schema (``with_schema``); unchanged behind a transaction
+    pooler, which refuses startup options (the role's search_path names the schema)."""
+    return url if pooler() is not None else with_schema(url)
 
 
 @contextlib.contextmanager

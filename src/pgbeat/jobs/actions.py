@@ -16,6 +16,7 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
 
+from pgbeat.db.guarded import guard
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import retention as purge_sql
 from pgbeat.errors import JobNotFound, Refused
@@ -57,9 +58,12 @@ def list_jobs(
     limit: int,
     tag: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The newest jobs, newest first; with ``tag``, only those that have it (jobs_tags)."""
+    """The newest jobs, newest first; with ``tag``, only those that have it (jobs_tags). A
+    value Python cannot hold (a time of infinity) loads as ``Unreadable``: one such row never
+    hides the others from an operator."""
     params = {"status": status, "kind": kind, "limit": limit, "tag": tag}
     with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
         cursor.execute(action_sql.JOBS_LIST, params)
         return cursor.fetchall()
 
@@ -67,6 +71,7 @@ def list_jobs(
 def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     """Every column of one job; ``JobNotFound`` if there is none."""
     with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
         row = cursor.execute(action_sql.JOBS_SHOW, {"id": job_id}).fetchone()
     if row is None:
         raise JobNotFound(f"no job with id {job_id}")

@@ -19,6 +19,7 @@ from psycopg.pq import TransactionStatus
 
 from pgbeat.db import frameworks, pooler
 from pgbeat.db.runner import Plan, run_async, run_on
+from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.errors import JobNotFound
@@ -27,7 +28,9 @@ FINAL_STATUSES = ("done", "failed", "cancelled")
 POLL_FIRST = 0.02  # seconds between looks when polling, doubling up to POLL_MAX
 POLL_MAX = 0.5
 RECHECK = 2.0  # seconds: even when listening, look now and then (a job reaped to failed)
-FINISHED_CHANNEL = "pgbeat_finished"
+FINISHED_CHANNEL = "pgbeat_finished"  # public's; pgbeat_listen names the session schema's
+MAX_JOB_ID = 2**63 - 1  # jobs.id is a bigint
+MAX_REASON = 1000  # characters of a cancel's reason kept in last_error
 
 
 @dataclass(frozen=True)
@@ -37,15 +40,18 @@ class CancelResult:
     ``previous_status`` is the job's status when the cancel ran: ``pending`` (it is now
     cancelled), ``running`` (its handler is being told to stop; the job ends cancelled), or
     a final one (``done``, ``failed``, ``cancelled``): the job ended first, nothing changed.
+    ``refused``: the job is live but the database let this role change nothing (row-level
+    security, docs/least-privilege.sql): nothing changed, the job runs.
     """
 
     id: int
     previous_status: str
+    refused: bool = False
 
     @property
     def accepted(self) -> bool:
-        """True when the cancel took: the job was pending or running."""
-        return self.previous_status in ("pending", "running")
+        """True when the cancel took: the job was pending or running, and it changed."""
+        return self.previous_status in ("pending", "running") and not self.refused
 
 
 @dataclass(frozen=True)
@@ -61,9 +67,24 @@ class JobResult:
 def _check_id(job_id: object) -> int:
     if isinstance(job_id, bool) or not isinstance(job_id, int):
         raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
-    if job_id <= 0:
-        raise ValueError("job_id must be a positive job id")
+    if not 0 < job_id <= MAX_JOB_ID:  # before any SQL: a bigint overflow aborts the caller's
+        raise ValueError("job_id must be a positive job id (a bigint)")  # transaction
     return job_id
+
+
+def _reason(reason: object) -> str | None:
+    """A cancel's reason as stored: text UTF-8 can encode, at most MAX_REASON characters."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise TypeError(f"reason must be text, not {type(reason).__name__}")
+    try:
+        reason.encode()
+    except UnicodeEncodeError:
+        raise ValueError("reason: text UTF-8 cannot encode (a lone surrogate)") from None
+    if "\x00" in reason:
+        raise ValueError("reason: text with NUL, which PostgreSQL cannot store")
+    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON] + "\u2026"
 
 
 def _seconds(timeout: object) -> float:
@@ -90,7 +111,9 @@ def cancel_plan(job_id: int, reason: str | None) -> Plan[CancelResult]:
     rows = yield action_sql.JOBS_STATUS, {"id": job_id}
     if not rows:
         raise JobNotFound(f"no job with id {job_id}")
-    return CancelResult(job_id, str(rows[0][0]))
+    status = str(rows[0][0])
+    # Live, yet the update changed no row: a row-level policy kept it from this role.
+    return CancelResult(job_id, status, refused=status in ("pending", "running"))
 
 
 @overload
@@ -114,12 +137,12 @@ def cancel_job(conn: object, job_id: int, *, reason: str | None = None) -> Any:
     there is no such job. Runs in ``conn``'s transaction; an async connection returns a
     coroutine.
     """
-    return run_on(conn, cancel_plan(_check_id(job_id), reason))
+    return run_on(conn, cancel_plan(_check_id(job_id), _reason(reason)))
 
 
 async def cancel_job_async(conn: object, job_id: int, *, reason: str | None = None) -> CancelResult:
     """``cancel_job`` on an async connection, awaited."""
-    plan = cancel_plan(_check_id(job_id), reason)
+    plan = cancel_plan(_check_id(job_id), _reason(reason))
     return await run_async(await frameworks.async_connection(conn), plan)
 
 
@@ -137,6 +160,16 @@ def _concerns(payloads: Iterable[str], job_id: int) -> bool:
     """Whether any of these pgbeat_finished payloads may be about ``job_id``."""
     wanted = str(job_id)
     return any(not p or wanted in p.split(",") for p in payloads)
+
+
+def _refuse_fixed_snapshot(job_id: int, isolation: object) -> None:
+    """In a REPEATABLE READ or SERIALIZABLE transaction the job cannot be seen to change:
+    say so at once rather than wait out the whole timeout."""
+    if isolation in ("repeatable read", "serializable"):
+        raise ValueError(
+            f"pgbeat.wait cannot see job {job_id} finish inside a {isolation} transaction "
+            "(its snapshot is fixed): wait outside the transaction, or in read committed"
+        )
 
 
 def _timed_out(job_id: int, seconds: float) -> TimeoutError:
@@ -183,8 +216,10 @@ async def wait_async(conn: object, job_id: int, *, timeout: timedelta | float) -
 def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> JobResult:
     deadline = time.monotonic() + seconds
     listening = _can_listen(conn)
+    channel = FINISHED_CHANNEL
     if listening:
-        conn.execute(outcome_sql.JOBS_LISTEN_FINISHED)
+        row = conn.execute(outcome_sql.JOBS_LISTEN_FINISHED).fetchone()
+        channel = row[0] if row else channel
     try:
         pause = POLL_FIRST
         while True:
@@ -193,6 +228,9 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
             )
             if found is not None:
                 return found
+            if pause == POLL_FIRST and conn.info.transaction_status == TransactionStatus.INTRANS:
+                row = conn.execute(session_sql.TRANSACTION_ISOLATION).fetchone()
+                _refuse_fixed_snapshot(job_id, None if row is None else row[0])
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _timed_out(job_id, seconds)
@@ -205,7 +243,7 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
                 heard = [
                     n.payload
                     for n in conn.notifies(timeout=left, stop_after=1)
-                    if n.channel == FINISHED_CHANNEL
+                    if n.channel == channel
                 ]
                 if _concerns(heard, job_id):
                     break
@@ -218,8 +256,10 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
     aconn = await frameworks.async_connection(conn)
     deadline = time.monotonic() + seconds
     listening = _can_listen(aconn)
+    channel = FINISHED_CHANNEL
     if listening:
-        await aconn.execute(outcome_sql.JOBS_LISTEN_FINISHED)
+        row = await (await aconn.execute(outcome_sql.JOBS_LISTEN_FINISHED)).fetchone()
+        channel = row[0] if row else channel
     try:
         pause = POLL_FIRST
         while True:
@@ -227,6 +267,10 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
             found = _finished(job_id, await cursor.fetchone())
             if found is not None:
                 return found
+            if pause == POLL_FIRST and aconn.info.transaction_status == TransactionStatus.INTRANS:
+                cursor = await aconn.execute(session_sql.TRANSACTION_ISOLATION)
+                row = await cursor.fetchone()
+                _refuse_fixed_snapshot(job_id, None if row is None else row[0])
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _timed_out(job_id, seconds)
@@ -239,7 +283,7 @@ async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
                 heard = [
                     n.payload
                     async for n in aconn.notifies(timeout=left, stop_after=1)
-                    if n.channel == FINISHED_CHANNEL
+                    if n.channel == channel
                 ]
                 if _concerns(heard, job_id):
                     break

@@ -5,19 +5,15 @@ A job commits or rolls back with the business write that caused it. No loops, no
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, overload
 
-import psycopg
-
 from pgbeat import flow, job_inputs
-from pgbeat.db import frameworks, runner, schema_errors
-from pgbeat.db.runner import Plan, T
+from pgbeat.db import frameworks, runner
+from pgbeat.db.runner import Plan
 from pgbeat.db.sql.jobs import enqueue as enqueue_sql
-from pgbeat.errors import NotMigrated
 from pgbeat.jobs import keys, rows
 from pgbeat.jobs.keys import OnConflict
 from pgbeat.jobs.payloads import (
@@ -43,19 +39,6 @@ __all__ = [
     "json_value",
     "max_payload_bytes",
 ]
-
-
-@contextlib.contextmanager
-def _migrated() -> Iterator[None]:
-    """``NotMigrated`` instead of psycopg's error when the jobs table (or a column of this
-    version's) is missing: the statement failed, and the caller's transaction with it."""
-    try:
-        yield
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
-        raise NotMigrated(
-            f"pgbeat's schema is missing or older than this version ({exc.diag.message_primary}):"
-            " run `pgbeat migrate` or pgbeat.apply_migrations(conn)"
-        ) from exc
 
 
 @overload
@@ -98,7 +81,6 @@ def enqueue(
 ) -> Coroutine[Any, Any, int | None]: ...
 
 
-@schema_errors.translate
 def enqueue(
     conn: object,
     kind: str,
@@ -143,14 +125,9 @@ def enqueue(
         (queue, priority, limit_key),
         tags,
     )
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _run_async(conn, plan)
-    with _migrated():
-        return runner.run(sync_conn, plan)
+    return runner.run_on(conn, plan)
 
 
-@schema_errors.translate
 async def enqueue_async(
     conn: object,
     kind: str,
@@ -180,7 +157,7 @@ async def enqueue_async(
         (queue, priority, limit_key),
         tags,
     )
-    return await _run_async(conn, plan)
+    return await runner.run_on_async(conn, plan)
 
 
 def _enqueue_plan(
@@ -221,12 +198,6 @@ def _many_plan(params: dict[str, Any], keyed: list[keys.KeyedJob]) -> Plan[list[
     return ids
 
 
-async def _run_async(conn: object, plan: Plan[T]) -> T:
-    async_conn = await frameworks.async_connection(conn)
-    with _migrated():
-        return await runner.run_async(async_conn, plan)
-
-
 @overload
 def enqueue_many(conn: frameworks.SyncCaller, jobs: Iterable[NewJob]) -> list[int]: ...
 
@@ -237,7 +208,6 @@ def enqueue_many(
 ) -> Coroutine[Any, Any, list[int]]: ...
 
 
-@schema_errors.translate
 def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     """Insert many jobs in one statement on ``conn``; return the ids of those inserted.
 
@@ -248,27 +218,11 @@ def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
     a coroutine, the same as ``enqueue_many_async``.
     """
     params, keyed = rows.many_params(jobs)  # every check before any SQL
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _many_async(conn, params, keyed)
     # one call, one commit: the runner commits a first statement alone on autocommit
-    with _migrated(), runner.own_transaction(sync_conn) if keyed else contextlib.nullcontext():
-        return runner.run(sync_conn, _many_plan(params, keyed))
+    return runner.run_on(conn, _many_plan(params, keyed), together=bool(keyed))
 
 
-@schema_errors.translate
 async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:
     """``enqueue_many`` for ``psycopg.AsyncConnection`` (or an async SQLAlchemy one)."""
     params, keyed = rows.many_params(jobs)
-    return await _many_async(conn, params, keyed)
-
-
-async def _many_async(
-    conn: object, params: dict[str, Any], keyed: list[keys.KeyedJob]
-) -> list[int]:
-    async_conn = await frameworks.async_connection(conn)
-    with _migrated():
-        if not keyed:
-            return await runner.run_async(async_conn, _many_plan(params, keyed))
-        async with runner.own_transaction_async(async_conn):
-            return await runner.run_async(async_conn, _many_plan(params, keyed))
+    return await runner.run_on_async(conn, _many_plan(params, keyed), together=bool(keyed))

@@ -13,11 +13,12 @@ from typing import Any, overload
 import psycopg
 
 from pgbeat import flow
-from pgbeat.db.runner import Plan, run_on
+from pgbeat.db.runner import Plan, async_aware, run, run_on, run_on_async
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 
-_NAMES = ("concurrency", "key_concurrency", "rate", "key_rate")
+_NAMES = ("concurrency", "key_concurrency", "rate", "key_rate", "fair")
+LIST_LIMIT = 100  # queues on one page of list_queues
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,15 @@ class QueueSettings:
     key_concurrency: int | None
     rate: str | None
     key_rate: str | None
+    fair: bool = False
+    problem: str | None = None  # why the row is invalid (written by SQL before 0019)
 
 
 def settings_from_row(row: tuple[Any, ...]) -> QueueSettings:
-    """A pgbeat_queues row (as the statements here return it) as QueueSettings."""
+    """A pgbeat_queues row (as the statements here return it) as QueueSettings; an
+    invalid row's periods come NULL from the statement, its limits are shown as stored."""
     name, paused, concurrency, key_concurrency, rate_n, rate_d, key_rate_n, key_rate_d = row[:8]
+    fair, problem = row[8:10]
     return QueueSettings(
         name,
         bool(paused),
@@ -42,16 +47,19 @@ def settings_from_row(row: tuple[Any, ...]) -> QueueSettings:
         key_concurrency,
         flow.rate_text(rate_n, rate_d),
         flow.rate_text(key_rate_n, key_rate_d),
+        bool(fair),
+        problem,
     )
 
 
 def configure_plan(name: str, given: dict[str, Any]) -> Plan[QueueSettings]:
     """Set the limits in ``given`` (checked: flow.merged_limits) on queue ``name``."""
-    limits = flow.merged_limits(flow.QueueLimits(), **given)
+    limits = flow.merged_limits(flow.QueueLimits(), **_limits(given))
     rate, key_rate = limits.rate, limits.key_rate
     params: dict[str, Any] = {
         "name": name,
         "set": list(given),
+        "fair": given.get("fair"),
         "concurrency": limits.concurrency,
         "key_concurrency": limits.key_concurrency,
         "rate_count": rate.count if rate else None,
@@ -68,12 +76,18 @@ def pause_plan(name: str, paused: bool) -> Plan[QueueSettings]:
     return settings_from_row(rows[0])
 
 
+def _limits(given: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in given.items() if name != "fair"}
+
+
 def _given(**values: Any) -> dict[str, Any]:
-    """The limits a caller named, checked before any statement runs."""
+    """The settings a caller named, checked before any statement runs."""
     given = {name: value for name, value in values.items() if value is not flow.UNSET}
     if not given:
         raise ValueError(f"give at least one of {', '.join(_NAMES)}")
-    flow.merged_limits(flow.QueueLimits(), **given)
+    if "fair" in given and not isinstance(given["fair"], bool):
+        raise TypeError(f"fair must be True or False, got {type(given['fair']).__name__}")
+    flow.merged_limits(flow.QueueLimits(), **_limits(given))
     return given
 
 
@@ -86,6 +100,7 @@ def configure_queue(
     key_concurrency: int | None = ...,
     rate: str | flow.Rate | None = ...,
     key_rate: str | flow.Rate | None = ...,
+    fair: bool = ...,
 ) -> QueueSettings: ...
 
 
@@ -98,6 +113,7 @@ def configure_queue(
     key_concurrency: int | None = ...,
     rate: str | flow.Rate | None = ...,
     key_rate: str | flow.Rate | None = ...,
+    fair: bool = ...,
 ) -> Any: ...
 
 
@@ -109,31 +125,67 @@ def configure_queue(
     key_concurrency: Any = flow.UNSET,
     rate: Any = flow.UNSET,
     key_rate: Any = flow.UNSET,
+    fair: Any = flow.UNSET,
 ) -> Any:
     """Set limits of queue ``name``, cluster-wide; the limits not named stay as they are.
 
     ``concurrency``: at most N of the queue's jobs running at once; ``key_concurrency``: at
     most N running per ``limit_key``; ``rate="N/D"`` (e.g. ``"100/10s"``): at most N starts
     in any window of length D; ``key_rate``: the same per ``limit_key``. ``None`` clears a
-    limit. Runs in ``conn``'s transaction; an async connection returns a coroutine.
+    limit. ``fair=True``: among the queue's due jobs of one priority, the claim takes the
+    limit keys in turn (jobs without a key form one key). Runs in ``conn``'s transaction;
+    an async connection returns a coroutine, as ``configure_queue_async``.
     """
+    limits = {"concurrency": concurrency, "key_concurrency": key_concurrency, "fair": fair}
+    return run_on(conn, _configure(name, rate=rate, key_rate=key_rate, **limits))
+
+
+async def configure_queue_async(
+    conn: object,
+    name: str,
+    *,
+    concurrency: Any = flow.UNSET,
+    key_concurrency: Any = flow.UNSET,
+    rate: Any = flow.UNSET,
+    key_rate: Any = flow.UNSET,
+    fair: Any = flow.UNSET,
+) -> QueueSettings:
+    """``configure_queue`` on an async connection."""
+    limits = {"concurrency": concurrency, "key_concurrency": key_concurrency, "fair": fair}
+    return await run_on_async(conn, _configure(name, rate=rate, key_rate=key_rate, **limits))
+
+
+def _configure(name: str, **limits: Any) -> Plan[QueueSettings]:
+    """The configure plan, its values checked before any SQL."""
     flow.check_queue(name)
-    given = _given(
-        concurrency=concurrency, key_concurrency=key_concurrency, rate=rate, key_rate=key_rate
-    )
-    return run_on(conn, configure_plan(name, given))
+    return configure_plan(name, _given(**limits))
 
 
-def pause_queue(conn: object, name: str) -> Any:
+@async_aware("pause_queue_async")
+def pause_queue(conn: psycopg.Connection[Any], name: str) -> QueueSettings:
     """Pause queue ``name``: no job of it starts (running ones finish) until ``resume_queue``."""
-    flow.check_queue(name)
-    return run_on(conn, pause_plan(name, True))
+    return run(conn, _pause(name, True))
 
 
-def resume_queue(conn: object, name: str) -> Any:
+async def pause_queue_async(conn: object, name: str) -> QueueSettings:
+    """``pause_queue`` on an async connection."""
+    return await run_on_async(conn, _pause(name, True))
+
+
+@async_aware("resume_queue_async")
+def resume_queue(conn: psycopg.Connection[Any], name: str) -> QueueSettings:
     """Resume a paused queue ``name``."""
+    return run(conn, _pause(name, False))
+
+
+async def resume_queue_async(conn: object, name: str) -> QueueSettings:
+    """``resume_queue`` on an async connection."""
+    return await run_on_async(conn, _pause(name, False))
+
+
+def _pause(name: str, paused: bool) -> Plan[QueueSettings]:
     flow.check_queue(name)
-    return run_on(conn, pause_plan(name, False))
+    return pause_plan(name, paused)
 
 
 @dataclass(frozen=True)
@@ -145,13 +197,25 @@ class QueueState:
     running: int
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self.settings), "pending": self.pending, "running": self.running}
+        """The settings (``problem`` only for a row the constraints refuse) and counts."""
+        shown = asdict(self.settings)
+        if shown["problem"] is None:
+            del shown["problem"]
+        return {**shown, "pending": self.pending, "running": self.running}
 
 
-def list_queues(conn: psycopg.Connection[Any]) -> list[QueueState]:
-    """Every queue with settings or live jobs, by name (an operator's view: counts scan)."""
-    rows = conn.execute(queue_sql.QUEUES_LIST).fetchall()
-    return [QueueState(settings_from_row(tuple(row)), row[8], row[9]) for row in rows]
+def list_queues(
+    conn: psycopg.Connection[Any],
+    *,
+    name: str | None = None,
+    after: str | None = None,
+    limit: int = LIST_LIMIT,
+) -> list[QueueState]:
+    """One page of the queues with settings or live jobs, by name: those after ``after``
+    whose name contains ``name`` (any case), at most ``limit`` (an operator's view)."""
+    params = {"name": name or None, "after": after, "limit": limit}
+    rows = conn.execute(queue_sql.QUEUES_LIST, params).fetchall()
+    return [QueueState(settings_from_row(tuple(row)), row[10], row[11]) for row in rows]
 
 
 def running_keys(

@@ -11,7 +11,15 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-FIELDS = ("job_id", "kind", "attempt", "duration_ms", "outcome", "schedule", "unique_key")
+FIELDS = (
+    "job_id", "kind", "attempt", "duration_ms", "outcome", "schedule", "unique_key",
+    # a scheduler tick's and a worker's summary lines
+    "enqueued", "skipped", "missed", "buffered", "released", "cancelled", "took_ms",
+    "done", "retried", "failed", "snoozed", "seconds",
+)  # fmt: skip
+# The worker's line for each job that succeeded (done, snoozed): `pgbeat worker` keeps it
+# at WARNING unless --job-logs all, and logs failures and a summary a minute instead.
+JOB_LINES = "pgbeat.worker.jobs"
 
 
 class JsonFormatter(logging.Formatter):
@@ -48,3 +56,8 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     # psycopg warns again about a pipeline it abandons after a lost connection, which our
     # own one-line "database unavailable" already reported.
     logging.getLogger("psycopg").setLevel(max(logging.getLevelName(level), logging.ERROR))
+
+
+def job_lines(every: bool) -> None:
+    """Log a line for every job that succeeded (``every``), or only for the others."""
+    logging.getLogger(JOB_LINES).setLevel(logging.NOTSET if every else logging.WARNING)

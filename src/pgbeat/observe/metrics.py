@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from pgbeat.db import connections
 from pgbeat.db.sql.jobs import metrics as metrics_sql
 from pgbeat.errors import DatabaseUnavailable
+from pgbeat.observe.schema_label import served_registry
 
 log = logging.getLogger("pgbeat.metrics")
 
@@ -47,16 +48,22 @@ class Metrics:
 
     def retention_deleted(self, status: str, count: int) -> None: ...
 
+    def late_periods(self, schedule: str, count: int) -> None: ...
+
 
 class PrometheusMetrics(Metrics):
     """Metrics in a prometheus_client registry of their own.
 
     ``kinds`` are the kinds that get a label of their own (a worker's handlers, a
-    scheduler's schedules); every other kind is counted as ``other``.
+    scheduler's schedules); every other kind is counted as ``other``. With ``schema``
+    (``--schema``) every sample served is labelled with it.
     """
 
-    def __init__(self, url: str | None = None, kinds: Iterable[str] = ()) -> None:
+    def __init__(
+        self, url: str | None = None, kinds: Iterable[str] = (), schema: str | None = None
+    ) -> None:
         self._kinds = frozenset(kinds)
+        self._schema = schema
         self.registry = CollectorRegistry()
         self._jobs = Counter(
             "pgbeat_jobs",
@@ -95,6 +102,13 @@ class PrometheusMetrics(Metrics):
             ["status"],
             registry=self.registry,
         )
+        self._late = Counter(
+            "pgbeat_schedule_late_periods",
+            "Periods this process judged late: their job had not ended done by the "
+            "schedule's deadline (each period is judged by one replica).",
+            ["schedule"],
+            registry=self.registry,
+        )
         if url is not None:
             self.registry.register(QueueDepthCollector(url, self.kind_label))
 
@@ -122,9 +136,12 @@ class PrometheusMetrics(Metrics):
     def retention_deleted(self, status: str, count: int) -> None:
         self._retention_deleted.labels(status).inc(count)
 
+    def late_periods(self, schedule: str, count: int) -> None:
+        self._late.labels(schedule).inc(count)
+
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve /metrics on a daemon thread (loopback unless ``host`` says otherwise)."""
-        start_http_server(port, addr=host, registry=self.registry)
+        start_http_server(port, addr=host, registry=served_registry(self.registry, self._schema))
         log.info("metrics on http://%s:%d/metrics", host, port)
 
 

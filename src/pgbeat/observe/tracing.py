@@ -27,6 +27,9 @@ else:
 
 T = TypeVar("T")
 SYSTEM = "pgbeat"  # messaging.system
+# What jobs.meta keeps of the injected context: never baggage (it may carry a user's
+# e-mail address, which the dashboard's viewers would then read).
+TRACE_KEYS = ("traceparent", "tracestate")
 
 
 def configured() -> bool:
@@ -44,7 +47,8 @@ def current_meta() -> dict[str, str] | None:
         return None
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
-    return carrier or None
+    kept = {key: value for key, value in carrier.items() if key in TRACE_KEYS}
+    return kept or None
 
 
 def meta_param() -> Jsonb | None:
@@ -62,8 +66,14 @@ def enqueue_contexts(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> dict
     if not jobs or not configured():
         return {}
     rows = conn.execute(meta_sql.JOBS_META, {"ids": [job.id for job in jobs]}).fetchall()
-    found = {int(job_id): meta for job_id, meta in rows if meta}
+    found = {int(row[0]): _carrier(row[1], row[2]) for row in rows}
     return {job.id: found.get(job.id, {}) for job in jobs}
+
+
+def _carrier(traceparent: str | None, tracestate: str | None) -> dict[str, str]:
+    """The headers a propagator reads, from a meta's two keys (as text: never decoded)."""
+    carrier = {"traceparent": traceparent, "tracestate": tracestate}
+    return {key: value for key, value in carrier.items() if value is not None}
 
 
 def run_in_span(job: Job, meta: Any, call: Callable[[], T]) -> T:
@@ -98,7 +108,7 @@ def _start_span(job: Job, meta: Any) -> Any:
     A retry hours later would otherwise stretch the enqueueing request's trace over hours.
     """
     tracer = trace.get_tracer("pgbeat", __version__)
-    parent = propagate.extract(meta) if isinstance(meta, Mapping) else otel_context.Context()
+    parent = _parent(meta)
     links = []
     if job.attempt > 1:
         linked = trace.get_current_span(parent).get_span_context()
@@ -112,3 +122,13 @@ def _start_span(job: Job, meta: Any) -> Any:
         attributes=attributes(job),
         links=links,
     )
+
+
+def _parent(meta: Any) -> Any:
+    """The enqueue's context from a meta; a root's when it holds none that can be read."""
+    if not isinstance(meta, Mapping):
+        return otel_context.Context()
+    try:
+        return propagate.extract(meta)
+    except Exception:  # a propagator an application installed may raise on odd values
+        return otel_context.Context()

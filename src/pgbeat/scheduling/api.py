@@ -46,6 +46,8 @@ def upsert_schedule(
     queue: str = "default",
     priority: int = 0,
     tags: Sequence[str] | None = None,
+    deadline: str | timedelta | None = None,
+    on_late: str | None = None,
 ) -> Any:
     """Create or change the schedule ``name`` on ``conn``, in its current transaction.
 
@@ -56,7 +58,9 @@ def upsert_schedule(
     survives a change. ``start_at`` / ``end_at`` (aware datetimes or ISO-8601 text with an
     offset) bound its periods; ``pause_after_failures`` pauses it after that many
     consecutive periods whose jobs ended failed; ``queue``, ``priority`` and ``tags`` go to
-    its jobs.
+    its jobs. ``deadline`` (``"30m"``): a period whose job has not ended done that long
+    after its fire time is late, once; ``on_late`` names the kind of the one job enqueued
+    for each late period (docs/schedules.md, "Deadlines and alerts").
     Raises ``ScheduleError`` (one line) for an invalid value, and
     ``ScheduleConflict`` when a schedules file declares ``name``: change it there.
     """
@@ -78,6 +82,8 @@ def upsert_schedule(
         queue=queue,
         priority=priority,
         tags=tags,
+        deadline=deadline,
+        on_late=on_late,
     )
     return runner.run_on(conn, _upsert_plan(schedule))
 
@@ -102,6 +108,8 @@ async def upsert_schedule_async(
     queue: str = "default",
     priority: int = 0,
     tags: Sequence[str] | None = None,
+    deadline: str | timedelta | None = None,
+    on_late: str | None = None,
 ) -> Change:
     """``upsert_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
     schedule = _validated(
@@ -122,6 +130,8 @@ async def upsert_schedule_async(
         queue=queue,
         priority=priority,
         tags=tags,
+        deadline=deadline,
+        on_late=on_late,
     )
     return await runner.run_on_async(conn, _upsert_plan(schedule))
 

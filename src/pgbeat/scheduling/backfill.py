@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from pgbeat.db.runner import DICTS, Plan, run_on_async, run_on_sync
+import psycopg
+
+from pgbeat.db.runner import DICTS, Plan, async_aware, run, run_on_async
 from pgbeat.db.sql import history as history_sql
 from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.db.sql import session as session_sql
@@ -38,8 +41,14 @@ class BackfillPlan:
     new: list[datetime]
 
 
+@async_aware("backfill_async")
 def backfill(
-    conn: object, name: str, start: datetime, end: datetime, *, by: str | None = None
+    conn: psycopg.Connection[Any],
+    name: str,
+    start: datetime,
+    end: datetime,
+    *,
+    by: str | None = None,
 ) -> int:
     """Enqueue every period of ``name`` in ``[start, end)`` not decided yet; return how many.
 
@@ -48,7 +57,7 @@ def backfill(
     recorded in the history as ``backfill`` with ``by`` (who asked). Paused or not, overlap
     or not: an operator asked for it. Runs in ``conn``'s current transaction.
     """
-    return run_on_sync(conn, _backfill_plan(name, start, end, by), "backfill_async")
+    return run(conn, _backfill_plan(name, start, end, by))
 
 
 async def backfill_async(
@@ -58,9 +67,12 @@ async def backfill_async(
     return await run_on_async(conn, _backfill_plan(name, start, end, by))
 
 
-def preview_backfill(conn: object, name: str, start: datetime, end: datetime) -> BackfillPlan:
+@async_aware("preview_backfill_async")
+def preview_backfill(
+    conn: psycopg.Connection[Any], name: str, start: datetime, end: datetime
+) -> BackfillPlan:
     """What ``backfill`` would enqueue now, writing nothing (``--dry-run``, the dashboard)."""
-    return run_on_sync(conn, _preview_plan(name, start, end), "preview_backfill_async")
+    return run(conn, _preview_plan(name, start, end))
 
 
 async def preview_backfill_async(

@@ -52,7 +52,7 @@ class _Validated:
     A row equal to one of them in every definition column but name and payload needs no
     model once its name passes the model's rules; one that differs from one of them only
     in its cron and zone as well, once those pass their fields' rules (``timing_fields``).
-    A validation per row was a quarter of a start-up at 100,000 schedules, whose rows are
+    A validation per row was a large share of a start-up (docs/benchmarks.md), whose rows are
     mostly such: one report per customer, at the customer's hour, in the customer's zone.
     """
 
@@ -141,6 +141,7 @@ class Catalog:
         self.changes = getattr(self, "changes", 0) + 1  # counts every change to the copy
         self.invalid: dict[str, str] = {}  # rows that do not validate, and why
         self.buffering: set[str] = set()  # schedules with overlap = "buffer_one"
+        self.deadlines: set[str] = set()  # schedules with a deadline (lateness.py)
 
     def __len__(self) -> int:
         return len(self._group_of)
@@ -162,7 +163,9 @@ class Catalog:
 
     def longest_catch_up_window(self) -> timedelta | None:
         """The longest catch-up window of the schedules in the copy (None: no schedule)."""
-        windows = [policy[4] for groups in (self._settled, self._fresh) for policy in groups]
+        windows = [
+            policy.catch_up_window for groups in (self._settled, self._fresh) for policy in groups
+        ]
         return max(windows, default=None)
 
     def load(self, conn: psycopg.Connection[Any]) -> None:
@@ -368,9 +371,12 @@ class Catalog:
         self._group_of[name] = group
         if definition.overlap == "buffer_one":
             self.buffering.add(name)
+        if definition.deadline is not None:
+            self.deadlines.add(name)
 
     def _remove(self, name: str) -> int:
         self.buffering.discard(name)
+        self.deadlines.discard(name)
         group = self._group_of.pop(name)
         self.templates.release(group.members.pop(name).template)
         if not group.members:

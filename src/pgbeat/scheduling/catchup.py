@@ -9,11 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from pgbeat.scheduling.fires import fire_times_between
 from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.timing import Timed
 
-FiresBetween = Callable[[Schedule, datetime, datetime], list[datetime]]
+FiresBetween = Callable[[Timed, datetime, datetime], list[datetime]]
+
+
+class CatchingUp(Timed, Protocol):
+    """What the catch-up rules read: a timing and its catch-up policy (a ``Schedule``, or
+    the policy a replica's group of schedules shares)."""
+
+    @property
+    def catch_up(self) -> str: ...
+
+    @property
+    def catch_up_window(self) -> timedelta: ...
+
 
 ON_TIME = timedelta(seconds=5)  # a period this late is still on time, not "missed"
 MAX_CATCH_UP_PERIODS = 10_000  # catch_up = "all" never floods one tick beyond this
@@ -21,7 +35,7 @@ _FIRST_LOOK_BACK = timedelta(hours=1)
 
 
 def due_periods(
-    schedule: Schedule,
+    schedule: CatchingUp,
     last_tick: datetime | None,
     now: datetime,
     between: FiresBetween = fire_times_between,
@@ -47,7 +61,7 @@ def due_periods(
 
 
 def missed_periods(
-    schedule: Schedule,
+    schedule: CatchingUp,
     last_tick: datetime | None,
     now: datetime,
     due: list[datetime],
@@ -70,7 +84,7 @@ def missed_periods(
 
 
 def last_fires_between(
-    schedule: Schedule,
+    schedule: Timed,
     start: datetime,
     end: datetime,
     limit: int,
@@ -91,7 +105,7 @@ def last_fires_between(
     return fires[-limit:]
 
 
-def latest_fire_between(schedule: Schedule, start: datetime, end: datetime) -> datetime | None:
+def latest_fire_between(schedule: Timed, start: datetime, end: datetime) -> datetime | None:
     """The last fire time in (start, end], if any."""
     fires = last_fires_between(schedule, start, end, 1)
     return fires[-1] if fires else None

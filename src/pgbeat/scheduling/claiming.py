@@ -1,4 +1,4 @@
-"""A tick's claim as the scheduler runs it, what it tells the logs and metrics, the purge.
+"""A tick's claim as the scheduler runs it, and what it tells the logs and metrics.
 
 The claim is one transaction (periods.py); when the database refuses it for the values of
 some period, each schedule is claimed alone so the others still go on. Kept apart from the
@@ -8,14 +8,12 @@ loop (scheduler.py), which only decides when to tick.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
 from pgbeat.db.connections import is_connection_failure, is_data_error
-from pgbeat.db.sql import history as history_sql
-from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.groups import Group
@@ -23,9 +21,6 @@ from pgbeat.scheduling.periods import Claims, PeriodBatch
 from pgbeat.scheduling.planning import Plan
 
 log = logging.getLogger("pgbeat.scheduler")
-
-PURGE_BATCH = 10_000
-TOMBSTONES_KEPT = timedelta(days=1)  # deleted schedules stay visible to polling replicas
 
 
 def claim(conn: psycopg.Connection[Any], catalog: Catalog, made: Plan, replica: str) -> Claims:
@@ -66,8 +61,13 @@ def claim(conn: psycopg.Connection[Any], catalog: Catalog, made: Plan, replica: 
     return claims
 
 
-def report(claims: Claims, metrics: Metrics, catalog: Catalog) -> None:
-    """Count each schedule's periods (new or present) and log them when asked to."""
+def report(claims: Claims, metrics: Metrics, catalog: Catalog, took: float = 0.0) -> None:
+    """Count each schedule's periods (new or present); log one summary line per tick that
+    did something (INFO), and a line per period at DEBUG.
+
+    At 10,000 schedules a line per period was 10,000 INFO lines a minute: an unread pipe
+    once blocked the process on them.
+    """
     for name, (new, old) in claims.counts.items():
         metrics.periods(name, new, old)
     for name in claims.paused:
@@ -76,33 +76,54 @@ def report(claims: Claims, metrics: Metrics, catalog: Catalog) -> None:
             name,
             extra={"schedule": name, "kind": catalog.kind(name)},
         )
-    if claims.cancelled:
-        log.info("asked jobs %s to stop: later periods replaced them", claims.cancelled)
+    sorts = (
+        ("enqueued", claims.inserted),
+        ("skipped", claims.skipped),
+        ("missed", claims.missed),
+        ("buffered", claims.buffered),
+        ("enqueued after waiting", claims.released),
+    )
     if log.isEnabledFor(logging.INFO):
-        for label, keys in (
-            ("enqueued", claims.inserted),
-            ("skipped", claims.skipped),
-            ("missed", claims.missed),
-            ("buffered", claims.buffered),
-            ("enqueued after waiting", claims.released),
-        ):
-            for key in keys:
-                log.info("%s %s", label, key, extra=_fields(catalog, key))
+        summary = tick_summary(sorts, len(claims.cancelled))
+        if summary:
+            log.info("tick: %s in %.1fms", summary, took * 1000, extra=_counts(claims, took))
     if log.isEnabledFor(logging.DEBUG):
+        for label, keys in sorts:
+            for key in keys:
+                log.debug("%s %s", label, key, extra=_fields(catalog, key))
         for key in claims.existing:
             log.debug("already enqueued %s", key, extra=_fields(catalog, key))
+        if claims.cancelled:
+            log.debug("asked jobs %s to stop: later periods replaced them", claims.cancelled)
 
 
-def purge_history(conn: psycopg.Connection[Any], retention: timedelta) -> int:
-    """Delete history older than ``retention``, and old tombstones; return rows deleted."""
-    deleted, params = 0, {"older_than": retention, "batch": PURGE_BATCH}
-    for _ in range(100):  # at most a million rows per turn
-        count = conn.execute(history_sql.HISTORY_PURGE_BATCH, params).rowcount
-        deleted += count
-        if count < PURGE_BATCH:
-            break
-    conn.execute(schedule_sql.SCHEDULES_PURGE_TOMBSTONES, {"older_than": TOMBSTONES_KEPT})
-    return deleted
+SUMMARY_KEYS = 3  # a kind of outcome with at most this many periods names them
+
+
+def tick_summary(sorts: Sequence[tuple[str, Sequence[str]]], cancelled: int) -> str:
+    """``3 enqueued (a@..., b@..., c@...), 10000 skipped``: each outcome that happened,
+    counted, its keys named when there are few; '' for a tick that did nothing."""
+    parts = []
+    for label, keys in sorts:
+        if keys:
+            named = f" ({', '.join(keys)})" if len(keys) <= SUMMARY_KEYS else ""
+            parts.append(f"{len(keys)} {label}{named}")
+    if cancelled:
+        parts.append(f"{cancelled} asked to stop (cancel_other)")
+    return ", ".join(parts)
+
+
+def _counts(claims: Claims, took: float) -> dict[str, Any]:
+    """The summary's numbers as fields of a JSON log line."""
+    return {
+        "enqueued": len(claims.inserted),
+        "skipped": len(claims.skipped),
+        "missed": len(claims.missed),
+        "buffered": len(claims.buffered),
+        "released": len(claims.released),
+        "cancelled": len(claims.cancelled),
+        "took_ms": round(took * 1000, 1),
+    }
 
 
 def first_line(exc: BaseException) -> str:

@@ -34,6 +34,8 @@ DEFINITION_COLUMNS = (
     "queue",
     "priority",
     "tags",
+    "deadline",
+    "on_late",
 )
 # Keys that join the fingerprint only when set, so that the definitions written before
 # they existed keep their hash (replicas of two versions agree on such a schedule).
@@ -44,6 +46,8 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "queue": "default",
     "priority": 0,
     "tags": None,
+    "deadline": None,
+    "on_late": None,
 }
 
 
@@ -78,6 +82,8 @@ def schedule_values(schedule: Schedule) -> dict[str, Any]:
         "queue": schedule.queue,
         "priority": schedule.priority,
         "tags": None if schedule.tags is None else list(schedule.tags),
+        "deadline": schedule.deadline,
+        "on_late": schedule.on_late,
         "definition_hash": definition_hash(schedule),
     }
 
@@ -107,10 +113,17 @@ def _canonical(schedule: Schedule) -> str:
     for key, default in _OPTIONAL_DEFAULTS.items():
         value = getattr(schedule, key)
         if value != default:
-            if isinstance(value, datetime):
-                value = value.isoformat()
-            values[key] = list(value) if isinstance(value, tuple) else value
+            values[key] = _plain(list(value) if isinstance(value, tuple) else value)
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def _plain(value: Any) -> Any:
+    """A value of the fingerprint as JSON holds it (instants as ISO-8601, spans in seconds)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
 
 
 def _seconds(value: timedelta | None) -> float | None:

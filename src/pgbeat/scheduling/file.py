@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from pgbeat.errors import ConfigError
+from pgbeat.scheduling.lateness import deadline_problem
 from pgbeat.scheduling.schedule import Schedule
 
 # The schedule's name is its table key ([schedules.NAME]), never a key inside it.
@@ -139,6 +140,9 @@ def _schedule(
     data = {"kind": name, **defaults, **known, "name": name}
     schedule, errors = _validate(data)
     problems += [_describe(error) for error in errors]
+    late_problem = None if schedule is None else deadline_problem(schedule)
+    if late_problem is not None:
+        problems.append(late_problem)
     return (None, problems) if problems else (schedule, [])
 
 

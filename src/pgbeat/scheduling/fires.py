@@ -1,4 +1,4 @@
-"""When a ``Schedule`` fires, with pgbeat's daylight-saving policy.
+"""When a schedule's ``Timing`` fires, with pgbeat's daylight-saving policy.
 
 Pure: every instant is passed in and every answer is an aware UTC datetime, so the
 scheduler and the ``schedules next`` preview agree on every replica. Cron expressions
@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 from pgbeat.scheduling import cron, dst
 from pgbeat.scheduling.schedule import Schedule, require_aware
+from pgbeat.scheduling.timing import Timed
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
@@ -22,7 +23,7 @@ _MICROSECOND = timedelta(microseconds=1)
 _DAY = timedelta(days=1)
 
 
-def fire_times_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
+def fire_times_between(schedule: Timed, start: datetime, end: datetime) -> list[datetime]:
     """All fire instants t with start < t <= end, sorted, deduplicated, as aware UTC datetimes."""
     require_aware(start=start, end=end)
     if schedule.every is not None:
@@ -42,7 +43,7 @@ ScanStarts = dict[tuple[datetime, ZoneInfo], datetime]
 
 
 def next_fire_after(
-    schedule: Schedule, after: datetime, scan_starts: ScanStarts | None = None
+    schedule: Timed, after: datetime, scan_starts: ScanStarts | None = None
 ) -> datetime:
     """The first fire instant strictly after ``after``, as an aware UTC datetime."""
     require_aware(after=after)
@@ -105,7 +106,7 @@ def periods_between(
 
 
 def _cron_fires(
-    schedule: Schedule, after: datetime, scan_starts: ScanStarts | None = None
+    schedule: Timed, after: datetime, scan_starts: ScanStarts | None = None
 ) -> Iterator[tuple[datetime, ...]]:
     """For each matching wall-clock time that may fire after ``after``: its instants."""
     assert schedule.cron is not None

@@ -12,18 +12,42 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo
 
 from pgbeat.jobs import payloads
 from pgbeat.scheduling.catchup import keep_for
 from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.timing import Timing
 
-Policy = tuple[Any, ...]  # (cron, every, timezone, catch_up, catch_up_window)
 Gaps = tuple[tuple[datetime | None, datetime], ...]  # (after, until] spans, None: always
 
 
 _MICROSECOND = timedelta(microseconds=1)
 _END_OF_TIME = datetime.max.replace(tzinfo=UTC)
-_TIMING = Schedule.model_construct(name="group", kind="group", cron="* * * * *", every=None)
+
+
+class Policy(NamedTuple):
+    """How the schedules of a group fire: their timing and catch-up policy.
+
+    What the fire-time and catch-up functions read (``catchup.CatchingUp``), without a
+    ``Schedule``: a replica keeps tens of thousands of groups.
+    """
+
+    timing: Timing
+    catch_up: str
+    catch_up_window: timedelta
+
+    @property
+    def cron(self) -> str | None:
+        return self.timing.cron
+
+    @property
+    def every(self) -> timedelta | None:
+        return self.timing.every
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return self.timing.zone
 
 
 class Template(NamedTuple):
@@ -53,6 +77,7 @@ class Definition:
     queue: str
     priority: int
     tags: tuple[str, ...] | None = None
+    deadline: timedelta | None = None  # its periods are watched (lateness.py)
 
     @classmethod
     def of(cls, schedule: Schedule) -> Definition:
@@ -66,13 +91,14 @@ class Definition:
             schedule.queue,
             schedule.priority,
             schedule.tags,
+            schedule.deadline,
         )
 
     def retimed(self, cron: str | None, timezone: str) -> Definition:
         """This definition with another cron and zone (validated by the caller)."""
-        _, every, _, catch_up, window = self.policy
+        timing = Timing(cron, self.policy.timing.every, timezone)
         return Definition(
-            (cron, every, timezone, catch_up, window),
+            self.policy._replace(timing=timing),
             self.kind,
             self.jitter,
             self.overlap,
@@ -81,6 +107,7 @@ class Definition:
             self.queue,
             self.priority,
             self.tags,
+            self.deadline,
         )
 
     def template(self, payload: str) -> Template:
@@ -118,22 +145,6 @@ class Group:
     next_fire: datetime | None = None
     alive: bool = True
 
-    @property
-    def first(self) -> Schedule:
-        """The group's timing as a ``Schedule``, for the fire-time functions (built on demand:
-        tens of thousands of groups would otherwise each keep one; a copy of a prototype
-        costs half of a construction)."""
-        cron, every, timezone, catch_up, window = self.policy
-        return _TIMING.model_copy(
-            update={
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "catch_up": catch_up,
-                "catch_up_window": window,
-            }
-        )
-
 
 def gaps_of(row: Mapping[str, Any]) -> Gaps:
     """The spans whose periods a schedule never enqueues, as (after, until] pairs.
@@ -164,13 +175,7 @@ def outside(fires: Sequence[datetime], gaps: Gaps) -> Sequence[datetime]:
 
 
 def policy_of(schedule: Schedule) -> Policy:
-    return (
-        schedule.cron,
-        schedule.every,
-        schedule.timezone,
-        schedule.catch_up,
-        schedule.catch_up_window,
-    )
+    return Policy(schedule.timing, schedule.catch_up, schedule.catch_up_window)
 
 
 @dataclass

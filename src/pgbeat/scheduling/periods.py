@@ -14,13 +14,15 @@ back, period by period.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
+from pgbeat.db.connections import is_connection_failure
 from pgbeat.db.literals import number_array, text_array
 from pgbeat.db.sql import history as history_sql
 from pgbeat.db.sql import schedules as schedule_sql
@@ -30,6 +32,8 @@ from pgbeat.scheduling.catchup import ON_TIME
 from pgbeat.scheduling.groups import Group, Member, Template, outside
 from pgbeat.scheduling.jitter import jitter_offset
 from pgbeat.scheduling.schedule import unique_key_suffix
+
+log = logging.getLogger("pgbeat.scheduler")
 
 
 @dataclass
@@ -144,8 +148,12 @@ class PeriodBatch:
             decided = {(name, epoch): (out, job, why) for name, epoch, out, job, why in rows}
             inserted = self._insert_jobs(conn, decided)
             self._sort_out(conn, claims, decided, inserted)
-            self._pause_failing(conn, claims, decided, replica)
-            self._cancel_others(conn, claims, decided)
+            _apart(
+                conn,
+                "pause after failures",
+                lambda: self._pause_failing(conn, claims, decided, replica),
+            )
+            _apart(conn, "cancel_other", lambda: self._cancel_others(conn, claims, decided))
         return claims
 
     def _insert_jobs(
@@ -334,3 +342,17 @@ def release_buffered(conn: psycopg.Connection[Any], replica: str) -> list[str]:
     with conn.transaction():
         rows = conn.execute(history_sql.HISTORY_RELEASE_BUFFERED, params).fetchall()
     return sorted(key for _, key in rows)
+
+
+def _apart(conn: psycopg.Connection[Any], rule: str, step: Callable[[], None]) -> None:
+    """Run a rule's statement in a savepoint of the claim: refused (a role without the
+    grant, a row-level policy), it is logged and tried again next tick, and the periods of
+    every schedule are still claimed; a lost connection still ends the tick."""
+    try:
+        with conn.transaction():
+            step()
+    except psycopg.Error as exc:
+        if is_connection_failure(exc, conn):
+            raise
+        first = str(exc).strip().partition("\n")[0][:500]
+        log.error("%s was refused this tick, the periods kept: %s", rule, first)

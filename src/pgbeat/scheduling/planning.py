@@ -18,7 +18,7 @@ from pgbeat.scheduling.catchup import ON_TIME, due_periods, missed_periods
 from pgbeat.scheduling.fires import ScanStarts, fire_times_between, next_fire_after
 from pgbeat.scheduling.groups import Group, Policy
 from pgbeat.scheduling.periods import PeriodBatch
-from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.timing import Timed
 
 AHEAD = timedelta(seconds=2)  # plan the next fire time when at least this far ahead
 MISSED_LIMIT = 100  # missed periods recorded per schedule and tick, the latest ones
@@ -91,7 +91,7 @@ def _periods_of(
     One fire-time computation when its window holds no period: the common case for a
     group that has not ticked yet (a replica's start: tens of thousands of them).
     """
-    timing = group.first
+    timing = group.policy
     window_start = now - timing.catch_up_window
     since = window_start if group.last_tick is None else max(group.last_tick, window_start)
     first = memo.next_after(timing, since)
@@ -105,8 +105,8 @@ def _periods_of(
 class _FireMemo:
     """Fire times within one tick, shared by groups with the same timing.
 
-    They depend only on (cron, every, timezone), and every schedule ticks with the same
-    bounds, so groups that differ only in their catch-up policy compute them once.
+    They depend only on the timing (cron or every, zone), and every schedule ticks with
+    the same bounds, so groups that differ only in their catch-up policy compute them once.
     """
 
     def __init__(self) -> None:
@@ -114,18 +114,14 @@ class _FireMemo:
         self._next: dict[tuple[Any, ...], datetime] = {}
         self._scan_starts: ScanStarts = {}  # shared by every timing: one per zone
 
-    @staticmethod
-    def _timing(schedule: Schedule) -> tuple[Any, ...]:
-        return (schedule.cron, schedule.every, schedule.timezone)
-
-    def between(self, schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
-        key = (*self._timing(schedule), start, end)
+    def between(self, timing: Timed, start: datetime, end: datetime) -> list[datetime]:
+        key = (timing.cron, timing.every, timing.zone, start, end)
         if key not in self._between:
-            self._between[key] = fire_times_between(schedule, start, end)
+            self._between[key] = fire_times_between(timing, start, end)
         return self._between[key]
 
-    def next_after(self, schedule: Schedule, after: datetime) -> datetime:
-        key = (*self._timing(schedule), after)
+    def next_after(self, timing: Timed, after: datetime) -> datetime:
+        key = (timing.cron, timing.every, timing.zone, after)
         if key not in self._next:
-            self._next[key] = next_fire_after(schedule, after, self._scan_starts)
+            self._next[key] = next_fire_after(timing, after, self._scan_starts)
         return self._next[key]

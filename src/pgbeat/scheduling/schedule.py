@@ -25,6 +25,7 @@ from pydantic import (
 from pgbeat import job_inputs, limits
 from pgbeat.durations import MAX_DURATION, format_duration, parse_duration
 from pgbeat.scheduling import cron
+from pgbeat.scheduling.timing import Timing, zone_named
 
 CatchUp = Literal["none", "latest", "all"]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
@@ -75,6 +76,10 @@ class Schedule(BaseModel):
     queue: str = Field(default="default", min_length=1, max_length=limits.MAX_KIND_LENGTH)
     priority: int = Field(default=0, ge=-32768, le=32767)  # higher runs first (smallint)
     tags: tuple[str, ...] | None = None  # given to its jobs (job_inputs.check_tags's limits)
+    # A period whose job has not ended done this long after its fire time is late
+    # (lateness.py); on_late names the kind of the one job enqueued for each late period.
+    deadline: timedelta | None = None
+    on_late: str | None = Field(default=None, max_length=limits.MAX_KIND_LENGTH)
 
     @field_validator("name")
     @classmethod
@@ -130,7 +135,7 @@ class Schedule(BaseModel):
     def _check_cron(cls, value: str | None) -> str | None:
         return None if value is None else validate_cron(value)
 
-    @field_validator("every", "catch_up_window", "jitter", mode="before")
+    @field_validator("every", "catch_up_window", "jitter", "deadline", mode="before")
     @classmethod
     def _parse_duration(cls, value: object) -> object:
         # Durations are written like "30s" or "1h30m", in schedules.toml and in code alike.
@@ -167,6 +172,22 @@ class Schedule(BaseModel):
         if value is not None and value > MAX_DURATION:
             raise ValueError(f"must be at most {MAX_DURATION.days} days")
         return value or None  # timedelta(0) from code is no jitter
+
+    @field_validator("deadline")
+    @classmethod
+    def _check_deadline(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"must be greater than zero (got {format_duration(value) or '0s'})")
+        if value is not None and value > MAX_DURATION:
+            raise ValueError(f"must be at most {MAX_DURATION.days} days")
+        return value
+
+    @field_validator("on_late")
+    @classmethod
+    def _check_on_late(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise ValueError("must name a job kind (a non-empty name without NUL characters)")
+        return value
 
     @field_validator("timezone")
     @classmethod
@@ -209,14 +230,19 @@ class Schedule(BaseModel):
             self.end_at is None or fire <= self.end_at
         )
 
-    @field_serializer("every", "catch_up_window", "jitter", when_used="json")
+    @field_serializer("every", "catch_up_window", "jitter", "deadline", when_used="json")
     def _show_duration(self, value: timedelta | None) -> str | None:
         return None if value is None else format_duration(value)
 
     @property
     def zone(self) -> ZoneInfo:
         """The schedule's time zone (cron wall-clock times are read in it)."""
-        return _zone(self.timezone)
+        return zone_named(self.timezone)
+
+    @property
+    def timing(self) -> Timing:
+        """When it fires, as the one value the fire times, groups and descriptions read."""
+        return Timing(self.cron, self.every, self.timezone)
 
     @property
     def is_fixed_time(self) -> bool:
@@ -291,11 +317,6 @@ def require_aware(**values: datetime) -> None:
     for label, value in values.items():
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{label} must be a timezone-aware datetime, got {value!r}")
-
-
-@functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file
-def _zone(name: str) -> ZoneInfo:
-    return ZoneInfo(name)
 
 
 @functools.lru_cache(maxsize=1024)  # zoneinfo keeps only 8 zones: a miss reads the zone file

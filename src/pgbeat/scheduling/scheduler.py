@@ -29,14 +29,15 @@ from pgbeat.db import connections
 from pgbeat.db.connections import Connector, Outage, ReconnectBackoff, is_connection_failure
 from pgbeat.db.pooler import pooler
 from pgbeat.db.sql import schedules as schedule_sql
-from pgbeat.durations import format_duration
 from pgbeat.errors import ConfigError
 from pgbeat.observe.heartbeat import Heartbeat
 from pgbeat.observe.metrics import Metrics
-from pgbeat.scheduling import claiming, planning
+from pgbeat.scheduling import claiming, deadlines, planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.definition import file_hash
-from pgbeat.scheduling.lookback import LookBack, retention_for
+from pgbeat.scheduling.history_purge import HISTORY_RETENTION, HistoryPurge
+from pgbeat.scheduling.lateness import Watch
+from pgbeat.scheduling.lookback import LookBack
 from pgbeat.scheduling.periods import Claims, release_buffered
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.sync import SyncResult, freed_by_code, needs_sync, sync_file
@@ -44,9 +45,7 @@ from pgbeat.scheduling.sync import SyncResult, freed_by_code, needs_sync, sync_f
 log = logging.getLogger("pgbeat.scheduler")
 
 MAX_SLEEP = timedelta(seconds=5)  # wake at least this often, whatever the schedules say
-HISTORY_RETENTION = timedelta(days=30)  # history rows older than this are deleted
 FILE_CHECK_EVERY = 5.0  # seconds between checks that this replica's file is in effect
-PURGE_EVERY = 600.0  # seconds between history purges by one replica
 _WAIT_SLICE = 0.25  # seconds: how promptly a wait notices stop() and reload()
 
 
@@ -62,6 +61,7 @@ class TickResult:
     buffered: list[str] = field(default_factory=list)  # waiting behind a live job
     released: list[str] = field(default_factory=list)  # waited, enqueued now
     paused: list[str] = field(default_factory=list)  # schedules paused after failures
+    late: list[str] = field(default_factory=list)  # periods this tick judged late
 
 
 class Scheduler:
@@ -87,8 +87,7 @@ class Scheduler:
         self._file = None if schedules is None else [s for s in schedules if s.enabled]
         self._file_hash = None if self._file is None else file_hash(self._file)
         self._load = load
-        self._retention = history_retention
-        self._clamped_to = history_retention
+        self._purge = HistoryPurge(history_retention)
         self._left_to_code: list[str] = []  # names of the file that code owned at the sync
         self._heartbeat = (
             Heartbeat(
@@ -109,13 +108,14 @@ class Scheduler:
             "pgbeat-scheduler",
             configure=self._listen if self._listening else None,
             backoff=ReconnectBackoff(url, log, lambda: self._metrics.reconnected("scheduler")),
-            # JIT compiled a 10,000-period claim for 300 ms, longer than it then ran for
+            # JIT compiled a large tick's claim for longer than it then ran for
             jit="off",
             # A claim acknowledged is durable, on the standby too when replication is
             # synchronous: after a failover no replica finds an "enqueued" period missing.
             synchronous_commit="on",
         )
         self._look_back = LookBack()
+        self._watch = Watch()  # when this replica judges deadlines next
         self._loop = BackgroundLoop(
             "pgbeat-scheduler", self._step, on_exit=self._finish, on_failure=self._failed
         )
@@ -126,7 +126,6 @@ class Scheduler:
         self._heard = True  # a notification of a change came since the last refresh
         self._next_refresh = 0.0  # monotonic time of the next refresh without one
         self.prepared_ticks = 0  # ticks that claimed periods built ahead (tests, benchmarks)
-        self._next_purge = time.monotonic() + PURGE_EVERY * (0.1 + 0.9 * _spread())
         self.stopped = threading.Event()
 
     def stop(self) -> None:
@@ -157,8 +156,11 @@ class Scheduler:
         return self._loop.failure
 
     def _log_start(self) -> None:
-        names = ", ".join(s.name for s in self._file or []) or "none"
-        log.info("scheduler started; schedules file: %s", names if self._file is not None else "-")
+        if self._file is None:
+            log.info("scheduler started; no schedules file")
+            return
+        log.info("scheduler started; schedules file: %d schedules", len(self._file))
+        log.debug("schedules of the file: %s", ", ".join(s.name for s in self._file))
 
     def _failed(self, exc: BaseException) -> None:
         log.error("the scheduler stopped on an unexpected error", exc_info=exc)
@@ -191,6 +193,7 @@ class Scheduler:
             # start over: the copy reloaded, each schedule looks back over its window.
             log.info("reconnected: looking back for missed periods, as at start")
             self._started, self._prepared = False, None
+            self._watch.asked = True
         if self._reload_asked.is_set():
             self._reload(conn)
         now = connections.database_now(conn)
@@ -201,7 +204,8 @@ class Scheduler:
         self._prepared = planning.plan_ahead(
             self.catalog, result.next_fire, now, self.replica, self._prepared
         )
-        sleep = _sleep_seconds(now, result.next_fire, time.monotonic() - started)
+        wake = self._watch.wake_at(result.next_fire)
+        sleep = _sleep_seconds(now, wake, time.monotonic() - started)
         if self._heartbeat is not None:
             sleep = min(sleep, max(self._heartbeat.next_beat - time.monotonic(), 0.0))
         return sleep
@@ -258,6 +262,7 @@ class Scheduler:
         ``refresh``: first apply the changes of the table (the loop skips it when it heard
         of none, so that a tick with nothing due touches no database).
         """
+        began = time.monotonic()
         if not self._started:
             self._start(conn)
         elif refresh:
@@ -282,7 +287,15 @@ class Scheduler:
             next_fires = {} if made is None else made.next_fires
             self.catalog.settle(groups, None if claims is None else now, next_fires)
         claims.released = released
-        claiming.report(claims, self._metrics, self.catalog)
+        claiming.report(claims, self._metrics, self.catalog, time.monotonic() - began)
+        late = deadlines.judge_if_due(
+            conn,
+            self._watch,
+            now,
+            deadlines=bool(self.catalog.deadlines),
+            claimed=bool(groups),
+            metrics=self._metrics,
+        )
         next_fire = self.catalog.next_fire()
         return TickResult(
             claims.inserted,
@@ -293,6 +306,7 @@ class Scheduler:
             claims.buffered,
             claims.released,
             claims.paused,
+            [period.period for period in late],
         )
 
     def _start(self, conn: psycopg.Connection[Any]) -> None:
@@ -348,8 +362,7 @@ class Scheduler:
                 conn, self._left_to_code
             ):
                 self._sync(conn)
-        if clock >= self._next_purge:
-            self._next_purge = clock + PURGE_EVERY
+        if self._purge.due(clock):
             self.purge_history(conn)
 
     def _sync(self, conn: psycopg.Connection[Any]) -> SyncResult:
@@ -360,32 +373,13 @@ class Scheduler:
         return result
 
     def purge_history(self, conn: psycopg.Connection[Any]) -> int:
-        """Delete history older than the retention, and old tombstones; return rows deleted.
-
-        Never history a schedule's look-back still reads: a retention shorter than a
-        catch-up window is lengthened to it (logged once), or a restart would find the
-        skipped periods of an old pause undecided and enqueue them.
-        """
-        older_than = retention_for(self._retention, self.catalog.longest_catch_up_window())
-        if older_than != self._retention and older_than != self._clamped_to:
-            log.warning(
-                "history retention %s is shorter than a schedule's catch-up window: "
-                "keeping history for %s",
-                format_duration(self._retention),
-                format_duration(older_than),
-            )
-        self._clamped_to = older_than
-        return claiming.purge_history(conn, older_than)
+        """Delete history older than the retention, and old tombstones (history_purge.py)."""
+        return self._purge.run(conn, self.catalog.longest_catch_up_window())
 
 
 def _replica_id() -> str:
     """An id like a heartbeat's, for a scheduler that does not beat (tests, benchmarks)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _spread() -> float:
-    """A number in [0, 1) of this process, so that replicas do not purge all at once."""
-    return (os.getpid() * 2654435761 % 2**32) / 2**32
 
 
 def _sleep_seconds(now: datetime, next_fire: datetime | None, spent: float) -> float:

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import psycopg
 from pydantic import ValidationError
 
 from pgbeat.db.guarded import Unreadable, unreadable
-from pgbeat.db.runner import DICTS, GUARDED, Plan, run_on_async, run_on_sync
+from pgbeat.db.runner import DICTS, GUARDED, Plan, async_aware, run, run_on_async
 from pgbeat.db.sql import history as history_sql
 from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.errors import ScheduleNotFound
@@ -58,6 +59,13 @@ class PeriodRecord:
     job_status: str | None
     inserted_at: datetime
     inserted_by: str | None
+    # A schedule with a deadline watches its enqueued, buffered and missed periods: due_by
+    # is the fire time plus the deadline; late once judged so (late_at: when it was found,
+    # late_status: what its job was then). None and False without a deadline.
+    due_by: datetime | None = None
+    late: bool = False
+    late_at: datetime | None = None
+    late_status: str | None = None
 
     @property
     def lag(self) -> timedelta:
@@ -96,13 +104,14 @@ class ScheduleState:
 # (db/runner.py), so the two cannot drift apart.
 
 
-def list_schedules(conn: object) -> list[ScheduleState]:
+@async_aware("list_schedules_async")
+def list_schedules(conn: psycopg.Connection[Any]) -> list[ScheduleState]:
     """Every schedule, by name, each with its latest period and that period's job.
 
     One indexed lookup of the history per schedule (the newest row), so the cost grows with
     the number of schedules, not with their history.
     """
-    return run_on_sync(conn, _list_plan(None), "list_schedules_async")
+    return run(conn, _list_plan(None))
 
 
 async def list_schedules_async(conn: object) -> list[ScheduleState]:
@@ -110,9 +119,10 @@ async def list_schedules_async(conn: object) -> list[ScheduleState]:
     return await run_on_async(conn, _list_plan(None))
 
 
-def get_schedule(conn: object, name: str) -> ScheduleState | None:
+@async_aware("get_schedule_async")
+def get_schedule(conn: psycopg.Connection[Any], name: str) -> ScheduleState | None:
     """The schedule ``name`` with its latest period, or None."""
-    return run_on_sync(conn, _get_plan(name), "get_schedule_async")
+    return run(conn, _get_plan(name))
 
 
 async def get_schedule_async(conn: object, name: str) -> ScheduleState | None:
@@ -120,8 +130,9 @@ async def get_schedule_async(conn: object, name: str) -> ScheduleState | None:
     return await run_on_async(conn, _get_plan(name))
 
 
+@async_aware("schedule_history_async")
 def schedule_history(
-    conn: object, name: str, *, limit: int = 50, before: datetime | None = None
+    conn: psycopg.Connection[Any], name: str, *, limit: int = 50, before: datetime | None = None
 ) -> list[PeriodRecord]:
     """The schedule's history, newest first: at most ``limit`` rows, before ``before`` if given.
 
@@ -129,7 +140,7 @@ def schedule_history(
     are kept for the schedulers' retention (30 days unless configured otherwise), also
     after the schedule is deleted.
     """
-    return run_on_sync(conn, _history_plan(name, limit, before), "schedule_history_async")
+    return run(conn, _history_plan(name, limit, before))
 
 
 async def schedule_history_async(
@@ -139,14 +150,15 @@ async def schedule_history_async(
     return await run_on_async(conn, _history_plan(name, limit, before))
 
 
-def pause_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
+@async_aware("pause_schedule_async")
+def pause_schedule(conn: psycopg.Connection[Any], name: str, *, by: str | None = None) -> bool:
     """Pause ``name``: its periods are recorded as skipped (paused) and nothing is enqueued.
 
     Returns True when it was running, False when it was paused already. A pause survives
     file syncs and changes from code. ``by`` is recorded (e.g. ``"ui:alice"``). Raises
     ``ScheduleNotFound`` when there is no such schedule.
     """
-    return run_on_sync(conn, _pause_plan(name, by), "pause_schedule_async")
+    return run(conn, _pause_plan(name, by))
 
 
 async def pause_schedule_async(conn: object, name: str, *, by: str | None = None) -> bool:
@@ -154,7 +166,8 @@ async def pause_schedule_async(conn: object, name: str, *, by: str | None = None
     return await run_on_async(conn, _pause_plan(name, by))
 
 
-def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
+@async_aware("resume_schedule_async")
+def resume_schedule(conn: psycopg.Connection[Any], name: str, *, by: str | None = None) -> bool:
     """Resume ``name``: its next period is enqueued; the periods of the pause are not caught up.
 
     Returns True when it was paused, False when it was running already. The pause's
@@ -162,7 +175,7 @@ def resume_schedule(conn: object, name: str, *, by: str | None = None) -> bool:
     recorded as skipped (paused) in the same transaction. Raises ``ScheduleNotFound`` when
     there is no such schedule.
     """
-    return run_on_sync(conn, _resume_plan(name, by), "resume_schedule_async")
+    return run(conn, _resume_plan(name, by))
 
 
 async def resume_schedule_async(conn: object, name: str, *, by: str | None = None) -> bool:
@@ -170,8 +183,9 @@ async def resume_schedule_async(conn: object, name: str, *, by: str | None = Non
     return await run_on_async(conn, _resume_plan(name, by))
 
 
+@async_aware("run_schedule_now_async")
 def run_schedule_now(
-    conn: object, name: str, *, by: str | None = None, reason: str | None = None
+    conn: psycopg.Connection[Any], name: str, *, by: str | None = None, reason: str | None = None
 ) -> int:
     """Enqueue one job of ``name`` due now, recorded as a manual run; return the job's id.
 
@@ -180,7 +194,7 @@ def run_schedule_now(
     enqueued as usual. It runs whether the schedule is paused or not, and whatever its
     overlap policy. Raises ``ScheduleNotFound`` when there is no such schedule.
     """
-    return run_on_sync(conn, _run_now_plan(name, by, reason), "run_schedule_now_async")
+    return run(conn, _run_now_plan(name, by, reason))
 
 
 async def run_schedule_now_async(
@@ -323,6 +337,10 @@ def _period(row: dict[str, Any]) -> PeriodRecord:
         job_status=row["job_status"],
         inserted_at=row["inserted_at"],
         inserted_by=row["inserted_by"],
+        due_by=row.get("due_by"),
+        late=row.get("deadline_state") == "late",
+        late_at=row.get("late_at"),
+        late_status=row.get("late_status"),
     )
 
 

@@ -156,6 +156,8 @@ _COLUMNS = (
     ("pause_after_failures", "pause_after_failures"),
     ("queues", "queue"),
     ("priorities", "priority"),
+    ("deadlines", "deadline"),
+    ("on_lates", "on_late"),
     ("definition_hashes", "definition_hash"),
 )
 

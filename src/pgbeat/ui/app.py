@@ -26,7 +26,15 @@ from starlette.staticfiles import StaticFiles
 
 from pgbeat.db.sql import session as session_sql
 from pgbeat.jobs.payloads import DEFAULT_MAX_ATTEMPTS
-from pgbeat.ui import charts, jobs_pages, pages, performance_pages, queue_pages, schedule_pages
+from pgbeat.ui import (
+    charts,
+    jobs_pages,
+    pages,
+    performance_pages,
+    queue_pages,
+    schedule_pages,
+    workflow_pages,
+)
 from pgbeat.ui.context import Ui, asset_version, base, first, href
 from pgbeat.ui.schedule_source import ScheduleCatalog
 from pgbeat.ui.security import (
@@ -82,6 +90,7 @@ def create_app(
         *performance_pages.routes(ui),
         *schedule_pages.routes(ui),
         *queue_pages.routes(ui),
+        *workflow_pages.routes(ui),
         *_auth_routes(ui),
         Route("/healthz", _health(ui), name="healthz"),
         Route("/robots.txt", _robots, name="robots"),

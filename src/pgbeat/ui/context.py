@@ -69,6 +69,7 @@ class Ui:
             asset_version=self.asset_version,
             flash=unquote(flash)[:300] if flash else None,
             t=timefmt,
+            schema=self.store.schema,
             **context,
         )
         response = HTMLResponse(page, status_code=status_code)

@@ -66,6 +66,7 @@ class JobFilter:
     priority: int | None = None
     limit_key: str | None = None
     tag: str | None = None
+    workflow: int | None = None  # the steps of one workflow (jobs_workflow)
 
     @classmethod
     def from_query(cls, query: Mapping[str, str], *, hide_payloads: bool = False) -> JobFilter:
@@ -122,7 +123,7 @@ class JobFilter:
         bounds the rows read. Payload, error text, error signature and creation time are
         read row by row.
         """
-        if self.is_empty() or self.id is not None:
+        if self.is_empty() or self.id is not None or self.workflow is not None:
             return False
         if self.tag is not None and self.status != "done":  # jobs_tags narrows it
             return False
@@ -164,6 +165,7 @@ class JobFilter:
             "priority": self.priority,
             "limit_key": self.limit_key,
             "tag": self.tag,
+            "workflow": self.workflow,
             "floor": None,
             "max_id": None,
         }
@@ -188,6 +190,10 @@ def _convert(name: str, raw: str) -> Any:
     if name == "id":
         if not raw.isdigit() or len(raw) > 18:
             raise FilterError("id: a job id (digits)")
+        return int(raw)
+    if name == "workflow":
+        if not raw.isdigit() or len(raw) > 18:
+            raise FilterError("workflow: a workflow id (digits)")
         return int(raw)
     if name == "priority":
         try:

@@ -7,7 +7,8 @@ re-checks each job's status, so the result reads "retried 37, skipped 3 whose st
 
 from __future__ import annotations
 
-from datetime import timedelta
+import math
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -17,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from pgbeat.db.guarded import Unreadable
 from pgbeat.errors import JobNotFound
 from pgbeat.jobs import control
 from pgbeat.ui import jobs_data
@@ -66,9 +68,7 @@ class JobPages:
             now, max_id = jobs_data.clock(conn)
             page = jobs_data.jobs_page(conn, job_filter, before, max_id, schedule_kind)
         for row in page.rows:
-            row["payload_text"] = payload_text(
-                row["payload"], hidden=self.ui.settings.hide_payloads, pretty=False
-            )
+            row["payload_text"] = _shown(row["payload"], self.ui.settings.hide_payloads, False)
         return self.ui.render(
             request,
             "jobs.html",
@@ -93,15 +93,16 @@ class JobPages:
         if job is None:
             raise HTTPException(404, f"no job {job_id} (it may have been purged)")
         for attempt in attempts:
-            seconds = attempt["duration_s"]
-            attempt["started_at"] = (
-                None if seconds is None else attempt["finished_at"] - timedelta(seconds=seconds)
-            )
+            seconds, finished_at = attempt["duration_s"], attempt["finished_at"]
+            readable = isinstance(finished_at, datetime) and _finite(seconds)
+            attempt["started_at"] = finished_at - timedelta(seconds=seconds) if readable else None
         # a done job's own run: from its claim (jobs.started_at, migration 0013) to its finish
         started, finished = job.get("started_at"), job.get("finished_at")
         run_seconds = (
             (finished - started).total_seconds()
-            if job["status"] == "done" and started is not None and finished is not None
+            if job["status"] == "done"
+            and isinstance(started, datetime)
+            and isinstance(finished, datetime)
             else None
         )
         name, _, _ = (job.get("unique_key") or "").partition("@")
@@ -117,14 +118,12 @@ class JobPages:
             run_seconds=run_seconds,
             schedule=schedule.schedule if schedule else None,
             extra_fields=extra,
-            payload=payload_text(
-                job["payload"], hidden=self.ui.settings.hide_payloads, pretty=True
-            ),
+            payload=_shown(job["payload"], self.ui.settings.hide_payloads, True),
             actions=_job_actions(job["status"]) if self.ui.can_act(request) else (),
             action_words=ACTION_WORDS,
             result=None
             if job.get("result") is None
-            else payload_text(job["result"], hidden=self.ui.settings.hide_payloads, pretty=True),
+            else _shown(job["result"], self.ui.settings.hide_payloads, True),
         )
 
     async def act_one(self, request: Request) -> Response:
@@ -276,6 +275,7 @@ _SHOWN_FIELDS = {
     "status",
     "attempts",
     "max_attempts",
+    "snoozes",
     "run_at",
     "created_at",
     "finished_at",
@@ -287,6 +287,7 @@ _SHOWN_FIELDS = {
     "result",
     "started_at",
     "tags",
+    "workflow_id",
 }
 
 
@@ -319,3 +320,17 @@ def _cursor(value: str | None) -> int | None:
     if not value.isdigit() or len(value) > 18:
         raise FilterError("before: a job id")
     return int(value)
+
+
+def _shown(value: Any, hidden: bool, pretty: bool) -> str:
+    """A payload or result as the page shows it; one the database could not hand over (JSON
+    nested too deeply for Python) is named, never a 500 for every viewer."""
+    if isinstance(value, Unreadable):
+        return f"(cannot be shown: {value.reason})"
+    return payload_text(value, hidden=hidden, pretty=pretty)
+
+
+def _finite(seconds: Any) -> bool:
+    """A recorded duration that makes a time: not NULL, NaN or infinite (the worker role
+    may write any float)."""
+    return isinstance(seconds, int | float) and math.isfinite(seconds) and abs(seconds) < 1e9

@@ -21,8 +21,8 @@ from pgbeat import flow
 from pgbeat.db.sql import processes as process_sql
 from pgbeat.db.sql import schedule_files as file_sql
 from pgbeat.db.sql import schedules as schedule_sql
-from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
+from pgbeat.observe.fleet import read_fleet
 from pgbeat.observe.liveness import STALE_AFTER, is_live
 from pgbeat.scheduling.fires import fire_times_after
 from pgbeat.ui import jobs_data, performance, schedule_data
@@ -110,11 +110,7 @@ class Pages:
             files: dict[str, dict[str, Any]] = {}
             if _has_files(conn):
                 files = {f["hash"]: f for f in rows(conn, file_sql.SCHEDULE_FILES_OF_PROCESSES)}
-            live = [p["details"] or {} for p in processes if p["role"] == "worker" and p["live"]]
-            pending = [tuple(r) for r in conn.execute(action_sql.JOBS_PENDING_KINDS)]
-        # as `pgbeat status` says it: kinds of pending jobs that no live worker claims
-        unserved = flow.unserved_kinds(pending, live) if live else []
-        hashes = {p["schedules_hash"] for p in processes if p["role"] == "scheduler" and p["live"]}
+            fleet = read_fleet(conn)  # the verdicts, as `pgbeat status` gives them
         return self.ui.render(
             request,
             "processes.html",
@@ -123,9 +119,11 @@ class Pages:
             workers=[p for p in processes if p["role"] == "worker"],
             schedulers=[p for p in processes if p["role"] == "scheduler"],
             files=files,
-            unserved=unserved,
+            unserved=fleet.unserved,
             in_effect=next((f for f in files.values() if f["in_effect"]), None),
-            drift=len(hashes) > 1,
+            drift=fleet.replicas_disagree,
+            behind={r["id"] for r in fleet.replicas_behind},
+            retention=fleet.retention,
             stale_after=STALE_AFTER.total_seconds(),
         )
 
@@ -139,6 +137,7 @@ def _has_files(conn: Any) -> bool:
 def _processes(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for process in found:
         process["live"] = is_live(timedelta(seconds=process["heartbeat_age_s"]))
+        process["details"] = flow.worker_details(process["details"])
     return found
 
 

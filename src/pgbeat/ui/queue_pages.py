@@ -18,6 +18,7 @@ from pgbeat.ui import jobs_data
 from pgbeat.ui.context import Ui, redirect
 
 KEYS_SHOWN = 10  # busiest limit keys per queue
+PAGE = 100  # queues per page
 
 
 def routes(ui: Ui) -> list[BaseRoute]:
@@ -33,9 +34,12 @@ class QueuePages:
         self.ui = ui
 
     def index(self, request: Request) -> Response:
+        """One page of queues (by name, after ``after``), filtered by ``name`` (contains)."""
+        name = request.query_params.get("name", "").strip()[: flow.MAX_QUEUE_LENGTH] or None
+        after = request.query_params.get("after", "")[: flow.MAX_QUEUE_LENGTH] or None
         with self.ui.store.connection() as conn:
             now, _ = jobs_data.clock(conn)
-            found = queues.list_queues(conn)
+            found = queues.list_queues(conn, name=name, after=after, limit=PAGE)
             keys = {
                 state.settings.name: queues.running_keys(conn, state.settings.name, KEYS_SHOWN)
                 for state in found
@@ -47,6 +51,9 @@ class QueuePages:
             nav="queues",
             now=now,
             queues=[_view(state, keys.get(state.settings.name, [])) for state in found],
+            name=name or "",
+            next_after=quote(found[-1].settings.name, safe="") if len(found) == PAGE else None,
+            quoted_name=quote(name or "", safe=""),
         )
 
     async def act(self, request: Request) -> Response:
@@ -74,6 +81,7 @@ def _view(state: queues.QueueState, keys: list[tuple[str, int]]) -> dict[str, An
     limit = state.settings.key_concurrency
     return {
         **state.as_json(),
+        "problem": state.settings.problem,
         "quoted": quote(state.settings.name, safe=""),
         "saturated": [(key, count) for key, count in keys if limit and count >= limit],
         "busiest": keys,

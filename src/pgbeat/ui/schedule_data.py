@@ -1,8 +1,8 @@
 """Each schedule's state for the dashboard: next fire, last periods and what became of them.
 
-Fire times come from the scheduler's functions; which periods have a job is one lookup by
-exact unique key for all the schedules on a page (``jobs_unique``), so the page costs one
-indexed query however long the schedules have run.
+Fire times come from the scheduler's functions; whether the latest period is overdue,
+paused or ended is ``pgbeat.scheduling.health``'s verdict, the one ``pgbeat status`` gives;
+the periods strip is one indexed query of the history for all the schedules on a page.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 import psycopg
 
 from pgbeat.db.sql import history as history_sql
-from pgbeat.observe.liveness import OVERDUE_GRACE
 from pgbeat.scheduling.fires import fire_times_after, next_fire_after
-from pgbeat.scheduling.schedule import Schedule, has_ended
+from pgbeat.scheduling.health import ScheduleHealth, schedule_health
+from pgbeat.scheduling.schedule import Schedule
 from pgbeat.ui import timeline
-from pgbeat.ui.describe import describe_cron, describe_every
+from pgbeat.ui.describe import describe_timing
 from pgbeat.ui.schedule_source import ScheduleEntry
 from pgbeat.ui.store import rows
 
@@ -34,6 +34,9 @@ class Period:
     state: str
     job: dict[str, Any] | None = None
     decided: tuple[datetime, str | None] | None = None  # history: when, and by which replica
+    late_at: datetime | None = None  # found late: not done by its deadline (lateness.py)
+
+    judged: bool = False  # judged against its schedule's deadline (met or late)
 
     @property
     def lag(self) -> timedelta | None:
@@ -48,8 +51,13 @@ class ScheduleView:
     description: str
     next_fire: datetime
     dst_change: timeline.DstChange | None
+    status: ScheduleHealth  # the verdicts every face shows (scheduling/health.py)
     periods: list[Period] = field(default_factory=list)  # newest first
-    ended: bool = False  # past its end_at: no period any more
+
+    @property
+    def ended(self) -> bool:
+        """Past its end_at: no period any more."""
+        return self.status.ended
 
     @property
     def schedule(self) -> Schedule:
@@ -66,13 +74,21 @@ class ScheduleView:
         return last if last is not None and last.state == "overdue" else None
 
     @property
+    def past_deadline(self) -> Period | None:
+        """The latest period judged against the deadline, when it was found late."""
+        judged = next((p for p in self.periods if p.judged), None)
+        return judged if judged is not None and judged.late_at is not None else None
+
+    @property
     def health(self) -> str:
-        if self.entry.paused:
+        if self.status.paused:
             return "paused"
         if self.ended:
             return "ended"
         if self.overdue is not None:
             return "overdue"
+        if self.past_deadline is not None:
+            return "late"
         if any(p.state == "missed" for p in self.periods[:STRIP]):
             return "missed"
         last = self.last
@@ -88,10 +104,7 @@ def next_period(schedule: Schedule, now: datetime) -> datetime:
 
 
 def describe(schedule: Schedule) -> str:
-    if schedule.every is not None:
-        return describe_every(schedule.every)
-    assert schedule.cron is not None
-    return describe_cron(schedule.cron)
+    return describe_timing(schedule.timing)
 
 
 def views(
@@ -108,18 +121,27 @@ def _views_from_history(
     conn: psycopg.Connection[Any], entries: list[ScheduleEntry], now: datetime, strip: int
 ) -> list[ScheduleView]:
     history = history_rows(conn, [e.schedule.name for e in entries], strip)
+    stored = {e.schedule.name: e.state for e in entries if e.state is not None}
+    healths = schedule_health(conn, [e.schedule for e in entries], stored, now)
     result = []
-    for entry in entries:
+    for entry, status in zip(entries, healths, strict=True):
         view = ScheduleView(
             entry=entry,
             description=describe(entry.schedule),
             next_fire=next_period(entry.schedule, now),
             dst_change=timeline.next_dst_change(entry.schedule.zone, now),
-            ended=has_ended(entry.schedule, now),
+            status=status,
         )
-        view.periods = periods_from_history(entry, history.get(entry.schedule.name, []), now)
+        view.periods = periods_from_history(
+            history.get(entry.schedule.name, []), overdue=overdue_period(status)
+        )
         result.append(view)
     return result
+
+
+def overdue_period(status: ScheduleHealth) -> datetime | None:
+    """The fire time of the schedule's overdue period, if its latest one is."""
+    return status.latest_due if status.missing else None
 
 
 def history_rows(
@@ -149,13 +171,12 @@ _OUTCOME_STATE = {
 
 
 def periods_from_history(
-    entry: ScheduleEntry, history: list[dict[str, Any]], now: datetime, *, newest: bool = True
+    history: list[dict[str, Any]], *, overdue: datetime | None = None
 ) -> list[Period]:
     """Periods newest first from the history the scheduler replicas wrote.
 
-    With ``newest``, a period that should have been decided by now but has no row yet is
-    put first as "overdue" (never for a paused schedule, nor before it was created or
-    resumed).
+    ``overdue``: the fire time of a period that should have its job by now and has none
+    (``ScheduleHealth.missing``), put first as "overdue".
     """
     periods = []
     for row in history:
@@ -173,12 +194,9 @@ def periods_from_history(
             }
         period = Period(row["fire_at"], row["reason"] or "", state, job)
         period.decided = (row["inserted_at"], row["inserted_by"])
+        period.judged = row.get("deadline_state") in ("met", "late")
+        period.late_at = row.get("late_at") if row.get("deadline_state") == "late" else None
         periods.append(period)
-    if newest and entry.state is not None and not entry.paused:
-        due = timeline.last_periods(entry.schedule, now - OVERDUE_GRACE, 1)
-        since = max(d for d in (entry.state.created_at, entry.state.resumed_at) if d is not None)
-        decided = max((p.fire_at for p in periods if p.state != "manual"), default=None)
-        due = [fire for fire in due if entry.schedule.in_window(fire)]
-        if due and due[0] > since and (decided is None or decided < due[0]):
-            periods.insert(0, Period(due[0], "", "overdue", None))
+    if overdue is not None:
+        periods.insert(0, Period(overdue, "", "overdue", None))
     return periods

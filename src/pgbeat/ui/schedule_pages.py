@@ -7,9 +7,10 @@ history is the one the scheduler replicas write (``pgbeat_schedule_history``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -20,9 +21,9 @@ from starlette.routing import BaseRoute, Route
 from pgbeat import job_inputs
 from pgbeat.errors import ScheduleNotFound
 from pgbeat.scheduling import state as state_api
+from pgbeat.scheduling.timing import typed_time
 from pgbeat.ui import jobs_data, schedule_data, timeline
 from pgbeat.ui.context import Ui, redirect
-from pgbeat.ui.schedule_source import ScheduleEntry
 
 HISTORY_PAGE = 50
 # the history's outcomes, in the database
@@ -69,7 +70,7 @@ class SchedulePages:
         params = request.query_params
         state = params.get("state") or None
         count = _bounded_int(params.get("n"), 20, timeline.MAX_PREVIEW)
-        before = _instant(params.get("before"))
+        _instant(params.get("before"), UTC)  # refused before any SQL when it cannot be read
         with self.ui.store.connection() as conn:
             loaded = self.ui.schedules.load(conn)
             entry = loaded.find(name)
@@ -78,10 +79,12 @@ class SchedulePages:
             if state is not None and state not in OUTCOMES:
                 raise HTTPException(400, f"state: one of {', '.join(OUTCOMES)}")
             now, _ = jobs_data.clock(conn)
+            zone = entry.schedule.zone
+            before = _instant(params.get("before"), zone)
             view = schedule_data.views(conn, [entry], now)[0]
-            periods, older = self._history(conn, entry, now, before, state)
+            periods, older = self._history(conn, view, before, state)
             backfill, backfill_error = _backfill_preview(
-                conn, name, params.get("bf_from"), params.get("bf_to")
+                conn, name, zone, params.get("bf_from"), params.get("bf_to")
             )
         start, start_error = _start(params.get("from"), entry.schedule.zone, now)
         return self.ui.render(
@@ -108,17 +111,18 @@ class SchedulePages:
     def _history(
         self,
         conn: Any,
-        entry: ScheduleEntry,
-        now: datetime,
+        view: schedule_data.ScheduleView,
         before: datetime | None,
         state: str | None,
     ) -> tuple[list[schedule_data.Period], datetime | None]:
         """One page of the schedule's periods, newest first, and the cursor of the next."""
+        name = view.schedule.name
         found = schedule_data.history_rows(
-            conn, [entry.schedule.name], HISTORY_PAGE, outcome=state, before=before
-        ).get(entry.schedule.name, [])
+            conn, [name], HISTORY_PAGE, outcome=state, before=before
+        ).get(name, [])
+        newest = before is None and state is None
         periods = schedule_data.periods_from_history(
-            entry, found, now, newest=before is None and state is None
+            found, overdue=schedule_data.overdue_period(view.status) if newest else None
         )
         older = found[-1]["fire_at"] if len(found) == HISTORY_PAGE else None
         return periods, older
@@ -139,7 +143,9 @@ class SchedulePages:
                     job_id = state_api.run_schedule_now(conn, name, by=by)
                     result = f"Manual run of {name} enqueued as job {job_id}."
                 elif action == "backfill":
-                    start, end = (_form_instant(form, key) for key in ("from", "to"))
+                    found = state_api.get_schedule(conn, name)
+                    zone = found.schedule.zone if found and found.schedule else None
+                    start, end = (_form_instant(form, key, zone) for key in ("from", "to"))
                     try:
                         count = state_api.backfill(conn, name, start, end, by=by)
                     except ValueError as exc:
@@ -157,16 +163,15 @@ class SchedulePages:
         return result
 
 
-def _start(text: str | None, zone: Any, now: datetime) -> tuple[datetime, str | None]:
-    """The preview's start: ``now``, or a date/time read in the schedule's zone."""
+def _start(text: str | None, zone: ZoneInfo, now: datetime) -> tuple[datetime, str | None]:
+    """The preview's start: ``now``, or a date/time (without an offset: in the schedule's
+    zone, as every time typed about a schedule is read: timing.typed_time)."""
     if not text:
         return now, None
     try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return now, f"'from' must look like 2027-03-13 or 2027-03-13T01:30 (got {text[:40]!r})"
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone)
+        value = typed_time(text, zone)
+    except ValueError as exc:
+        return now, f"'from': {exc}"
     if not PREVIEW_FROM[0] <= value <= PREVIEW_FROM[1]:  # fires past 9999 cannot be shown
         return (
             now,
@@ -176,42 +181,34 @@ def _start(text: str | None, zone: Any, now: datetime) -> tuple[datetime, str | 
 
 
 def _backfill_preview(
-    conn: Any, name: str, start: str | None, end: str | None
+    conn: Any, name: str, zone: ZoneInfo, start: str | None, end: str | None
 ) -> tuple[state_api.BackfillPlan | None, str | None]:
     """What a backfill of the asked range would enqueue, or why it cannot run."""
     if not (start or end):
         return None, None
     try:
-        return state_api.preview_backfill(conn, name, _aware(start), _aware(end)), None
+        bounds = (typed_time(text or "", zone) for text in (start, end))
+        return state_api.preview_backfill(conn, name, *bounds), None
     except (ValueError, TypeError) as exc:
         return None, str(exc)
 
 
-def _aware(text: str | None) -> datetime:
-    """An ISO-8601 time from a form; without an offset it is UTC."""
+def _form_instant(form: dict[str, list[str]], key: str, zone: ZoneInfo | None) -> datetime:
+    """A backfill bound from the form, read as the preview read it."""
     try:
-        value = datetime.fromisoformat((text or "").strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"not an ISO-8601 time: {(text or '')[:40]!r}") from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def _form_instant(form: dict[str, list[str]], key: str) -> datetime:
-    try:
-        return _aware((form.get(key) or [""])[0])
+        return typed_time((form.get(key) or [""])[0], zone)
     except ValueError as exc:
         raise HTTPException(400, f"{key}: {exc}") from None
 
 
-def _instant(text: str | None) -> datetime | None:
+def _instant(text: str | None, zone: tzinfo) -> datetime | None:
+    """The history page's cursor (``before``), read as any time typed about the schedule."""
     if not text:
         return None
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise HTTPException(400, "before: an ISO-8601 time") from None
-    if value.tzinfo is None:
-        raise HTTPException(400, "before: needs a time zone (…Z)")
+        value = typed_time(text, zone)
+    except ValueError as exc:
+        raise HTTPException(400, f"before: {exc}") from None
     if not job_inputs.EARLIEST_RUN_AT <= value <= job_inputs.LATEST_RUN_AT:
         raise HTTPException(400, "before: a time between the years 1 and 9999")
     return value

@@ -24,7 +24,8 @@ import psycopg_pool
 from psycopg.rows import dict_row
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pgbeat.db import pooler
+from pgbeat.db import pooler, schemas
+from pgbeat.db.guarded import guard
 from pgbeat.db.sql import session as session_sql
 from pgbeat.ui.settings import UiSettings
 
@@ -53,6 +54,7 @@ class Store:
             )
         self._lock = threading.Lock()
         self._opened = False
+        self.schema: str | None = None  # the schema it serves, read on the first connection
 
     def _make_pool(self, url: str, size: int, name: str) -> psycopg_pool.ConnectionPool[Any]:
         return psycopg_pool.ConnectionPool(
@@ -102,6 +104,8 @@ class Store:
             self.open()
         pool = self._replica if self._replica is not None and reading.get() else self._pool
         with pool.connection() as conn:
+            if self.schema is None:
+                self.schema = schemas.current_schema(conn)
             if not self._pooled:
                 yield conn
                 return
@@ -126,12 +130,15 @@ class PageReads:
 
 
 def rows(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> list[dict[str, Any]]:
-    """All rows of ``query`` as dicts."""
+    """All rows of ``query`` as dicts; a value Python cannot hold (a date of infinity, JSON
+    nested too deeply) loads as ``Unreadable``, so one row never fails a page."""
     with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
         return cursor.execute(query, params).fetchall()
 
 
 def one(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> dict[str, Any] | None:
-    """The first row of ``query`` as a dict, or None."""
+    """The first row of ``query`` as a dict, or None (values guarded as in ``rows``)."""
     with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
         return cursor.execute(query, params).fetchone()

@@ -7,6 +7,7 @@ Offsets are always printed beside zone abbreviations, which are ambiguous on the
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -65,6 +66,8 @@ def duration_text(delta: timedelta | float | None) -> str:
     if delta is None:
         return "-"
     seconds = delta.total_seconds() if isinstance(delta, timedelta) else float(delta)
+    if not math.isfinite(seconds):  # a NaN or infinite duration a worker role may write
+        return "?"
     sign = _MINUS if seconds < 0 else ""
     seconds = abs(seconds)
     if seconds < 1:

@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 
 from pgbeat.scheduling import dst
 from pgbeat.scheduling.catchup import last_fires_between
+from pgbeat.scheduling.cron import parse_cron
 from pgbeat.scheduling.fires import next_fire_after
 from pgbeat.scheduling.schedule import Schedule
-from pgbeat.ui.describe import field_values
 from pgbeat.ui.timefmt import local_text, offset_text
 
 MAX_PREVIEW = 200
@@ -79,8 +79,8 @@ def dst_note(schedule: Schedule, at: datetime, previous: datetime | None) -> str
     local = at.astimezone(zone)
     notes = []
     if schedule.cron is not None and schedule.is_fixed_time:
-        minute, hour = _minute_hour(schedule.cron)
-        if (local.hour, local.minute) not in {(h, m) for h in hour for m in minute}:
+        expression = parse_cron(schedule.cron)
+        if local.hour not in expression.hours or local.minute not in expression.minutes:
             notes.append(
                 "GAP: the scheduled time does not exist this day (clocks jump forward); "
                 f"fires once at {local:%H:%M} {local.tzname()}, when the gap ends"
@@ -111,18 +111,6 @@ def next_dst_change(
         # Two changes within a week never happen in real zones; one check at each end does.
         return None
     return DstChange(dst.transition_between(now, end, zone), before, after)
-
-
-def last_periods(schedule: Schedule, now: datetime, count: int) -> list[datetime]:
-    """The fire times of the last ``count`` periods due by ``now``, newest first."""
-    fires = last_fires_between(schedule, now - HISTORY_LOOK_BACK, now, count)
-    return fires[::-1]
-
-
-def _minute_hour(cron: str) -> tuple[set[int], set[int]]:
-    # Aliases other than @hourly (never a fixed time) all fire at 00:00.
-    minute, hour = cron.split()[:2] if not cron.startswith("@") else ("0", "0")
-    return field_values(minute, 0, 59), field_values(hour, 0, 23)
 
 
 def utc(value: datetime) -> datetime:

@@ -9,9 +9,11 @@ by one, so one row Python cannot read fails alone while the rest of the batch ru
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from operator import itemgetter
 from typing import Any, LiteralString
 
 import psycopg
@@ -22,6 +24,8 @@ from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.job import Job
 
+log = logging.getLogger("pgbeat.worker")
+
 _UNREADABLE = (ValueError, TypeError, OverflowError, RecursionError)
 LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again
 FAST_RECHECK = 0.05  # seconds a fast path found short is not asked first again, unless notified
@@ -29,8 +33,9 @@ HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or li
 HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
-LIMIT_KEY_COLUMN = 10  # of a claimed row
-BUDGET_COLUMNS = 13  # a limited claim's row: the claimed job's columns, then its budget's
+HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
+DRY_REST_UNHEARD = 1.0  # seconds a dry limited queue rests when notifications are not heard
+BUDGET = ("budget", "rate_left", "rate_wait", "mode", "scanned", "last_key")  # limited claims'
 _decode_json = json.JSONDecoder().decode
 
 
@@ -39,16 +44,28 @@ def decode_payload(text: str) -> Any:
     return {} if text == "{}" else _decode_json(text)
 
 
-def decode_row(row: Sequence[Any]) -> Job:
-    """One claimed row as a Job; ``ValueError`` (or the decoder's error) when unreadable.
+def job_columns(cursor: psycopg.Cursor[Any]) -> itemgetter[Any]:
+    """Picks Job's fields, in Job's order, by name out of the rows of a claim's ``cursor``
+    (every claim returns claim_parts._CLAIMED_COLUMNS, limited claims more after them)."""
+    assert cursor.description is not None
+    where = {column.name: i for i, column in enumerate(cursor.description)}
+    return itemgetter(*(where[field] for field in Job._fields))
+
+
+_RUN_AT, _CREATED_AT = Job._fields.index("run_at"), Job._fields.index("created_at")
+
+
+def decode_row(values: Sequence[Any]) -> Job:
+    """One claimed row, its columns in Job's order (job_columns), as a Job; ``ValueError``
+    (or the decoder's error) when unreadable.
 
     Dates come NULL when outside years 1-9999 (the claim's CASE), the payload as text.
     """
-    if row[5] is None:
+    if values[_RUN_AT] is None:
         raise ValueError("its run_at is outside the years 1-9999 that Python can hold")
-    if row[6] is None:
+    if values[_CREATED_AT] is None:
         raise ValueError("its created_at is outside the years 1-9999 that Python can hold")
-    return Job(row[0], row[1], decode_payload(row[2]), *row[3:])
+    return Job(values[0], values[1], decode_payload(values[2]), *values[3:])
 
 
 def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[int, str]]]:
@@ -68,18 +85,25 @@ def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[in
     return jobs, unreadable
 
 
+def _fetch_jobs(cursor: psycopg.Cursor[Any]) -> list[Any]:
+    """A claim's rows, their columns picked in Job's order by name."""
+    rows = cursor.fetchall()
+    return list(map(job_columns(cursor), rows)) if rows else rows
+
+
 class Claimer:
     """Claims for one worker: its kinds and queues, its lease.
 
-    ``limited`` is the worker's limited queues as the last claim saw them (None before the
-    first): they are claimed in turn, each from its own budget, and the fast path takes the
-    other slots; every other claim the fast path goes first. A queue whose limits were spent
-    is left alone for 50 ms, or until its rate's oldest start leaves the window; the held
-    queues are re-read every HELD_REFRESH seconds (hints only: every statement re-reads the
-    settings it enforces). ``limited_short`` says a limited queue gave fewer jobs than asked
-    (its limits may hold due jobs back): the loop then asks ``seconds_to_next`` soon, which
-    knows when from the claim itself (a spent rate's window, a slot a completion may free)
-    and asks the database only for a queue that ran out of due jobs, once until jobs arrive.
+    ``limited`` is the worker's limited and fair queues as the last claim saw them (None
+    before the first, or after a notification that settings changed): they are claimed in
+    turn, each from its own budget, and the fast path takes the other slots; every other
+    claim the fast path goes first. A queue whose limits were spent is left alone for 50 ms,
+    or until its rate's oldest start leaves the window; a queue that ran out of due jobs
+    rests until jobs are announced or its next job falls due; a change of the queue's
+    settings (a notification, or its ``updated_at`` at the next read of the held queues, every
+    HELD_REFRESH seconds) ends both rests. These are hints: every statement re-reads the
+    settings it enforces. ``limited_short`` says a limited queue gave fewer jobs than asked:
+    the loop then asks ``seconds_to_next`` soon.
     """
 
     def __init__(
@@ -92,27 +116,33 @@ class Claimer:
         self.kinds = None if kinds is None else list(kinds)  # [] claims nothing
         self.queues = list(queues) if queues else None
         self.limited: list[str] | None = None
-        self.held: list[str] = []  # paused or limited: not for the fast path
+        self.held: list[str] = []  # paused, limited or fair: not for the fast path
         self.limited_short = False
+        self.listening = False  # notifications are heard: a dry queue rests until one
         self._turn = 0
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
+        self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
         self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
-        self._keyed: dict[str, bool] = {}  # per limited queue: it has per-key limits
+        self._mode: dict[str, str] = {}  # per limited queue: 'whole', 'keyed' or 'fair'
+        self._updated: dict[str, Any] = {}  # per held queue: its settings' updated_at
+        self._invalid: set[str] = set()  # rows the constraints refuse, logged once
+        self._held_ahead = 0  # the held queues' pending jobs (each counted to HELD_AHEAD)
         self._limited_wake: float | None = None  # monotonic: when a limited queue may give more
-        self._dry: set[str] = set()  # limited queues that ran out of due jobs this claim
+        self._dry: set[str] = set()  # limited queues that ran out of due jobs
         self._dry_due: dict[str, float | None] = {}  # monotonic: their next due job, or none
+        self._dry_since: dict[str, float] = {}  # monotonic: when each ran dry
 
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
         if self.limited is None:
-            self._note_held(conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues}))
+            self._note_held(conn.execute(queue_sql.QUEUES_HELD, self._held_params()))
+            self._held_until = time.monotonic() + HELD_REFRESH
         rows: list[Any] = []
         self.limited_short = False
         self._limited_wake = None
-        self._dry.clear()
         self._turn += 1
         # Every other claim the unlimited queues go first: limited queues with room for
         # every slot do not starve them, nor they the limited ones.
@@ -120,10 +150,12 @@ class Claimer:
         fast_first = bool(self.limited) and self._turn % 2 == 0
         if fast_first and now >= self._fast_short_until:
             rows.extend(self._claim_fast(conn, limit))
-        for queue in self._limited_in_turn():
+        for queue in self._awake(now):
             idle_until = self._queue_idle_until.get(queue, 0.0)
             if now < idle_until:
                 self._held_back(idle_until)  # its limits were spent a moment ago
+                continue
+            if self._resting(queue, now):
                 continue
             if len(rows) >= limit:
                 self._held_back(now + LIMITED_RECHECK)  # not every limited queue had its turn
@@ -142,9 +174,18 @@ class Claimer:
 
     def jobs_arrived(self) -> None:
         """New jobs were announced: the next fast-first turn asks the fast path again, and
-        a limited queue's next due job is looked up again."""
+        the dry limited queues are asked again."""
         self._fast_short_until = 0.0
         self._dry_due.clear()
+        self._dry.clear()
+
+    def settings_changed(self) -> None:
+        """A queue's settings changed (a notification): the next claim reads the held
+        queues first, and every rest ends."""
+        self.limited = None
+        self._queue_idle_until.clear()
+        self._keys_idle_until.clear()
+        self.jobs_arrived()
 
     def seconds_to_next(self, conn: psycopg.Connection[Any], fast: bool = True) -> float | None:
         """Seconds until a pending job may be due: of the fast queues (``fast``), and of the
@@ -157,10 +198,9 @@ class Claimer:
         if self.limited_short:
             now = time.monotonic()
             wakes = [self._limited_wake] if self._limited_wake is not None else []
-            for queue in self._dry:
-                if queue not in self._dry_due:
-                    self._dry_due[queue] = self._next_due(conn, queue, now)
-                due = self._dry_due[queue]
+            for queue in self._dry.difference(self._dry_due):
+                self._dry_due[queue] = self._next_due(conn, queue, now)
+            for queue, due in list(self._dry_due.items()):
                 if due is not None and due <= now:  # it fell due, or others hold it: ask again
                     self._dry_due.pop(queue)
                     due = now + LIMITED_RECHECK
@@ -169,6 +209,34 @@ class Claimer:
             if wakes:
                 found.append(min(wakes) - now)
         return min(found) if found else None
+
+    def _awake(self, now: float) -> list[str]:
+        """The limited queues in turn, less the dry ones that surely still rest (heard
+        notifications, none of their next jobs due yet): checked as a set, not one by one,
+        so 200 resting queues cost a claim nothing."""
+        queues = self._limited_in_turn()
+        resting = self._dry.intersection(self._dry_due)
+        if not resting or not self.listening:
+            return queues
+        if any(due is not None and due <= now for due in self._dry_due.values()):
+            return queues  # one falls due: _resting looks at each
+        self.limited_short = True  # seconds_to_next keeps their next due jobs in the wake-ups
+        return [queue for queue in queues if queue not in resting]
+
+    def _resting(self, queue: str, now: float) -> bool:
+        """Whether a limited queue that ran out of due jobs still rests: until jobs are
+        announced (jobs_arrived) or its next job falls due; DRY_REST_UNHEARD at most while
+        notifications are not heard."""
+        if queue not in self._dry or queue not in self._dry_due:
+            return False
+        due = self._dry_due[queue]
+        unheard = not self.listening and now >= self._dry_since.get(queue, 0.0) + DRY_REST_UNHEARD
+        if (due is not None and now >= due) or unheard:
+            self._dry.discard(queue)
+            self._dry_due.pop(queue, None)
+            return False
+        self.limited_short = True  # seconds_to_next keeps its next due job in the wake-ups
+        return True
 
     def _next_due(self, conn: psycopg.Connection[Any], queue: str, now: float) -> float | None:
         """When the next pending job of a limited queue falls due (monotonic), or None."""
@@ -195,15 +263,18 @@ class Claimer:
     def _claim_fast(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
         """The unlimited queues' claim, with the held queues read for the next claim."""
         now = time.monotonic()
-        by_queue = self.held or self.queues
-        statement = claim_sql.JOBS_CLAIM_BY_QUEUE if by_queue else claim_sql.JOBS_CLAIM
+        statement = claim_sql.JOBS_CLAIM
+        if self.queues or self._held_ahead >= HELD_AHEAD:
+            statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
+        elif self.held:
+            statement = claim_sql.JOBS_CLAIM_SKIPPING  # the held queues' few jobs
         if now < self._held_until:
-            rows = conn.execute(statement, self._params(limit)).fetchall()
+            rows = _fetch_jobs(conn.execute(statement, self._params(limit)))
         else:
             with conn.pipeline():
                 fast = conn.execute(statement, self._params(limit))
-                held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues})
-            rows = fast.fetchall()
+                held = conn.execute(queue_sql.QUEUES_HELD, self._held_params())
+            rows = _fetch_jobs(fast)
             self._note_held(held)
             self._held_until = now + HELD_REFRESH
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
@@ -218,19 +289,41 @@ class Claimer:
             "held": self.held,
         }
 
+    def _held_params(self) -> dict[str, Any]:
+        return {"queues": self.queues, "ahead": HELD_AHEAD}
+
     def _note_held(self, cursor: psycopg.Cursor[Any]) -> None:
-        """Remember the paused and limited queues of QUEUES_HELD's rows."""
+        """Remember the held queues of QUEUES_HELD's rows; a queue whose settings changed
+        since the last read ends its rests; a row the constraints refuse is skipped (its
+        jobs wait) and named once."""
         rows = cursor.fetchall()
-        self.held = [name for name, _, _ in rows]
-        self.limited = [name for name, paused, _ in rows if not paused]
-        self._keyed = {name: keyed for name, _, keyed in rows}
+        self.held = [name for name, *_ in rows]
+        self.limited = []
+        self._held_ahead = sum(int(row[-1]) for row in rows)
+        for name, paused, mode, problem, updated_at, _ in rows:
+            if self._updated.get(name, updated_at) != updated_at:
+                self._queue_idle_until.pop(name, None)
+                self._keys_idle_until.pop(name, None)
+                self._dry.discard(name)
+                self._dry_due.pop(name, None)
+            self._updated[name] = updated_at
+            self._mode[name] = mode
+            if problem is not None:
+                if name not in self._invalid:
+                    self._invalid.add(name)
+                    log.error("queue %r: %s; its jobs wait until it is set again", name, problem)
+            elif not paused:
+                self.limited.append(name)
 
     def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
-        """Claim from one limited queue: its budget, from the head or key by key."""
-        keyed = self._keyed.get(queue, True)
+        """Claim from one limited queue: its budget, from the head or key by key, or fair."""
+        mode = self._mode.get(queue, "keyed")
         params = {**self._params(limit), "queue": queue}
-        if keyed:
-            params["scan"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * limit)
+        params["scan"] = params["keys"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * limit)
+        if mode == "fair":
+            params["after"] = self._fair_after.get(queue)
+            statement = claim_sql.JOBS_CLAIM_FAIR
+        elif mode == "keyed":
             statement = claim_sql.JOBS_CLAIM_LIMITED_HEAD
         else:
             statement = claim_sql.JOBS_CLAIM_LIMITED
@@ -238,25 +331,33 @@ class Claimer:
         if budget is None:  # paused, gone or unlimited since: read the held queues again
             self._held_until = 0.0
             return []
-        granted, rate_left, rate_wait, keyed_now, scanned = budget
-        self._keyed[queue] = keyed_now
+        granted, rate_left, rate_wait, mode_now, scanned, last_key = budget
+        self._mode[queue] = mode_now
         now = time.monotonic()
-        if keyed_now != keyed:
+        if mode_now != mode:
             self._held_back(now + LIMITED_RECHECK)  # claimed with the other statement next time
             return rows
+        if mode == "fair":
+            self._fair_after[queue] = last_key
         if granted == 0:
             spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
             pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
             self._queue_idle_until[queue] = now + pause
             self._held_back(now + pause)
             return rows
+        keyed = mode == "keyed"
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
+            if not rows:  # every key it looked at is saturated: a completion frees one
+                self._queue_idle_until[queue] = now + KEYS_IDLE_PAUSE
+                self._held_back(now + KEYS_IDLE_PAUSE)
+                return rows
         if len(rows) >= limit:
             return rows
-        if len(rows) < granted and (not keyed or scanned == 0):
-            self.limited_short = True  # out of due jobs: when is its next one due?
+        if not rows and (not keyed or scanned == 0):
+            self.limited_short = True  # out of due jobs: rests until jobs or its next due one
             self._dry.add(queue)
+            self._dry_since[queue] = now
         else:  # its limits, or saturated keys: a completion may free a slot
             self._held_back(now + LIMITED_RECHECK)
         return rows
@@ -269,12 +370,18 @@ class Claimer:
         if now < self._keys_idle_until.get(queue, 0.0):
             return []
         params = {**params, "limit": limit, "after": self._after_key.pop(queue, None)}
-        more, _ = _claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+        more, budget = _claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+        walked, last_key = budget[-2:] if budget else (0, None)
         if more and len(more) == limit:
-            self._after_key[queue] = max(row[LIMIT_KEY_COLUMN] for row in more)
-        if not more:  # every key with jobs is saturated: no need to look again at once
+            self._after_key[queue] = max(row[LIMIT_KEY] for row in more)
+        elif walked and walked >= params["keys"] and last_key is not None:
+            self._after_key[queue] = last_key  # a bounded walk: the next goes on from here
+        elif not more:  # every key with jobs is saturated: no need to look again at once
             self._keys_idle_until[queue] = now + KEYS_IDLE_PAUSE
         return more
+
+
+LIMIT_KEY = Job._fields.index("limit_key")  # of a claimed row, once in Job's order
 
 
 def _claim_locked(
@@ -284,7 +391,8 @@ def _claim_locked(
     once psycopg prepares the statement (QUEUES_LOCK says why): BEGIN, the lock, the claim
     and COMMIT in one round trip (session.py says why by hand).
 
-    Returns the claimed rows and the budget's columns (None: the queue is not limited now).
+    Returns the claimed rows (in Job's order) and the budget's columns (BUDGET; None: the
+    queue is not limited now).
     """
     try:
         with conn.pipeline():
@@ -299,5 +407,8 @@ def _claim_locked(
     found = cursor.fetchall()
     if not found:
         return [], None
-    rows = [row[:BUDGET_COLUMNS] for row in found if row[0] is not None]
-    return rows, tuple(found[0][BUDGET_COLUMNS:])
+    assert cursor.description is not None
+    names = [column.name for column in cursor.description]
+    budget = itemgetter(*(names.index(name) for name in BUDGET))(found[0])
+    pick = job_columns(cursor)
+    return [pick(row) for row in found if row[0] is not None], tuple(budget)

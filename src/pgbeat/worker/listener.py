@@ -24,7 +24,10 @@ from pgbeat.db.sql.jobs import outcomes as outcome_sql
 log = logging.getLogger("pgbeat.listener")
 
 
-CANCEL_CHANNEL = "pgbeat_cancel"  # NOTIFY pgbeat_cancel, '<job id>': stop that running job
+# NOTIFY pgbeat_cancel, '<job id>': stop that running job. The channel's name is the
+# schema's (pgbeat_listen returns it): pgbeat_cancel itself in public.
+CANCEL_CHANNEL = "pgbeat_cancel"
+QUEUES_PAYLOAD = "queues"  # NOTIFY pgbeat_jobs, 'queues': a queue's settings changed (0019)
 
 
 class Listener:
@@ -38,8 +41,10 @@ class Listener:
         on_notify: Callable[[], None],
         check_every: float = 0.5,
         on_cancel: Callable[[set[int]], None] | None = None,
+        on_queues: Callable[[], None] | None = None,
     ) -> None:
         self._on_notify = on_notify
+        self._on_queues = on_queues or on_notify
         self._on_cancel = on_cancel
         self._check_every = check_every
         self._connector = Connector(url, "pgbeat-listener", backoff=ReconnectBackoff(url, log))
@@ -64,22 +69,29 @@ class Listener:
 
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(claim_sql.JOBS_LISTEN)
+        cancel_channel = None
         if self._on_cancel is not None:
-            conn.execute(outcome_sql.JOBS_LISTEN_CANCEL)
+            row = conn.execute(outcome_sql.JOBS_LISTEN_CANCEL).fetchone()
+            cancel_channel = row[0] if row else CANCEL_CHANNEL
         self._connector.backoff.succeeded()
         self.connected.set()
+        self._on_queues()  # settings changed while we were not listening are read again
         self._on_notify()  # anything inserted while we were not listening is due now
         if self._on_cancel is not None:
             self._on_cancel(set())
         while not self._loop.stopping.is_set():
             cancelled: set[int] = set()
-            woken = False
+            woken = changed = False
             for notify in conn.notifies(timeout=self._check_every, stop_after=1):
-                if notify.channel == CANCEL_CHANNEL:
+                if notify.channel == cancel_channel:
                     cancelled.add(_job_id(notify.payload))
+                elif notify.payload == QUEUES_PAYLOAD:
+                    changed = True
                 else:
                     woken = True
             cancelled.discard(0)
+            if changed:
+                self._on_queues()
             if woken:
                 self._on_notify()
             if cancelled and self._on_cancel is not None:

@@ -143,6 +143,22 @@ def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]
     )
 
 
+def stop_jobs(conn: psycopg.Connection[Any], stops: Sequence[tuple[Job, str]]) -> set[int]:
+    """End runs stopped for a cancel: cancelled where the database holds the request, the
+    others released (a cancel notification is only a hint); return the ids that ended
+    cancelled."""
+    return _cancelled(
+        conn.execute(
+            outcome_sql.JOBS_STOP,
+            {
+                **_fences([job for job, _ in stops]),
+                "errors": [truncate_error(error) for _, error in stops],
+            },
+            prepare=False,
+        )
+    )
+
+
 def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> set[int]:
     """Return unfinished runs to pending at shutdown, without charging their attempt; return
     the ids that ended cancelled instead."""

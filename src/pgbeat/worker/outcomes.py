@@ -10,6 +10,7 @@ import logging
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -27,8 +28,11 @@ from pgbeat.worker.results import encode_result
 from pgbeat.worker.verdict import Outcome, decide, error_text
 
 log = logging.getLogger("pgbeat.worker")
+job_log = logging.getLogger("pgbeat.worker.jobs")  # observe/logs.JOB_LINES: done, snoozed
+SUMMARY_EVERY = 60.0  # seconds between two summary lines of a worker's outcomes
 MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
 _DONE = Outcome("done")
+_UNASKED = "stopped for a cancel notification the database holds no request for: released"
 
 
 class OutcomeBuffer:
@@ -41,6 +45,8 @@ class OutcomeBuffer:
         self._lock = threading.Lock()
         self._runs: list[Run] = []
         self._since: float | None = None  # when the oldest unwritten run settled
+        self._tally: Counter[str] = Counter()  # outcomes since the last summary line
+        self._summed = time.monotonic()  # when the last summary line was written
 
     def add(self, run: Run) -> int:
         """Buffer ``run``; return how many runs now wait."""
@@ -72,12 +78,41 @@ class OutcomeBuffer:
                 self._runs[:0] = runs
                 self._since = self._since or time.monotonic()
             raise
-        log_done = log.isEnabledFor(logging.INFO)
+        log_done = job_log.isEnabledFor(logging.INFO)
         for run, outcome in decided:
             if outcome is not _DONE or log_done:
                 _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
+        self._summarise(decided)
         return any(outcome.verdict in ("retry", "released", "snoozed") for _, outcome in decided)
+
+    def _summarise(self, decided: Sequence[tuple[Run, Outcome]]) -> None:
+        """Count outcomes; once a minute, one INFO line of what the worker finished (the
+        line a quiet worker still writes when every job succeeds)."""
+        self._tally.update(outcome.verdict for _, outcome in decided)
+        now = time.monotonic()
+        seconds = now - self._summed
+        if seconds < SUMMARY_EVERY or not log.isEnabledFor(logging.INFO):
+            return
+        tally, self._tally, self._summed = self._tally, Counter(), now
+        total = sum(tally.values())
+        counts = {
+            "done": tally["done"],
+            "retried": tally["retry"],
+            "failed": tally["failed"],
+            "snoozed": tally["snoozed"],
+            "cancelled": tally["cancelled"],
+            "released": tally["released"],
+        }
+        shown = ", ".join(f"{n:,} {name}" for name, n in counts.items() if n)
+        log.info(
+            "finished %s jobs in the last %.0fs (%.1f/s): %s",
+            f"{total:,}",
+            seconds,
+            total / seconds,
+            shown,
+            extra={**counts, "seconds": round(seconds, 1)},
+        )
 
     def _decide(self, runs: Sequence[Run]) -> _Batch:
         batch = _Batch()
@@ -146,6 +181,7 @@ class _Batch:
         self.retries: list[tuple[Job, str, Any]] = []
         self.snoozes: list[tuple[Job, Any]] = []
         self.failures: list[tuple[Job, str]] = []
+        self.stops: list[tuple[Job, str]] = []  # runs stopped for a cancel
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
@@ -171,7 +207,9 @@ class _Batch:
             self.retries.append((run.job, outcome.error or "", outcome.retry_at))
         elif outcome.verdict == "snoozed":
             self.snoozes.append((run.job, outcome.retry_at))
-        else:  # failed, and cancelled: the fail statement ends a job asked to stop cancelled
+        elif outcome.verdict == "cancelled":
+            self.stops.append((run.job, outcome.error or ""))
+        else:  # failed: the fail statement ends a job asked to stop cancelled
             self.failures.append((run.job, outcome.error or ""))
 
     def send(self, conn: psycopg.Connection[Any]) -> list[tuple[Run, Outcome]]:
@@ -195,12 +233,12 @@ class _Batch:
             cancelled |= operations.fail_jobs(conn, self.failures)
         if self.released:
             cancelled |= operations.release_jobs(conn, self.released)
+        stopped = {job.id for job, _ in self.stops}
+        if self.stops:
+            cancelled |= operations.stop_jobs(conn, self.stops)
         decided = self.decided
-        if cancelled:
-            decided = [
-                (run, _ended_cancelled(outcome) if run.job.id in cancelled else outcome)
-                for run, outcome in decided
-            ]
+        if cancelled or stopped:
+            decided = [(run, _really(run, outcome, cancelled, stopped)) for run, outcome in decided]
         unsuccessful = [
             (run.job, outcome.verdict, outcome.error, run.duration)
             for run, outcome in decided
@@ -211,8 +249,14 @@ class _Batch:
         return decided
 
 
-def _ended_cancelled(outcome: Outcome) -> Outcome:
-    return Outcome("cancelled", outcome.error or "cancelled while running")
+def _really(run: Run, outcome: Outcome, cancelled: set[int], stopped: set[int]) -> Outcome:
+    """The outcome a run really had: cancelled when its job ended so; released when it was
+    stopped for a cancel the database holds no request for (a forged notification)."""
+    if run.job.id in cancelled:
+        return Outcome("cancelled", outcome.error or "cancelled while running")
+    if run.job.id in stopped:
+        return Outcome("released", _UNASKED)
+    return outcome
 
 
 def _first_line(exc: BaseException) -> str:
@@ -230,11 +274,12 @@ def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
 
 
 def _log_outcome(run: Run, outcome: Outcome) -> None:
-    if not log.isEnabledFor(
+    succeeded = outcome.verdict in ("done", "snoozed")
+    if not (job_log if succeeded else log).isEnabledFor(
         logging.ERROR
         if outcome.verdict == "failed"
         else logging.INFO
-        if outcome.verdict in ("done", "snoozed")
+        if succeeded
         else logging.WARNING
     ):
         return  # a busy worker finishes thousands of jobs a second: skip building the line
@@ -251,7 +296,7 @@ def _log_outcome(run: Run, outcome: Outcome) -> None:
     # the first line only, and not all of it: a handler may raise with a 10 MB message
     first_line = operations.printable((outcome.error or "")[:MAX_LOGGED_ERROR].partition("\n")[0])
     if outcome.verdict == "done":
-        log.info("%s done in %.1fms", where, took_ms, extra=fields)
+        job_log.info("%s done in %.1fms", where, took_ms, extra=fields)
     elif outcome.verdict == "retry":
         when = outcome.retry_at
         when_text = (
@@ -263,7 +308,7 @@ def _log_outcome(run: Run, outcome: Outcome) -> None:
     elif outcome.verdict == "failed":
         log.error("%s failed for good in %.1fms: %s", where, took_ms, first_line, extra=fields)
     elif outcome.verdict == "snoozed":
-        log.info("%s snoozed after %.1fms", where, took_ms, extra=fields)
+        job_log.info("%s snoozed after %.1fms", where, took_ms, extra=fields)
     elif outcome.verdict == "cancelled":
         log.warning("%s cancelled after %.1fms", where, took_ms, extra=fields)
     else:

@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pydantic
-import pydantic_core
 
 from pgbeat.errors import ResultError
 
@@ -25,7 +24,7 @@ def encode_result(value: Any) -> str | None:
         return None
     try:
         text = value.model_dump_json() if isinstance(value, pydantic.BaseModel) else _encode(value)
-    except (TypeError, ValueError, RecursionError, pydantic_core.PydanticSerializationError) as exc:
+    except Exception as exc:  # a value's own code may raise anything: the job's fault alone
         raise ResultError(
             f"the handler's return value cannot be stored as JSON ({type(value).__name__}: "
             f"{_first_line(exc)}); return JSON data or a pydantic model"
@@ -48,4 +47,8 @@ def encode_result(value: Any) -> str | None:
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().partition("\n")[0][:200]
+    """The first line of ``str(exc)``, or its type's name when even that raises."""
+    try:
+        return str(exc).strip().partition("\n")[0][:200]
+    except Exception:
+        return type(exc).__name__

@@ -50,6 +50,7 @@ class WorkerSettings:
     listen: bool = True
     heartbeat: bool = True
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    workflow_repair: timedelta | None = timedelta(seconds=30)  # None: no repair pass here
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:

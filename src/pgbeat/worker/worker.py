@@ -41,6 +41,7 @@ from pgbeat.worker.renewal import LeaseRenewer
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
 from pgbeat.worker.timers import ClaimTimers
+from pgbeat.worker.workflow_repair import WorkflowRepair
 
 __all__ = ["Worker", "WorkerSettings", "resolve_timing"]
 
@@ -56,6 +57,7 @@ SESSION_SETTINGS = {
     "enable_bitmapscan": "off",
     "plan_cache_mode": "force_generic_plan",
     "enable_seqscan": "off",
+    "enable_sort": "off",  # a plan kept after ANALYZE saw no due job must not sort the backlog
     "jit": "off",
 }
 
@@ -75,7 +77,7 @@ def _session(
     leaves one in each index, and plain index scans clean them up as they pass.
     Plans are kept: each statement is planned once per connection (a generic plan, from
     psycopg's fifth execution, when it prepares the statement), since planning the claim
-    and the completion cost the server about 0.12 ms each, a seventh of their work.
+    and the completion was a noticeable share of their work (docs/benchmarks.md).
     Sequential scans are off so that a plan made while the table was small reads the
     indexes as one made at a million rows does: a kept plan made on a small table (a
     sequential scan) once stayed in use as the table grew, no ANALYZE replaced it, and
@@ -115,7 +117,12 @@ class Worker:
         self._renewer = LeaseRenewer(self._executor, self.lease, self.settings.poll_interval)
         listen_url = pooler.listen_url(url)  # None behind a pooler: LISTEN needs a session
         self._listener = (
-            Listener(listen_url, self._on_notify, on_cancel=self._on_cancel)
+            Listener(
+                listen_url,
+                self._on_notify,
+                on_cancel=self._on_cancel,
+                on_queues=self._on_queues_changed,
+            )
             if self.settings.listen and listen_url
             else None
         )
@@ -135,6 +142,7 @@ class Worker:
             on_requeued=self._on_notify,
         )
         self._notified = False
+        self._queues_changed = False
         self._timers = ClaimTimers(
             poll_every=self.settings.poll_interval.total_seconds(),
             reap_every=min(max(self.lease.total_seconds() / 4, 0.25), 30.0),
@@ -155,6 +163,10 @@ class Worker:
             if self.settings.retention.enabled
             else None
         )
+        repair = self.settings.workflow_repair
+        self._workflow_repair = (
+            WorkflowRepair(url, repair.total_seconds()) if repair is not None else None
+        )
         self.stopped = threading.Event()
 
     # -- control ------------------------------------------------------------------------
@@ -170,20 +182,27 @@ class Worker:
             self._notified = True
         self._loop.wake()
 
+    def _on_queues_changed(self) -> None:
+        with self._lock:
+            self._queues_changed = self._notified = True
+        self._loop.wake()
+
     def _on_cancel(self, job_ids: set[int]) -> None:
-        """Cancels heard on the listener: stop those runs now. An empty set: the listener
-        (re)connected, and the next renewal round looks for cancels it may have missed."""
+        """Cancels heard on the listener: a hint only (any role that can connect may send
+        one), so the next renewal round, now, asks the database which runs were really asked
+        to stop and stops only those. An empty set: the listener (re)connected, and a cancel
+        may have been missed."""
         if job_ids:
-            with self._lock:  # before the cancel: _start looks here after it submits
+            with self._lock:  # before the look at the runs: _start looks here after it submits
                 now = time.monotonic()
                 self._recent_cancels = {
                     i: t for i, t in self._recent_cancels.items() if now - t < RECENT_CANCELS
                 }
                 self._recent_cancels.update(dict.fromkeys(job_ids, now))
-            self._executor.cancel(job_ids)
-        else:
-            self._renewer.soon()
-            self._loop.wake()
+            if not job_ids & {run.job.id for run in self._executor.unsettled()}:
+                return  # not a job this worker runs (or one it has not submitted yet)
+        self._renewer.soon()
+        self._loop.wake()
 
     def _on_settled(self, run: Run) -> None:
         """Buffer the outcome; poke the writer when that makes a write due or starts its timer.
@@ -209,6 +228,8 @@ class Worker:
         self._writer.start()
         if self._retention is not None:
             self._retention.start()
+        if self._workflow_repair is not None:
+            self._workflow_repair.start()
         log.info(
             "worker started: kinds=%s queues=%s concurrency=%d lease=%gs timeout=%gs",
             ",".join(self.settings.kinds or self._registry.kinds()) or "-",
@@ -227,6 +248,8 @@ class Worker:
                 self._heartbeat.stop()
             if self._retention is not None:
                 self._retention.stop()
+            if self._workflow_repair is not None:
+                self._workflow_repair.stop()
             self._executor.shutdown()
             self._writer.close()
             self._connector.close()
@@ -243,8 +266,12 @@ class Worker:
         next_deadline = self._executor.expire(now)
         with self._lock:
             notified, self._notified = self._notified, False
+            changed, self._queues_changed = self._queues_changed, False
         self._timers.note(now, notified)
-        if notified:
+        self._claimer.listening = self._listener is not None and self._listener.connected.is_set()
+        if changed:
+            self._claimer.settings_changed()
+        elif notified:
             self._claimer.jobs_arrived()
         claim = self._claim_size(now)
         beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
@@ -341,8 +368,8 @@ class Worker:
         self._executor.submit_many(runs)
         with self._lock:
             missed = {run.job.id for run in runs} & self._recent_cancels.keys()
-        if missed:  # cancelled between the claim's commit and the submit: not missed
-            self._executor.cancel(missed)
+        if missed:  # a cancel heard between the claim's commit and the submit: ask now
+            self._renewer.soon()
 
     def _handler_connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """Connections for handlers, from their own pool so they never starve the loop."""

@@ -31,19 +31,25 @@ from typing import LiteralString
 # period whose job is pending or running, retries included, is passed over, as with
 # retries that outlast the interval the newest periods are always unfinished; the caller
 # then pauses the schedule);
-# for a schedule with a pending or running job (jobs_live_schedule) or an earlier due
+# for a schedule with a live job (pending or running, jobs_live_schedule; its scheduler's:
+# the key is a period's or a manual run's, `<name>@<UTC instant>` or `<name>@manual:<id>`,
+# which under docs/least-privilege.sql only the scheduler and the dashboard may insert, not
+# an application's job keyed `<name>@x`) or an earlier due
 # period in this tick, skipped (overlap) under "skip", and under "buffer_one" buffered
 # (the one period that waits, pgbeat_schedule_history_buffered) or skipped (overlap) when
 # one waits already; else enqueued. The history row is the period's claim: the first
 # replica to write it decides, and only the rows this statement wrote get a job id, drawn
 # from the jobs sequence up front so the row names the job PERIOD_JOBS_INSERT inserts. A
-# missed period that another replica then finds on time becomes enqueued. Rows go in
+# missed period that another replica then finds on time becomes enqueued. A period of a
+# schedule with a deadline that is enqueued, buffered or missed is watched from here on:
+# due_by is its fire time plus the deadline, and HISTORY_JUDGE_DEADLINES judges it then
+# (skipped periods are not watched: no job was wanted). Rows go in
 # (schedule, fire time) order so that replicas lock them alike. No join between two CTEs
 # anywhere: each scans the one before it once, so the plan is linear whatever the
 # statistics say (tests/integration/test_schedule_scale.py checks the plan).
 HISTORY_CLAIM_PERIODS: LiteralString = """
 WITH period AS MATERIALIZED (
-    SELECT p.*, s.overlap, s.catch_up, s.pause_after_failures, s.resumed_at,
+    SELECT p.*, s.overlap, s.catch_up, s.pause_after_failures, s.resumed_at, s.deadline,
            s.definition_hash = p.definition_hash AS current,
            s.paused OR coalesce(s.resumed_at > s.paused_at
                                 AND to_timestamp(p.fire_epoch) > s.paused_at
@@ -67,7 +73,10 @@ WITH period AS MATERIALIZED (
                SELECT FROM jobs AS j
                WHERE split_part(j.unique_key, '@', 1) = period.schedule
                  AND j.kind = period.kind AND j.unique_key IS NOT NULL
-                 AND j.status IN ('pending', 'running')) ELSE false END AS live,
+                 AND j.status IN ('pending', 'running')
+                 AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                                     || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$')
+           ) ELSE false END AS live,
            CASE WHEN overlap = 'buffer_one' THEN EXISTS (
                SELECT FROM pgbeat_schedule_history AS b
                WHERE b.schedule = period.schedule AND b.outcome = 'buffered')
@@ -96,19 +105,26 @@ WITH period AS MATERIALIZED (
     FROM busy
 )
 INSERT INTO pgbeat_schedule_history AS h (schedule, fire_at, outcome, reason, job_id,
-                                         inserted_by)
+                                         inserted_by, due_by, deadline_state)
 SELECT schedule, to_timestamp(fire_epoch),
        CASE WHEN reason IS NULL THEN 'enqueued' WHEN reason = 'waits' THEN 'buffered'
             WHEN missed AND NOT paused THEN 'missed' ELSE 'skipped' END,
        CASE WHEN reason = 'waits' THEN 'overlap' ELSE reason END,
        CASE WHEN reason IS NULL OR reason = 'waits'
             THEN nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) END,
-       %(by)s
+       %(by)s,
+       CASE WHEN reason IS NULL OR reason = 'waits' OR (missed AND NOT paused)
+            THEN to_timestamp(fire_epoch) + deadline END,
+       CASE WHEN deadline IS NOT NULL
+             AND (reason IS NULL OR reason = 'waits' OR (missed AND NOT paused))
+            THEN 'watching' END
 FROM reasoned
 ORDER BY schedule, fire_epoch
 ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO UPDATE
     SET outcome = excluded.outcome, reason = NULL, job_id = excluded.job_id,
-        inserted_at = excluded.inserted_at, inserted_by = excluded.inserted_by
+        inserted_at = excluded.inserted_at, inserted_by = excluded.inserted_by,
+        due_by = coalesce(h.due_by, excluded.due_by),
+        deadline_state = coalesce(h.deadline_state, excluded.deadline_state)
     WHERE h.outcome = 'missed' AND excluded.outcome = 'enqueued'
 RETURNING h.schedule, extract(epoch FROM h.fire_at)::float8 AS fire_epoch, h.outcome,
           h.job_id, h.reason"""
@@ -128,7 +144,9 @@ WITH released AS (
       AND NOT EXISTS (
           SELECT FROM jobs AS j
           WHERE split_part(j.unique_key, '@', 1) = h.schedule AND j.kind = s.kind
-            AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running'))
+            AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
+            AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                                || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$'))
     RETURNING h.schedule, h.fire_at, h.job_id, s.kind, s.payload, s.max_attempts, s.queue,
               s.priority, s.tags, s.catch_up_window
 )
@@ -192,14 +210,14 @@ WHERE h.schedule = %(name)s AND h.fire_at = ANY(%(fire_ats)s::timestamptz[])
 # taken in name order so that replicas never deadlock): the claim that follows in the same
 # transaction sees the jobs another replica's claim of an earlier period inserted.
 HISTORY_LOCK_OVERLAP: LiteralString = """
-SELECT count(pg_advisory_xact_lock(hashtextextended('pgbeat.overlap:' || name, 0)))
+SELECT count(pg_advisory_xact_lock(pgbeat_lock_key(hashtextextended('pgbeat.overlap:' || name, 0))))
 FROM (SELECT DISTINCT unnest(%(names)s::text[]) AS name ORDER BY 1) AS locked"""
 
-# The claim's settings, whatever the connection's: JIT would compile a 10,000-period claim
+# The claim's settings, whatever the connection's: JIT would compile a large tick's claim
 # for longer than it then runs for; and no sequential scan where an index can probe. On a
 # table analyzed while empty (a new deployment's jobs table) the planner costs a scan at
 # nothing, and the jobs insert's probe for an existing job then scanned, at each of 10,000
-# periods, the rows the statement had inserted so far: 1.1 s, quadratic, against 0.2 s.
+# periods, the rows the statement had inserted so far: quadratic (docs/benchmarks.md).
 HISTORY_CLAIM_SETTINGS: LiteralString = """
 SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)"""
 
@@ -209,7 +227,7 @@ SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)
 # redundant work. Past the wait a replica claims alongside (history rows still decide).
 HISTORY_WAIT_TURN: LiteralString = """
 SET LOCAL lock_timeout = '2s';
-SELECT pg_advisory_xact_lock(8099550642415349347);
+SELECT pg_advisory_xact_lock(pgbeat_lock_key(8099550642415349347));
 SET LOCAL lock_timeout = DEFAULT"""
 
 # Points claimed periods whose job existed already (inserted by another writer) at that job
@@ -251,7 +269,8 @@ RETURNING id"""
 # Periods are unique by fire time; manual runs of one transaction share one, hence id.
 HISTORY_OF_SCHEDULE: LiteralString = """
 SELECT h.id, h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, j.status AS job_status,
-       h.inserted_at, h.inserted_by, h.inserted_at - h.fire_at AS lag
+       h.inserted_at, h.inserted_by, h.inserted_at - h.fire_at AS lag, h.due_by,
+       h.deadline_state, h.late_at, h.late_status
 FROM (
     (SELECT * FROM pgbeat_schedule_history
      WHERE schedule = %(name)s AND outcome <> 'manual'
@@ -295,11 +314,12 @@ JOIN unnest(%(schedules)s::text[], %(fire_ats)s::timestamptz[]) AS p(schedule, f
 # manual runs (pgbeat_schedule_history_manual) merged, newest first; jobs primary key.
 HISTORY_RECENT_OF_SCHEDULES: LiteralString = """
 SELECT h.schedule, h.fire_at, h.outcome, h.reason, h.job_id, h.inserted_at, h.inserted_by,
-       j.status AS job_status
+       j.status AS job_status, h.due_by, h.deadline_state, h.late_at, h.late_status
 FROM unnest(%(names)s::text[]) AS s(name)
 CROSS JOIN LATERAL (
     SELECT * FROM (
-        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by, due_by,
+                deadline_state, late_at, late_status
          FROM pgbeat_schedule_history
          WHERE schedule = s.name AND outcome <> 'manual'
            AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
@@ -307,7 +327,8 @@ CROSS JOIN LATERAL (
          ORDER BY fire_at DESC
          LIMIT %(limit)s)
         UNION ALL
-        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by
+        (SELECT schedule, fire_at, outcome, reason, job_id, inserted_at, inserted_by, due_by,
+                deadline_state, late_at, late_status
          FROM pgbeat_schedule_history
          WHERE schedule = s.name AND outcome = 'manual'
            AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)
@@ -319,3 +340,97 @@ CROSS JOIN LATERAL (
     LIMIT %(limit)s
 ) AS h
 LEFT JOIN jobs AS j ON j.id = h.job_id"""
+
+# -- deadlines -------------------------------------------------------------------------------
+
+# Judges the watched periods whose due time (fire time plus deadline) has come at %(now)s:
+# met when the period's job ended done by then, else late (late_at = %(now)s, late_status:
+# the job's status, retrying for a pending job that has run before, or why there is no job:
+# missed, buffered, missing once purged). The rows come from pgbeat_schedule_history_watching
+# (a period leaves it once judged), then by primary key (= ANY of their ids; the state is
+# checked again as IS NOT DISTINCT FROM, which the watched index's predicate does not match,
+# so the planner cannot scan that index with the ids as a filter), each one's job
+# and schedule by primary key in a subquery of its own: no join the planner could turn
+# into a nested loop over two row sets. FOR UPDATE SKIP LOCKED lets replicas judge side by
+# side, and the update takes a row only while it is still watching, so each period is
+# judged once whatever the number of replicas. For each late period of a live schedule with
+# on_late, the one alert job of kind on_late, keyed
+# '<period key>:late' (jobs_unique: a second insert would do nothing). Returns the judged
+# periods, then a row per alert (state 'alert', its period and job id): two lists rather
+# than a join of two CTEs, which the planner may run as a nested loop (quadratic).
+HISTORY_JUDGE_DEADLINES: LiteralString = """
+WITH due AS (
+    SELECT h.id FROM pgbeat_schedule_history AS h
+    WHERE h.deadline_state = 'watching' AND h.due_by <= %(now)s
+    ORDER BY h.due_by
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+), judged AS (
+    UPDATE pgbeat_schedule_history AS h
+    SET (deadline_state, late_at, late_status) = (
+        SELECT CASE WHEN v.met THEN 'met' ELSE 'late' END,
+               CASE WHEN v.met THEN NULL ELSE %(now)s::timestamptz END,
+               CASE WHEN v.met THEN NULL
+                    WHEN v.found IS NULL AND h.outcome IN ('missed', 'buffered') THEN h.outcome
+                    WHEN v.found IS NULL THEN 'missing'
+                    WHEN v.status = 'pending' AND v.attempts > 0 THEN 'retrying'
+                    ELSE v.status END
+        FROM (SELECT j.id AS found, j.status, j.attempts,
+                     coalesce(j.status = 'done' AND j.finished_at <= h.due_by, false) AS met
+              FROM (SELECT) AS one LEFT JOIN jobs AS j ON j.id = h.job_id) AS v)
+    WHERE h.id = ANY (ARRAY(SELECT id FROM due))
+      AND h.deadline_state IS NOT DISTINCT FROM 'watching'
+    RETURNING h.schedule, h.fire_at, h.due_by, h.job_id, h.deadline_state, h.late_status,
+              h.schedule || '@'
+                  || to_char(h.fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                  AS period
+), alerts AS (
+    INSERT INTO jobs AS j (kind, payload, unique_key)
+    SELECT a.kind,
+           jsonb_build_object('schedule', a.schedule, 'period', a.period,
+                              'fire_time', split_part(a.period, '@', 2),
+                              'job_id', a.job_id, 'status', a.late_status,
+                              'due_by', to_char(a.due_by AT TIME ZONE 'UTC',
+                                                'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+           a.period || ':late'
+    FROM (
+        SELECT l.*, (SELECT s.on_late FROM pgbeat_schedules AS s
+                     WHERE s.name = l.schedule AND s.deleted_at IS NULL) AS kind
+        FROM judged AS l WHERE l.deadline_state = 'late'
+    ) AS a
+    WHERE a.kind IS NOT NULL
+    ORDER BY a.schedule, a.fire_at
+    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING j.id, j.unique_key
+)
+SELECT l.schedule, l.fire_at, l.deadline_state, l.late_status, l.job_id, l.period,
+       NULL::bigint AS alert_job_id
+FROM judged AS l
+UNION ALL
+SELECT NULL, NULL, 'alert', NULL, NULL, left(a.unique_key, -5), a.id FROM alerts AS a"""
+
+# The earliest due time of a period still watched after %(now)s, for the loop's next
+# judging (the first entry of pgbeat_schedule_history_watching past it).
+HISTORY_NEXT_DUE: LiteralString = """
+SELECT min(due_by) FROM pgbeat_schedule_history
+WHERE deadline_state = 'watching' AND due_by > %(now)s"""
+
+# The live schedules with a deadline whose latest judged period is late, or whose latest
+# period was due before %(overdue)s and is not judged yet (no replica judging): per schedule, its
+# newest periods back to the first judged or overdue one (pgbeat_schedule_history_period).
+# A later period that met its deadline clears the schedule; its late periods stay late in
+# its history.
+HISTORY_LATE_SCHEDULES: LiteralString = """
+SELECT s.name AS schedule, v.fire_at, v.due_by, v.late_at, v.late_status, v.job_id,
+       v.deadline_state
+FROM pgbeat_schedules AS s
+CROSS JOIN LATERAL (
+    SELECT h.fire_at, h.due_by, h.late_at, h.late_status, h.job_id, h.deadline_state
+    FROM pgbeat_schedule_history AS h
+    WHERE h.schedule = s.name AND h.outcome <> 'manual'
+      AND (h.deadline_state IN ('met', 'late') OR h.due_by <= %(overdue)s)
+    ORDER BY h.fire_at DESC
+    LIMIT 1
+) AS v
+WHERE s.deleted_at IS NULL AND s.deadline IS NOT NULL AND v.deadline_state <> 'met'
+ORDER BY s.name"""

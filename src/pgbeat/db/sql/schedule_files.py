@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import LiteralString
 
 # Serialises file syncs across replicas (transaction-level, so it works behind a pooler).
-FILES_LOCK: LiteralString = "SELECT pg_advisory_xact_lock(%(key)s)"
+FILES_LOCK: LiteralString = "SELECT pg_advisory_xact_lock(pgbeat_lock_key(%(key)s))"
 
 # Records a file version the first time any replica syncs it (primary key).
 FILES_SEEN: LiteralString = """

@@ -11,19 +11,19 @@ from typing import LiteralString
 # of its own after them, the snapshot the rows were read in: its xmax and the transactions
 # in progress (xip), whose changes were not visible yet (SCHEDULES_CHANGED). The payload
 # comes as text only, with its JSON type: a replica passes it to the jobs as the text it
-# is (decoding 100,000 payloads it never reads took a tenth of a start-up), and columns it
-# does not use stay out (with the snapshot on every row, they took a fifth of the read).
+# is (decoding payloads it never reads slowed a start-up), and columns it does not use
+# stay out (with the snapshot on every row, they slowed the read; docs/benchmarks.md).
 _CATALOG_SELECT: LiteralString = """
 SELECT name, source, kind, cron, every, timezone, payload::text AS payload_text,
        jsonb_typeof(payload) AS payload_type, max_attempts, catch_up, catch_up_window,
        overlap, jitter, start_at, end_at, pause_after_failures, queue, priority, tags,
-       definition_hash, paused_at, resumed_at, created_at, deleted_at,
+       deadline, on_late, definition_hash, paused_at, resumed_at, created_at, deleted_at,
        NULL AS snapshot_xmax, NULL::text[] AS snapshot_xip
 FROM pgbeat_schedules"""
 _SNAPSHOT_ROW: LiteralString = """
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        pg_snapshot_xmax(pg_current_snapshot())::text,
        ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot()))::text[]"""
 
@@ -42,13 +42,14 @@ WHERE changed_xid >= %(xmax)s::xid8 OR changed_xid = ANY(%(xip)s::xid8[])"""
 )
 
 # Subscribes to the notifications of pgbeat_schedules_notify (migrations/0005).
-SCHEDULES_LISTEN: LiteralString = "LISTEN pgbeat_schedules"
+SCHEDULES_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_schedules')"
 
 # One schedule, live or not (primary key).
 SCHEDULES_ONE: LiteralString = """
 SELECT name, source, kind, cron, every, timezone, payload, max_attempts, catch_up,
        catch_up_window, overlap, jitter, start_at, end_at, pause_after_failures, queue,
-       priority, tags, definition_hash, file_hash, paused, paused_at, paused_by,
+       priority, tags, deadline, on_late, definition_hash, file_hash, paused, paused_at,
+       paused_by,
        paused_reason, resumed_at, created_at, updated_at, updated_by, deleted_at
 FROM pgbeat_schedules WHERE name = %(name)s"""
 
@@ -58,11 +59,11 @@ FROM pgbeat_schedules WHERE name = %(name)s"""
 SCHEDULES_UPSERT_API: LiteralString = """
 INSERT INTO pgbeat_schedules AS s (name, source, kind, cron, every, timezone, payload,
     max_attempts, catch_up, catch_up_window, overlap, jitter, start_at, end_at,
-    pause_after_failures, queue, priority, tags, definition_hash, updated_by)
+    pause_after_failures, queue, priority, tags, deadline, on_late, definition_hash, updated_by)
 VALUES (%(name)s, 'api', %(kind)s, %(cron)s, %(every)s, %(timezone)s, %(payload)s::jsonb,
     %(max_attempts)s, %(catch_up)s, %(catch_up_window)s, %(overlap)s, %(jitter)s,
     %(start_at)s, %(end_at)s, %(pause_after_failures)s, %(queue)s, %(priority)s,
-    %(tags)s::text[], %(definition_hash)s, %(by)s)
+    %(tags)s::text[], %(deadline)s, %(on_late)s, %(definition_hash)s, %(by)s)
 ON CONFLICT (name) DO UPDATE SET
     source = 'api', kind = excluded.kind, cron = excluded.cron, every = excluded.every,
     timezone = excluded.timezone, payload = excluded.payload,
@@ -70,7 +71,8 @@ ON CONFLICT (name) DO UPDATE SET
     catch_up_window = excluded.catch_up_window, overlap = excluded.overlap,
     jitter = excluded.jitter, start_at = excluded.start_at, end_at = excluded.end_at,
     pause_after_failures = excluded.pause_after_failures, queue = excluded.queue,
-    priority = excluded.priority, tags = excluded.tags,
+    priority = excluded.priority, tags = excluded.tags, deadline = excluded.deadline,
+    on_late = excluded.on_late,
     definition_hash = excluded.definition_hash, file_hash = NULL,
     updated_at = now(), updated_by = excluded.updated_by, deleted_at = NULL,
     created_at = CASE WHEN s.deleted_at IS NULL THEN s.created_at ELSE now() END,
@@ -101,20 +103,23 @@ RETURNING name"""
 SCHEDULES_UPSERT_FILE: LiteralString = """
 INSERT INTO pgbeat_schedules AS s (name, source, kind, cron, every, timezone, payload,
     max_attempts, catch_up, catch_up_window, overlap, jitter, start_at, end_at,
-    pause_after_failures, queue, priority, tags, definition_hash, file_hash, updated_by)
+    pause_after_failures, queue, priority, tags, deadline, on_late, definition_hash,
+    file_hash, updated_by)
 SELECT f.name, 'file', f.kind, f.cron, f.every, f.timezone, f.payload, f.max_attempts,
        f.catch_up, f.catch_up_window, f.overlap, f.jitter, f.start_at, f.end_at,
-       f.pause_after_failures, f.queue, f.priority, f.tags::text[], f.definition_hash,
+       f.pause_after_failures, f.queue, f.priority, f.tags::text[], f.deadline, f.on_late,
+       f.definition_hash,
        %(file_hash)s, %(by)s
 FROM unnest(%(names)s::text[], %(kinds)s::text[], %(crons)s::text[], %(everys)s::interval[],
             %(timezones)s::text[], %(payloads)s::jsonb[], %(max_attempts)s::int[],
             %(catch_ups)s::text[], %(catch_up_windows)s::interval[], %(overlaps)s::text[],
             %(jitters)s::interval[], %(start_ats)s::timestamptz[], %(end_ats)s::timestamptz[],
             %(pause_after_failures)s::int[], %(queues)s::text[], %(priorities)s::smallint[],
-            %(definition_hashes)s::text[], %(tags)s::text[])
+            %(deadlines)s::interval[], %(on_lates)s::text[], %(definition_hashes)s::text[],
+            %(tags)s::text[])
      AS f(name, kind, cron, every, timezone, payload, max_attempts, catch_up,
           catch_up_window, overlap, jitter, start_at, end_at, pause_after_failures, queue,
-          priority, definition_hash, tags)
+          priority, deadline, on_late, definition_hash, tags)
 WHERE NOT (f.name = ANY(%(skip)s::text[]))
 ORDER BY f.name
 ON CONFLICT (name) DO UPDATE SET
@@ -124,9 +129,10 @@ ON CONFLICT (name) DO UPDATE SET
     catch_up_window = excluded.catch_up_window, overlap = excluded.overlap,
     jitter = excluded.jitter, start_at = excluded.start_at, end_at = excluded.end_at,
     pause_after_failures = excluded.pause_after_failures, queue = excluded.queue,
-    priority = excluded.priority, tags = excluded.tags,
-    definition_hash = excluded.definition_hash, file_hash = excluded.file_hash,
-    updated_at = now(), updated_by = excluded.updated_by, deleted_at = NULL,
+    priority = excluded.priority, tags = excluded.tags, deadline = excluded.deadline,
+    on_late = excluded.on_late, definition_hash = excluded.definition_hash,
+    file_hash = excluded.file_hash, updated_at = now(), updated_by = excluded.updated_by,
+    deleted_at = NULL,
     created_at = CASE WHEN s.deleted_at IS NULL THEN s.created_at ELSE now() END,
     paused = s.paused AND s.deleted_at IS NULL,
     paused_at = CASE WHEN s.deleted_at IS NULL THEN s.paused_at END,
@@ -201,7 +207,8 @@ DELETE FROM pgbeat_schedules WHERE deleted_at < now() - %(older_than)s::interval
 SCHEDULES_LIST: LiteralString = """
 SELECT s.name, s.source, s.kind, s.cron, s.every, s.timezone, s.payload, s.max_attempts,
        s.catch_up, s.catch_up_window, s.overlap, s.jitter, s.start_at, s.end_at,
-       s.pause_after_failures, s.queue, s.priority, s.tags, s.definition_hash, s.file_hash,
+       s.pause_after_failures, s.queue, s.priority, s.tags, s.deadline, s.on_late,
+       s.definition_hash, s.file_hash,
        s.paused, s.paused_at, s.paused_by, s.paused_reason, s.resumed_at, s.created_at,
        s.updated_at, s.updated_by, s.deleted_at,
        last.fire_at AS last_fire_at, last.outcome AS last_outcome, last.reason AS last_reason,

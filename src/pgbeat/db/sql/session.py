@@ -22,3 +22,11 @@ UI_PING: LiteralString = "SELECT 1"
 # The statement timeout of one page's transaction, behind a pooler that keeps no session.
 UI_STATEMENT_TIMEOUT_LOCAL: LiteralString = """
 SELECT set_config('statement_timeout', %(ms)s, true)"""
+
+# The schema unqualified names resolve to first (--schema puts it first on search_path):
+# NULL when no schema of the path exists.
+SESSION_SCHEMA: LiteralString = "SELECT current_schema()"
+
+# The transaction's isolation level: pgbeat.wait refuses a fixed snapshot (repeatable read,
+# serializable), in which a job never changes however long it waits.
+TRANSACTION_ISOLATION: LiteralString = "SELECT current_setting('transaction_isolation')"

@@ -24,7 +24,7 @@ SELECT
 
 # The newest jobs, optionally of one status and kind (primary key, newest first).
 JOBS_LIST: LiteralString = """
-SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
+SELECT id, kind, status, attempts, max_attempts, snoozes, run_at, created_at, finished_at,
        unique_key, job_key, last_error, tags
 FROM jobs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -35,8 +35,8 @@ LIMIT %(limit)s"""
 
 # Everything about one job (primary key).
 JOBS_SHOW: LiteralString = """
-SELECT id, kind, status, attempts, max_attempts, run_at, created_at, started_at, finished_at,
-       unique_key, job_key, superseded_at, cancel_requested_at, last_error, payload,
+SELECT id, kind, status, attempts, max_attempts, snoozes, run_at, created_at, started_at,
+       finished_at, unique_key, job_key, superseded_at, cancel_requested_at, last_error, payload,
        locked_until, keep_until, result, tags
 FROM jobs WHERE id = %(id)s"""
 
@@ -96,8 +96,8 @@ SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
                       ELSE last_error END
 WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('pending', 'running')
 RETURNING id, status,
-          pg_notify(CASE status WHEN 'running' THEN 'pgbeat_cancel' ELSE 'pgbeat_finished' END,
-                    id::text)"""
+          pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                ELSE 'pgbeat_finished' END), id::text)"""
 
 # Run now: pending jobs due now (primary key).
 JOBS_RUN_NOW: LiteralString = """

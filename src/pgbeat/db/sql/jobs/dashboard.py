@@ -70,6 +70,7 @@ AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 AND (%(priority)s::smallint IS NULL OR priority = %(priority)s::smallint)
 AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
 AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
+AND (%(workflow)s::bigint IS NULL OR workflow_id = %(workflow)s::bigint)
 AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
 AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
 
@@ -154,8 +155,8 @@ FROM generate_series(0, 23) AS h(hours_ago)"""
 # run_at (due again after the reaper, then completed by its first worker) counts as none.
 # Rows finished before migration 0013 have no start and count in neither. The jobs and the
 # attempts are one stream (`job` tells them apart), sorted and grouped once. Seconds come
-# from date_part (float8): extract's numeric made the statement 1.5 times as slow on the
-# bench table. greatest() ignores a NULL, hence the explicit test of started_at.
+# from date_part (float8): extract's numeric made the statement slower (docs/benchmarks.md).
+# greatest() ignores a NULL, hence the explicit test of started_at.
 JOBS_PERFORMANCE_BY_KIND: LiteralString = """
 WITH recent AS MATERIALIZED (
     SELECT id, kind, status, attempts, run_at, started_at, finished_at

@@ -123,13 +123,13 @@ RETURNING id"""
 # long to keep, queue, priority) travels once per template and is read by position, so
 # no join at all. Payloads and queues travel as one jsonb array each, not as jsonb[] and
 # text[]: a subscript of an array of variable-length values walks it from its start, so
-# 10,000 periods of 10,000 templates (one payload per customer) took 1.5 s, quadratic;
+# a tick of as many templates as periods (one payload per customer) took quadratic time;
 # a jsonb array's element is found by its offset. Tags likewise: a jsonb array of array
 # literals (NULL for none). Only the periods this claim's history
 # rows took get an id, so a conflict is rare (a period's job inserted without history, by
 # an older pgbeat): ON CONFLICT alone, whose own check of jobs_unique comes before each
 # insert. A NOT EXISTS probe of the same index before it doubled that check for every row
-# (25,000 of the statement's 197,000 buffer reads at 10,000 periods).
+# (figures in docs/benchmarks.md).
 PERIOD_JOBS_INSERT: LiteralString = """
 INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
                        queue, priority, tags)
@@ -151,7 +151,9 @@ RETURNING j.id"""
 # (cancel_requested_at, and a notification on pgbeat_cancel naming it: its worker ends the
 # run); a pending one (an older period not started yet) is cancelled at once, and
 # pgbeat_finished names it for whoever waits on it (pgbeat.wait). Why goes to last_error,
-# as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone.
+# as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone, and so is
+# a job whose key only looks like the schedule's: the key must be a period's or a manual
+# run's, as in history.py's claim (an application's `<name>@x` is not the schedule's).
 PERIOD_JOBS_CANCEL_OTHERS: LiteralString = """
 UPDATE jobs AS j
 SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
@@ -162,6 +164,9 @@ SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
 FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
 WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
   AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
+  AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                      || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$')
   AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
-RETURNING j.id, pg_notify(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
-                                         ELSE 'pgbeat_finished' END, j.id::text)"""
+RETURNING j.id, pg_notify(pgbeat_channel(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
+                                                        ELSE 'pgbeat_finished' END),
+                          j.id::text)"""

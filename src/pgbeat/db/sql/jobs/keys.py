@@ -25,8 +25,8 @@ SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
 WHERE kind = %(kind)s AND job_key = %(job_key)s
   AND job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
 RETURNING id, status = 'running',
-          pg_notify(CASE status WHEN 'running' THEN 'pgbeat_cancel' ELSE 'pgbeat_finished' END,
-                    id::text)"""
+          pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                ELSE 'pgbeat_finished' END), id::text)"""
 
 # Moves the run_at of the pending live job of a key (jobs_live_key); inserts nothing. The
 # notification wakes idle workers at commit, as an insert does, for a job moved earlier.
@@ -34,7 +34,7 @@ JOBS_RESCHEDULE_KEYED: LiteralString = """
 UPDATE jobs SET run_at = coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval)
 WHERE kind = %(kind)s AND job_key = %(job_key)s
   AND job_key IS NOT NULL AND superseded_at IS NULL AND status = 'pending'
-RETURNING id, run_at, pg_notify('pgbeat_jobs', '')"""
+RETURNING id, run_at, pg_notify(pgbeat_channel('pgbeat_jobs'), '')"""
 
 # The live job of a key (jobs_live_key).
 JOBS_FIND_KEYED: LiteralString = """

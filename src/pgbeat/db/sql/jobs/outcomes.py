@@ -12,7 +12,10 @@ from typing import LiteralString
 
 # Outcome statements take parallel arrays (ids[i] ran as attempts[i]) and look rows up by
 # primary key with `id = ANY(...)`; array_position picks each row's own values. The attempt
-# fences out a run whose lease expired and whose job was claimed again since. A run whose
+# fences out a run whose lease expired and whose job was claimed again since. A pending
+# row takes a late outcome only when the reaper made it pending (started_at kept): a
+# snooze or a release gives the attempt back and clears started_at, so a stale run whose
+# attempt number the row holds again cannot write to it. A run whose
 # job was superseded (pgbeat/jobs/keys.py: a newer job took its key) or asked to stop
 # (cancel_requested_at) is never made pending again: where it would retry, snooze or be
 # released, it ends cancelled; a cancelled run ends cancelled whatever it returned. Each
@@ -31,11 +34,11 @@ WITH ended AS (
         result = %(results)s::jsonb -> id::text
     WHERE id = ANY(%(ids)s::bigint[])
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND status IN ('running', 'pending')
+      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN count(*) > 0 THEN pg_notify('pgbeat_finished',
+       CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
 FROM ended"""
 
@@ -60,19 +63,21 @@ WITH ended AS (
                  END
     WHERE id = ANY(%(ids)s::bigint[])
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND status IN ('running', 'pending')
+      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
                 ELSE '' END) END
 FROM ended"""
 
-# Puts snoozed runs back to pending at their time without spending an attempt: attempts
-# still counts the run (the fence needs it to only grow), max_attempts grows by one, so
-# the attempts left stay the same (primary key). Superseded or cancelled ones end cancelled.
+# Puts snoozed runs back to pending at their time without spending an attempt: the run's
+# attempt is given back (attempts - 1), snoozes counts it, max_attempts never changes
+# (primary key). started_at is cleared: a pending row whose attempts a stale run's fence
+# could match again is then not taken for a reaped one (see the fence below). Superseded
+# or cancelled ones end cancelled, their attempt kept.
 JOBS_SNOOZE: LiteralString = """
 WITH ended AS (
     UPDATE jobs
@@ -81,7 +86,11 @@ WITH ended AS (
         finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
                            THEN finished_at ELSE now() END,
         locked_until = NULL,
-        max_attempts = max_attempts + 1,
+        attempts = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                        THEN greatest(attempts - 1, 0) ELSE attempts END,
+        snoozes = snoozes + 1,
+        started_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN NULL ELSE started_at END,
         run_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
                       THEN run_at ELSE
                  coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
@@ -89,11 +98,11 @@ WITH ended AS (
                  END
     WHERE id = ANY(%(ids)s::bigint[])
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND status IN ('running', 'pending')
+      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
                 ELSE '' END) END
@@ -111,12 +120,44 @@ WITH ended AS (
                      || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
     WHERE id = ANY(%(ids)s::bigint[])
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND status IN ('running', 'pending')
+      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN count(*) > 0 THEN pg_notify('pgbeat_finished',
+       CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
+FROM ended"""
+
+# Ends runs their worker stopped for a cancel (primary key): cancelled when the database
+# holds the request (cancel_requested_at, or superseded), with the error after the reason;
+# else, the cancel being only a notification anyone may send, released like JOBS_RELEASE.
+JOBS_STOP: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                      THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                           THEN finished_at ELSE now() END,
+        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN last_error
+                          ELSE coalesce(last_error || '; ', '')
+                               || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
+                          END,
+        attempts = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                        THEN greatest(attempts - 1, 0) ELSE attempts END,
+        started_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN NULL ELSE started_at END,
+        locked_until = NULL
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status = 'running'
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
+           CASE WHEN count(*) <= 800
+                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
+                ELSE '' END) END
 FROM ended"""
 
 # Returns running jobs to pending at shutdown without charging the attempt (primary key);
@@ -133,14 +174,16 @@ WITH ended AS (
         last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
                           THEN last_error
                           ELSE concat_ws('; ', last_error, 'released at shutdown') END,
-        locked_until = NULL, attempts = greatest(attempts - 1, 0)
+        locked_until = NULL, attempts = greatest(attempts - 1, 0),
+        started_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN NULL ELSE started_at END
     WHERE id = ANY(%(ids)s::bigint[])
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
       AND status = 'running'
     RETURNING id, status
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify('pgbeat_finished',
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
                 ELSE '' END) END
@@ -162,14 +205,14 @@ RETURNING id, cancel_requested_at IS NOT NULL"""
 # Subscribes to the cancels of running jobs: JOBS_CANCEL, JOBS_CANCEL_KEYED and a
 # schedule's overlap = "cancel_other" send NOTIFY pgbeat_cancel with the job's id as the
 # payload, after setting its cancel_requested_at.
-JOBS_LISTEN_CANCEL: LiteralString = "LISTEN pgbeat_cancel"
+JOBS_LISTEN_CANCEL: LiteralString = "SELECT pgbeat_listen('pgbeat_cancel')"
 
 # Subscribes to the ends of jobs (the outcome statements' NOTIFY pgbeat_finished), for
 # pgbeat.wait.
-JOBS_LISTEN_FINISHED: LiteralString = "LISTEN pgbeat_finished"
+JOBS_LISTEN_FINISHED: LiteralString = "SELECT pgbeat_listen('pgbeat_finished')"
 
 # Stops listening for the ends of jobs once pgbeat.wait returns, on the caller's connection.
-JOBS_UNLISTEN_FINISHED: LiteralString = "UNLISTEN pgbeat_finished"
+JOBS_UNLISTEN_FINISHED: LiteralString = "SELECT pgbeat_unlisten('pgbeat_finished')"
 
 # What pgbeat.wait reports about one job (primary key).
 JOBS_STATE: LiteralString = """

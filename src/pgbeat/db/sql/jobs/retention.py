@@ -11,7 +11,9 @@ from typing import LiteralString
 # ago (jobs_finished). A status outside done/failed/cancelled never matches, however it is
 # asked for; a job inside keep_until (its schedule period's dedup window) stays, or a
 # restarted scheduler would enqueue its period again. Locked rows are skipped, not waited
-# for, and no pending row is locked: a claim never waits on a batch. Returns each row's status.
+# for, and no pending row is locked: a claim never waits on a batch. A workflow's steps go
+# together: none while a step of its workflow is live or finished within %(older_than)s
+# (jobs_workflow). Returns each row's status.
 JOBS_DELETE_FINISHED: LiteralString = """
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs
@@ -19,6 +21,10 @@ DELETE FROM jobs WHERE id IN (
       AND status = ANY(%(statuses)s::text[])
       AND status IN ('done', 'failed', 'cancelled')
       AND (keep_until IS NULL OR keep_until < now())
+      AND (workflow_id IS NULL OR NOT EXISTS (
+          SELECT FROM jobs AS step WHERE step.workflow_id = jobs.workflow_id
+            AND (step.status IN ('pending', 'running')
+                 OR step.finished_at >= now() - %(older_than)s::interval)))
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 )

@@ -1,0 +1,237 @@
+"""``python -m bench.workflow_bench``: what workflows cost, measured in one run.
+
+Rows (docs/workflows.md): ``enqueue_workflow`` of 1 root + N children + 1 summary; the drain
+of that fan-out against the drain of N independent jobs (alternated, same worker), and of
+its children once the root ended and ANALYZE ran; the
+advance of the N -> 1 fan-in (the summary's start after its last parent's end) and of
+small diamonds; plain jobs drained with the workflow triggers and without them (dropped
+on a twin database: what a queue that never uses workflows pays), alternated.
+Each drain runs an in-process Worker (100 slots) on a fresh database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import pgbeat
+from bench import database, machine
+
+TIMEOUT = 600.0
+
+
+@contextmanager
+def fresh(admin: str, name: str, triggers: bool = True) -> Iterator[str]:
+    """A migrated database of its own; ``triggers=False`` drops the workflow triggers."""
+    with database.fresh_database(admin, name) as url, psycopg.connect(url, autocommit=True) as c:
+        pgbeat.apply_migrations(c)
+        if not triggers:
+            c.execute("DROP TRIGGER jobs_workflow_advance ON jobs")
+            c.execute("DROP TRIGGER jobs_workflow_forget ON jobs")
+        yield url
+
+
+def fan_out(children: int) -> pgbeat.Workflow:
+    flow = pgbeat.Workflow("fan-out")
+    root = flow.add("noop", name="root")
+    reports = [flow.add("noop", {"customer": i}, after=root) for i in range(children)]
+    flow.add("noop", name="summary", after=reports)
+    return flow
+
+
+def drain(url: str, jobs: int, enqueue: Callable[[psycopg.Connection[Any]], None]) -> float:
+    """Seconds for one in-process Worker to run ``jobs`` no-op jobs ``enqueue`` inserted."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "TRUNCATE jobs, pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges"
+        )
+        enqueue(conn)
+        conn.execute("VACUUM ANALYZE")
+    done = threading.Event()
+    lock = threading.Lock()
+    count = [0]
+    registry = pgbeat.Registry()
+
+    @registry.handler("noop")
+    def noop(payload: Any) -> None:
+        with lock:
+            count[0] += 1
+            if count[0] >= jobs:
+                done.set()
+
+    settings = pgbeat.WorkerSettings(concurrency=100, claim_batch=100, heartbeat=False)
+    worker = pgbeat.Worker(url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    started = time.perf_counter()
+    thread.start()
+    finished = done.wait(TIMEOUT)
+    seconds = time.perf_counter() - started
+    worker.stop()
+    thread.join(60)
+    if not finished:
+        raise RuntimeError(f"the drain of {jobs} jobs did not finish in {TIMEOUT}s")
+    return seconds
+
+
+def _enqueued(result: object) -> None:
+    """The drains' enqueue callbacks return nothing."""
+
+
+def independent(children: int) -> Callable[[psycopg.Connection[Any]], None]:
+    def insert(conn: psycopg.Connection[Any]) -> None:
+        pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", {"customer": i}) for i in range(children)])
+
+    return insert
+
+
+def fan_in_advance_ms(conn: psycopg.Connection[Any]) -> float:
+    """The summary's start after the last of its parents ended (ms, database clocks)."""
+    row = conn.execute(
+        "SELECT extract(epoch FROM s.started_at - max(p.finished_at)) * 1000"
+        " FROM pgbeat_workflow_steps AS st JOIN jobs AS s ON s.id = st.job_id"
+        " JOIN pgbeat_workflow_edges AS e ON e.child_id = s.id JOIN jobs AS p ON p.id = e.parent_id"
+        " WHERE st.name = 'summary' GROUP BY s.started_at"
+    ).fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+def measure_enqueue(url: str, children: int, repeat: int) -> dict[str, Any]:
+    times = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(repeat):
+            flow = fan_out(children)
+            started = time.perf_counter()
+            pgbeat.enqueue_workflow(conn, flow)
+            times.append(time.perf_counter() - started)
+    return {"steps": children + 2, "best_s": min(times), "median_s": statistics.median(times)}
+
+
+def measure_fan_out(url: str, children: int, repeat: int) -> dict[str, Any]:
+    flows, plains, advances = [], [], []
+    for _ in range(repeat):
+        plains.append(drain(url, children, independent(children)))
+        flows.append(
+            drain(
+                url,
+                children + 2,
+                lambda c: _enqueued(pgbeat.enqueue_workflow(c, fan_out(children))),
+            )
+        )
+        with psycopg.connect(url, autocommit=True) as conn:
+            advances.append(fan_in_advance_ms(conn))
+    return {
+        "independent_jobs_per_s": children / statistics.median(plains),
+        "fan_out_jobs_per_s": (children + 2) / statistics.median(flows),
+        "ratio": statistics.median(plains) / statistics.median(flows) * (children + 2) / children,
+        "fan_in_advance_ms": advances,
+    }
+
+
+def measure_fan_out_released(url: str, children: int, repeat: int) -> dict[str, Any]:
+    """The fan-out's children and summary drained after its root ended and ANALYZE ran:
+    the advance's own cost, apart from the claim plan that statistics taken while the
+    children were held lead to (docs/workflows.md, "Figures")."""
+
+    def released(conn: psycopg.Connection[Any]) -> None:
+        enqueued = pgbeat.enqueue_workflow(conn, fan_out(children))
+        conn.execute(
+            "UPDATE jobs SET status = 'done', finished_at = now() WHERE id = %s",
+            [enqueued.jobs["root"]],
+        )
+
+    flows, plains = [], []
+    for _ in range(repeat):
+        plains.append(drain(url, children, independent(children)))
+        flows.append(drain(url, children + 1, released))
+    return {
+        "independent_jobs_per_s": children / statistics.median(plains),
+        "children_and_summary_jobs_per_s": (children + 1) / statistics.median(flows),
+        "ratio": statistics.median(plains) / statistics.median(flows) * (children + 1) / children,
+    }
+
+
+def measure_diamonds(url: str, count: int) -> dict[str, Any]:
+    """The advance of ``count`` diamonds drained together: each join's start after its last
+    parent's end, p50 and p99 (ms)."""
+
+    def insert(conn: psycopg.Connection[Any]) -> None:
+        for _ in range(count):
+            flow = pgbeat.Workflow()
+            a = flow.add("noop", name="a")
+            flow.add("noop", name="d", after=[flow.add("noop", after=a), flow.add("noop", after=a)])
+            pgbeat.enqueue_workflow(conn, flow)
+
+    drain(url, count * 4, insert)
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT extract(epoch FROM c.started_at - max(p.finished_at)) * 1000"
+            " FROM pgbeat_workflow_steps AS st JOIN jobs AS c ON c.id = st.job_id"
+            " JOIN pgbeat_workflow_edges AS e ON e.child_id = c.id"
+            " JOIN jobs AS p ON p.id = e.parent_id GROUP BY c.id, c.started_at"
+        ).fetchall()
+    values = sorted(float(r[0]) for r in rows)
+    return {
+        "samples": len(values),
+        "p50_ms": statistics.median(values),
+        "p99_ms": values[min(len(values) - 1, int(len(values) * 0.99))],
+    }
+
+
+def measure_plain(admin: str, jobs: int, repeat: int) -> dict[str, Any]:
+    """Plain jobs with the workflow triggers (A) and without them (B), alternated."""
+    with fresh(admin, "wf_plain_a") as a, fresh(admin, "wf_plain_b", triggers=False) as b:
+        with_triggers, without = [], []
+        for run in range(repeat):  # alternated, and each goes first every other run
+            if run % 2:
+                with_triggers.append(drain(a, jobs, independent(jobs)))
+            without.append(drain(b, jobs, independent(jobs)))
+            if not run % 2:
+                with_triggers.append(drain(a, jobs, independent(jobs)))
+    paired = [w / t for w, t in zip(without, with_triggers, strict=True)]
+    return {
+        "jobs": jobs,
+        "with_triggers_jobs_per_s": jobs / statistics.median(with_triggers),
+        "without_triggers_jobs_per_s": jobs / statistics.median(without),
+        "ratio_median_paired": statistics.median(paired),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.workflow_bench", description=__doc__)
+    parser.add_argument("--children", type=int, default=10_000, help="fan-out width (10,000)")
+    parser.add_argument("--diamonds", type=int, default=300, help="diamonds drained (300)")
+    parser.add_argument("--plain-jobs", type=int, default=20_000, help="A/B drain size (20,000)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each row (3)")
+    parser.add_argument("--output", type=Path, help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    admin = database.admin_url()
+    report: dict[str, Any] = {"load_average_1m_at_start": machine.load()}
+    with fresh(admin, "wf_bench") as url:
+        report["enqueue_workflow"] = measure_enqueue(url, args.children, args.repeat)
+        report["fan_out_drain"] = measure_fan_out(url, args.children, args.repeat)
+        report["fan_out_drain_released_analyzed"] = measure_fan_out_released(
+            url, args.children, args.repeat
+        )
+        report["diamond_advance"] = measure_diamonds(url, args.diamonds)
+    report["plain_jobs_ab"] = measure_plain(admin, args.plain_jobs, args.repeat)
+    report["load_average_1m_at_end"] = machine.load()
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.output is not None:
+        args.output.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

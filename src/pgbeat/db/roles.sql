@@ -1,0 +1,1 @@
+../../../docs/least-privilege.sql

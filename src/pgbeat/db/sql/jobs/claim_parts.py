@@ -1,0 +1,154 @@
+"""The fragments every claim statement of claim.py is composed from, once, at import: what
+a claim sets and returns, the queues a claim of unlimited queues may not take, a limited
+queue's settings and budget, a limit key's budget. One place to change each.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+# What every claim sets on the rows it takes: the lease and started_at by one clock.
+_SET_RUNNING: LiteralString = """
+SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
+    started_at = now()"""
+
+# What every claim returns, named as worker/claiming.py decodes them (Job's fields). Dates
+# outside years 1-9999 come back NULL and the payload as text: the worker decodes each row
+# alone, so one row the driver could not read fails alone instead of every claim.
+_CLAIMED_COLUMNS: LiteralString = """
+RETURNING id, kind, payload::text AS payload, attempts AS attempt, max_attempts,
+          CASE WHEN run_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN run_at END AS run_at,
+          CASE WHEN created_at BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'
+               THEN created_at END AS created_at,
+          unique_key, queue, priority, limit_key, job_key, tags"""
+
+# The queues no claim of unlimited queues may take (paused, limited or fair), re-checked by
+# the update itself: a queue held a moment ago is never claimed there.
+_NOT_HELD: LiteralString = """
+  AND queue <> ALL(ARRAY(
+      SELECT name FROM pgbeat_queues
+      WHERE paused OR fair OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+         OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL))"""
+
+# The same re-check by one probe of pgbeat_queues' primary key per claimed row, for the
+# claims that run beside held queues: reading every held queue's row at every claim cost
+# in proportion to them (200 limited queues).
+_NOT_HELD_PROBED: LiteralString = """
+  AND NOT EXISTS (
+      SELECT FROM pgbeat_queues AS held
+      WHERE held.name = jobs.queue
+        AND (held.paused OR held.fair OR held.concurrency IS NOT NULL
+             OR held.key_concurrency IS NOT NULL OR held.rate_count IS NOT NULL
+             OR held.key_rate_count IS NOT NULL))"""
+
+# The kinds the worker has handlers for (NULL: every kind).
+_KINDS: LiteralString = "(%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"
+
+# A limited (or fair) queue's settings, read by a new statement after its row lock (so it
+# sees every claim committed before), and the clock of its starts; no row when the queue is
+# paused, gone, neither limited nor fair, or its row is one the constraints of migration
+# 0019 would refuse (written before them: workers skip it, QUEUES_HELD names it). Starts
+# older than the longest window are deleted. The budget: the claim's %(limit)s, the free
+# concurrency slots (running jobs, jobs_running), the rate's starts left in the window
+# (pgbeat_queue_starts_window); least() ignores the NULLs of unset limits. ``mode`` says
+# which claim the queue needs now (the worker compares it with the one it ran).
+_SETTINGS_AND_BUDGET: LiteralString = """
+settings AS MATERIALIZED (
+    SELECT concurrency, rate_count, rate_period, key_concurrency, key_rate_count,
+           key_rate_period, fair, clock_timestamp() AS t,
+           greatest(coalesce(rate_period, interval '0'), coalesce(key_rate_period, interval '0'))
+               AS keep
+    FROM pgbeat_queues
+    WHERE name = %(queue)s AND NOT paused
+      AND (fair OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
+           OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)
+      AND (rate_period IS NULL OR rate_period BETWEEN interval '1 ms' AND interval '1 day')
+      AND (key_rate_period IS NULL
+           OR key_rate_period BETWEEN interval '1 ms' AND interval '1 day')
+),
+pruned AS (
+    DELETE FROM pgbeat_queue_starts AS old USING settings AS q
+    WHERE old.queue = %(queue)s AND q.keep > interval '0' AND old.started_at <= q.t - q.keep
+),
+budget AS MATERIALIZED (
+    SELECT greatest(0, least(%(limit)s::int, q.concurrency - running.n,
+                             q.rate_count - starts.n))::int AS n,
+           q.rate_count - starts.n AS rate_left,
+           extract(epoch FROM starts.oldest + q.rate_period - q.t)::float8 AS rate_wait,
+           CASE WHEN q.fair THEN 'fair'
+                WHEN q.key_concurrency IS NOT NULL OR q.key_rate_count IS NOT NULL THEN 'keyed'
+                ELSE 'whole' END AS mode,
+           q.rate_count IS NOT NULL OR q.key_rate_count IS NOT NULL AS record,
+           q.key_concurrency, q.key_rate_count, q.key_rate_period, q.t
+    FROM settings AS q,
+    LATERAL (SELECT count(*) AS n FROM jobs
+             WHERE status = 'running' AND queue = %(queue)s AND q.concurrency IS NOT NULL)
+        AS running,
+    LATERAL (SELECT count(*) AS n, min(started_at) AS oldest FROM pgbeat_queue_starts
+             WHERE queue = %(queue)s AND q.rate_count IS NOT NULL
+               AND started_at > q.t - q.rate_period) AS starts
+)"""
+
+# The running jobs of the queue per limit key (jobs_running: at most the cluster's slots),
+# counted once per claim (MATERIALIZED: inlined, it ran once per row).
+_RUNNING_KEYS: LiteralString = """
+running_keys AS MATERIALIZED (
+    SELECT limit_key, count(*) AS n FROM jobs
+    WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
+      AND (SELECT key_concurrency FROM budget) IS NOT NULL
+    GROUP BY limit_key
+)"""
+
+# A limit key's budget: key_concurrency less its running jobs, key_rate less its starts in
+# the window, counted for this key alone (pgbeat_queue_starts_key_window: one probe, so the
+# cost does not grow with the other keys' starts); NULL when the queue has no per-key
+# limit. Used as a LATERAL over a row ``k`` carrying the key, beside ``budget AS b``.
+_KEY_LEFT: LiteralString = """
+LATERAL (
+    SELECT least(b.key_concurrency - coalesce(r.n, 0), b.key_rate_count - started.n) AS n
+    FROM (SELECT count(*) AS n FROM pgbeat_queue_starts AS s
+          WHERE b.key_rate_count IS NOT NULL AND s.queue = %(queue)s
+            AND s.limit_key = k.limit_key AND s.started_at > b.t - b.key_rate_period) AS started
+    LEFT JOIN running_keys AS r ON r.limit_key = k.limit_key
+) AS key_left"""
+
+# A limited claim's update of the rows it picked (by id, re-checking they are pending: the
+# claims of one queue are serialised by its row lock, so rows are not skipped; in a CASE:
+# `status = 'pending'` there let the planner look the ids up in a partial index, a scan of
+# the whole backlog, instead of the primary key), the starts it records for a rate, and
+# its row: the claimed jobs (one row of NULL job columns when none) followed by the budget.
+_CLAIM_PICKED: LiteralString = """
+claimed AS (
+    UPDATE jobs"""
+_CLAIM_PICKED_WHERE: LiteralString = """
+    WHERE id = ANY(ARRAY(SELECT id FROM picked))
+      AND CASE status WHEN 'pending' THEN true ELSE false END"""
+_CLAIM_PICKED_TAIL: LiteralString = """
+),
+started AS (
+    INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
+    SELECT claimed.queue, claimed.limit_key, b.t FROM claimed, budget AS b WHERE b.record
+)
+SELECT claimed.*, b.n AS budget, b.rate_left, b.rate_wait, b.mode"""
+_CLAIM_LIMITED_TAIL: LiteralString = (
+    _CLAIM_PICKED + _SET_RUNNING + _CLAIM_PICKED_WHERE + _CLAIMED_COLUMNS + _CLAIM_PICKED_TAIL
+)
+
+# Limit keys with pending jobs of the queue in key order from %(after)s: a skip scan of
+# jobs_claim_key, one probe per key, which stops once the statement has what it needs or
+# after %(keys)s keys (the next claim goes on from there: its cost does not grow with the
+# keys whose budget is spent).
+_PENDING_KEYS_AFTER: LiteralString = """
+pending_keys(limit_key, pos) AS (
+    SELECT (SELECT min(limit_key) FROM jobs
+            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
+              AND limit_key > coalesce(%(after)s::text, '')), 1
+    FROM budget WHERE n > 0
+    UNION ALL
+    SELECT (SELECT min(limit_key) FROM jobs
+            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
+              AND limit_key > pending_keys.limit_key), pending_keys.pos + 1
+    FROM pending_keys
+    WHERE pending_keys.limit_key IS NOT NULL AND pending_keys.pos < %(keys)s::int
+)"""

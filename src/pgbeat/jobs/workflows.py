@@ -1,0 +1,253 @@
+"""Workflows on the caller's connection: insert one (in the caller's transaction, once per
+key), read one's steps, cancel one, and the repair pass the workers run.
+
+Each call is a plan for db/runner.py. The advance (a parent's end releasing or cancelling
+its children) is not here: it is the trigger of migrations/0017_workflows.sql.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, overload
+
+from pgbeat.db import frameworks, runner
+from pgbeat.db.literals import number_array
+from pgbeat.db.runner import DICTS, Plan
+from pgbeat.db.sql import workflows as workflow_sql
+from pgbeat.jobs.workflow_definition import Workflow, insert_params
+
+FINAL = ("done", "failed", "cancelled")
+REPAIR_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class EnqueuedWorkflow:
+    """What ``enqueue_workflow`` returns: the workflow's id and its steps' job ids by name.
+
+    ``inserted`` is False when a workflow with the same key existed: this is that one.
+    """
+
+    id: int
+    jobs: dict[str, int]
+    inserted: bool = True
+
+
+@dataclass(frozen=True)
+class WorkflowStep:
+    """One step as ``pgbeat.workflow`` reads it. ``waiting``: pending, held for parents."""
+
+    name: str
+    job_id: int
+    kind: str
+    status: str
+    after: list[str]
+    waiting: bool
+    queue: str
+    attempts: int
+    last_error: str | None
+    finished_at: datetime | None
+
+
+class Steps(list[WorkflowStep]):
+    """A workflow's steps in the order they were added; also found by name
+    (``steps["report"]``, ``steps.get(name)``, ``keys()``, ``values()``, ``items()``)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            for step in self:
+                if step.name == key:
+                    return step
+            raise KeyError(key)
+        return super().__getitem__(key)
+
+    def get(self, name: str, default: WorkflowStep | None = None) -> WorkflowStep | None:
+        try:
+            found: WorkflowStep = self[name]
+        except KeyError:
+            return default
+        return found
+
+    def keys(self) -> list[str]:
+        return [step.name for step in self]
+
+    def values(self) -> list[WorkflowStep]:
+        return list(self)
+
+    def items(self) -> list[tuple[str, WorkflowStep]]:
+        return [(step.name, step) for step in self]
+
+
+@dataclass(frozen=True)
+class WorkflowState:
+    """A workflow and its steps (in the order they were added), as ``pgbeat.workflow`` reads it."""
+
+    id: int
+    name: str | None
+    key: str | None
+    created_at: datetime
+    steps: Steps = field(default_factory=Steps)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Steps by status (``waiting`` apart from the other pending ones)."""
+        return dict(Counter("waiting" if s.waiting else s.status for s in self.steps))
+
+    @property
+    def status(self) -> str:
+        """``running`` while a step has not ended; then ``done`` when every step ended done,
+        else ``failed`` when one failed, else ``cancelled``."""
+        statuses = {step.status for step in self.steps}
+        if statuses - set(FINAL):
+            return "running"
+        if statuses <= {"done"}:
+            return "done"
+        return "failed" if "failed" in statuses else "cancelled"
+
+    @property
+    def jobs(self) -> dict[str, int]:
+        return {step.name: step.job_id for step in self.steps}
+
+
+@dataclass(frozen=True)
+class CancelledWorkflow:
+    """What ``cancel_workflow`` did: ``cancelled`` pending steps ended, ``stopping`` running
+    ones asked to stop (they end cancelled within about a second)."""
+
+    id: int
+    cancelled: int
+    stopping: int
+
+
+def _enqueue_plan(flow: Workflow, key: str | None) -> Plan[EnqueuedWorkflow]:
+    """Checks first (no SQL on bad input), then the workflow row, its jobs, steps, edges."""
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ValueError("a workflow's key must be a non-empty string or None")
+    jobs, steps, edges = insert_params(flow)
+    found = yield workflow_sql.WORKFLOWS_INSERT, {"name": flow.name, "key": key}
+    if not found:
+        rows = yield workflow_sql.WORKFLOWS_FIND_KEY, {"key": key}
+        return EnqueuedWorkflow(int(rows[0][0]), dict(rows[0][1]), inserted=False)
+    workflow_id = int(found[0][0])
+    ids = sorted(
+        int(row[0])
+        for row in (yield workflow_sql.WORKFLOW_JOBS_INSERT, {**jobs, "workflow_id": workflow_id})
+    )
+    id_text = [str(job_id) for job_id in ids]
+    yield (
+        workflow_sql.WORKFLOW_STEPS_INSERT,
+        {
+            **steps,
+            "workflow_id": workflow_id,
+            "job_ids": number_array(id_text),
+        },
+    )
+    if edges["parents"]:
+        yield (
+            workflow_sql.WORKFLOW_EDGES_INSERT,
+            {
+                "parents": number_array(id_text[i] for i in edges["parents"]),
+                "children": number_array(id_text[i] for i in edges["children"]),
+            },
+        )
+    return EnqueuedWorkflow(workflow_id, {s.name: ids[i] for i, s in enumerate(flow.steps)})
+
+
+@overload
+def enqueue_workflow(
+    conn: frameworks.SyncCaller, flow: Workflow, *, key: str | None = None
+) -> EnqueuedWorkflow: ...
+
+
+@overload
+def enqueue_workflow(
+    conn: frameworks.AsyncCaller, flow: Workflow, *, key: str | None = None
+) -> Coroutine[Any, Any, EnqueuedWorkflow]: ...
+
+
+def enqueue_workflow(conn: object, flow: Workflow, *, key: str | None = None) -> Any:
+    """Insert every step of ``flow`` as a job on ``conn``, in its current transaction.
+
+    Returns the workflow's ``id`` and ``jobs`` (step name -> job id). With ``key``, a
+    workflow of that key inserts once: a later call (or one waiting on a concurrent one
+    that commits) inserts nothing and returns the first (``inserted=False``). A schedule's
+    handler fans out once per period with ``key=job.unique_key``. ``conn`` is anything
+    ``enqueue`` takes; an async one returns a coroutine, as ``enqueue_workflow_async``.
+    """
+    plan = _enqueue_plan(flow, key)
+    first = next(plan)  # the checks run here, before any SQL
+    return runner.run_on(conn, _resumed(first, plan), together=True)
+
+
+async def enqueue_workflow_async(
+    conn: object, flow: Workflow, *, key: str | None = None
+) -> EnqueuedWorkflow:
+    """``enqueue_workflow`` on an async connection (psycopg or SQLAlchemy), awaited."""
+    plan = _enqueue_plan(flow, key)
+    first = next(plan)
+    return await runner.run_on_async(conn, _resumed(first, plan), together=True)
+
+
+def _resumed(first: runner.Statement, plan: Plan[runner.T]) -> Plan[runner.T]:
+    """``plan`` again from its first statement, which was drawn to run its checks."""
+    rows = yield first
+    try:
+        statement = plan.send(rows)
+        while True:
+            statement = plan.send((yield statement))
+    except StopIteration as finished:
+        value: runner.T = finished.value
+        return value
+
+
+def _check_id(workflow_id: object) -> int:
+    if isinstance(workflow_id, bool) or not isinstance(workflow_id, int):
+        raise TypeError(f"a workflow id must be an int, not {type(workflow_id).__name__}")
+    if workflow_id <= 0:
+        raise ValueError("a workflow id must be positive")
+    return workflow_id
+
+
+def _show_plan(workflow_id: int) -> Plan[WorkflowState | None]:
+    found = yield workflow_sql.WORKFLOWS_GET, {"id": workflow_id}, DICTS
+    if not found:
+        return None
+    rows = yield workflow_sql.WORKFLOW_STEPS_LIST, {"id": workflow_id}, DICTS
+    steps = Steps(WorkflowStep(**{**row, "after": list(row["after"])}) for row in rows)
+    return WorkflowState(**found[0], steps=steps)
+
+
+def workflow(conn: object, workflow_id: int) -> Any:
+    """The workflow ``workflow_id`` with its steps' job ids and statuses, or None when there
+    is none. An async connection returns a coroutine."""
+    return runner.run_on(conn, _show_plan(_check_id(workflow_id)))
+
+
+def _cancel_plan(workflow_id: int, reason: str) -> Plan[CancelledWorkflow | None]:
+    rows = yield workflow_sql.WORKFLOW_JOBS_CANCEL, {"id": workflow_id, "reason": reason}
+    if not rows and not (yield workflow_sql.WORKFLOWS_GET, {"id": workflow_id}):
+        return None
+    stopping = sum(1 for row in rows if row[1] == "running")
+    return CancelledWorkflow(workflow_id, len(rows) - stopping, stopping)
+
+
+def cancel_workflow(conn: object, workflow_id: int, *, reason: str = "workflow cancelled") -> Any:
+    """Cancel every step of the workflow that has not ended, in the caller's transaction:
+    pending ones at once, running ones as ``cancel_job`` does (their handlers are told).
+    None when there is no such workflow. An async connection returns a coroutine."""
+    return runner.run_on(conn, _cancel_plan(_check_id(workflow_id), reason))
+
+
+def repair_plan(batch: int) -> Plan[tuple[int, int]]:
+    rows = yield workflow_sql.WORKFLOW_STEPS_REPAIR, {"batch": batch}
+    yield workflow_sql.WORKFLOWS_DELETE_EMPTY, {"batch": batch}
+    released = sum(1 for row in rows if row[1] == "pending")
+    return released, len(rows) - released
+
+
+def repair_workflows(conn: object, *, batch: int = REPAIR_BATCH) -> Any:
+    """Release or cancel held steps whose parents all ended (what the advance left behind,
+    if anything did), and forget workflows with no step left; (released, cancelled)."""
+    return runner.run_on(conn, repair_plan(batch))

@@ -1,0 +1,171 @@
+"""One home per read model: ``pgbeat status --json`` and the dashboard, over one database
+whose states are planted with SQL, give the same verdict for every schedule (its health,
+latest period, next fire) and for the fleet (live processes, the file in effect and the
+replicas behind it, the kinds no worker claims, retention's turn).
+
+scheduling/health.py and observe/fleet.py decide; the faces only render.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+import pgbeat
+from pgbeat.cli.main import main as cli_main
+from pgbeat.scheduling.state import pause_schedule
+from tests.integration.ui_support import Dashboard, dashboard
+
+SCHEDULE_ROW = re.compile(
+    r'<tr id="schedule-([^"]+)" class="[^"]*" data-verdict="([^"]*)" '
+    r'data-latest-due="([^"]*)" data-next-fire="([^"]*)">'
+)
+PROCESS_ROW = re.compile(r'<tr id="process-(\d+)" data-process-live="(yes|no)"( class="behind")?')
+UNSERVED = re.compile(r'<li><a href="[^"]*">([^<]+)</a> in queue ([^:]+): ([\d,]+) pending</li>')
+HOLDER = re.compile(r'<span class="holder">([^<]*)</span>')
+
+
+def _plant(conn: psycopg.Connection[Any]) -> None:
+    """Schedules in every state, processes of a fleet in disagreement, an unserved kind."""
+    pgbeat.upsert_schedule(
+        conn, "enqueued", every="1h", catch_up_window="2h"
+    )  # its periods have their jobs
+    pgbeat.upsert_schedule(
+        conn, "missing", every="1h", catch_up_window="2h"
+    )  # created hours ago, no job since
+    pgbeat.upsert_schedule(
+        conn, "fresh", every="1h", catch_up_window="2h"
+    )  # created now: nothing checked yet
+    pgbeat.upsert_schedule(conn, "yearly", cron="0 0 1 1 *")  # its period is too old to check
+    pgbeat.upsert_schedule(conn, "paused", every="1h", catch_up_window="2h")
+    pgbeat.upsert_schedule(conn, "ended", every="1h", end_at="2020-01-01T00:00:00Z")
+    pause_schedule(conn, "paused")
+    conn.execute(
+        "UPDATE pgbeat_schedules SET created_at = now() - interval '5 hours'"
+        " WHERE name IN ('enqueued', 'missing', 'paused', 'ended')"
+    )
+    now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    hour = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    for back in range(-1, 4):  # the periods around now, whichever is latest when read
+        fire = hour - timedelta(hours=back)
+        pgbeat.enqueue(
+            conn, "enqueued", {}, unique_key=f"enqueued@{fire:%Y-%m-%dT%H:%M:%SZ}", run_at=fire
+        )
+    conn.execute(
+        """
+        INSERT INTO pgbeat_processes (id, role, host, pid, version, heartbeat_at,
+                                      schedules_hash, details)
+        VALUES ('w1', 'worker', 'h1', 101, 't', now(), NULL, '{"kinds": ["served", "enqueued"]}'),
+               ('w2', 'worker', 'h2', 102, 't', now() - interval '5 minutes', NULL,
+                '{"kinds": ["unserved"]}'),
+               ('s1', 'scheduler', 'h1', 201, 't', now(), 'file-a', '{}'),
+               ('s2', 'scheduler', 'h2', 202, 't', now(), 'file-b', '{}')"""
+    )
+    conn.execute(
+        "INSERT INTO pgbeat_schedule_files (hash, applied_at, applied_by, schedules)"
+        " VALUES ('file-a', now(), 'h1:201', '{}'), ('file-b', NULL, NULL, '{}')"
+    )
+    for kind in ("served", "unserved", "unserved"):
+        pgbeat.enqueue(conn, kind, {})
+    conn.execute(
+        "UPDATE pgbeat_retention SET holder = 'h1:101', held_until = now() + interval '1 minute',"
+        " last_run_at = now(), last_run_by = 'h1:101', last_deleted = 3"
+    )
+
+
+def _second(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(microsecond=0)
+
+
+@pytest.fixture
+def ui(database_url: str) -> Iterator[Dashboard]:
+    with dashboard(database_url, read_only=True) as running:
+        yield running
+
+
+def _cli_status(database_url: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert cli_main(["status", "--json", "--database-url", database_url]) == 0
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return found
+
+
+def test_the_cli_and_the_dashboard_give_the_same_verdicts(
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    ui: Dashboard,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _plant(conn)
+    status = _cli_status(database_url, capsys)
+    with httpx.Client(timeout=10) as client:
+        schedules_page = client.get(f"{ui.url}/schedules").text
+        processes_page = client.get(f"{ui.url}/processes").text
+    cli_schedules = {
+        r["schedule"]: (r["verdict"], _second(r["latest_due"]), _second(r["next_fire"]))
+        for r in status["schedules"]
+    }
+    ui_schedules = {
+        name: (verdict, _second(due), _second(upcoming))
+        for name, verdict, due, upcoming in SCHEDULE_ROW.findall(schedules_page)
+    }
+    assert cli_schedules == ui_schedules
+    verdicts = {name: found[0] for name, found in cli_schedules.items()}
+    assert verdicts == {
+        "enqueued": "ok",
+        "missing": "missing",
+        "fresh": "ok",
+        "yearly": "ok",
+        "paused": "paused",
+        "ended": "ended",
+    }
+    rows = PROCESS_ROW.findall(processes_page)
+    assert {int(p["pid"]) for p in status["processes"]} == {
+        int(pid) for pid, live, _ in rows if live == "yes"
+    }
+    behind = status["schedules_files"]["replicas_behind"]
+    assert {r["pid"] for r in behind} == {int(pid) for pid, _, late in rows if late} == {202}
+    assert status["schedules_files"]["replicas_disagree"] is True
+    assert "Live schedulers run different schedules files" in processes_page
+    unserved = [(u["kind"], u["queue"], u["pending"]) for u in status["unserved_kinds"]]
+    shown = [(k, q, int(n.replace(",", ""))) for k, q, n in UNSERVED.findall(processes_page)]
+    assert unserved == shown == [("unserved", "default", 2)]
+    holder = HOLDER.search(processes_page)
+    assert holder is not None
+    assert html.unescape(holder.group(1)) == status["retention"]["holder"] == "h1:101"
+
+
+def test_a_time_without_an_offset_is_read_in_the_schedules_zone_by_every_face(
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    ui: Dashboard,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The CLI's backfill and the dashboard's backfill preview read ``2026-11-01T00:00``
+    for a Berlin schedule as midnight in Berlin (23:00 UTC the day before)."""
+    pgbeat.upsert_schedule(conn, "berlin", cron="0 * * * *", timezone="Europe/Berlin")
+    bounds = ("2026-11-01T00:00", "2026-11-01T03:00")
+    capsys.readouterr()
+    argv = ["schedules", "backfill", "berlin", "--from", bounds[0], "--to", bounds[1]]
+    assert cli_main([*argv, "--dry-run", "--database-url", database_url]) == 0
+    printed = capsys.readouterr().out
+    assert "would enqueue 3 periods" in printed
+    assert "2026-10-31 23:00:00Z" in printed
+    with httpx.Client(timeout=10) as client:
+        params = {"bf_from": bounds[0], "bf_to": bounds[1]}
+        page = client.get(f"{ui.url}/schedules/berlin", params=params).text
+    assert "Would enqueue <strong>3</strong> periods" in page
+    assert "2026-10-31 23:00:00Z" in page
+    with pytest.raises(SystemExit):  # a time about no schedule: refused, one line
+        cli_main(["enqueue", "k", "--at", bounds[0], "--database-url", database_url])
+    assert "has no UTC offset" in capsys.readouterr().err

@@ -1,0 +1,76 @@
+"""The dashboard's Workflow page over HTTP: the steps table with their states and parents,
+a link from each step's job page, and a 404 for an unknown workflow. (Chromium and axe
+check it with every other page: tests/integration/test_ui_pages_browser.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import psycopg
+import pytest
+
+import pgbeat
+from tests.integration.ui_support import ADMIN_TOKEN, Dashboard, dashboard, fresh_database
+
+
+@pytest.fixture(scope="module")
+def seeded(server_url: str, template_name: str) -> Iterator[tuple[str, pgbeat.EnqueuedWorkflow]]:
+    with fresh_database(server_url, template_name) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            flow = pgbeat.Workflow("nightly <reports>")
+            a = flow.add("extract", name="extract")
+            flow.add("report", name="report", after=a)
+            enqueued = pgbeat.enqueue_workflow(conn, flow, key="nightly@2030")
+            conn.execute(
+                "UPDATE jobs SET status = 'running' WHERE id = %s", [enqueued.jobs["extract"]]
+            )
+        yield url, enqueued
+
+
+@pytest.fixture(scope="module")
+def ui(seeded: tuple[str, pgbeat.EnqueuedWorkflow]) -> Iterator[Dashboard]:
+    with dashboard(seeded[0], token=ADMIN_TOKEN) as running:
+        yield running
+
+
+def get(ui: Dashboard, path: str) -> httpx.Response:
+    with httpx.Client(timeout=10, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
+        return client.get(ui.url + path)
+
+
+def test_the_workflow_page_lists_steps_with_states_and_parents(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    _, enqueued = seeded
+    page = get(ui, f"/workflows/{enqueued.id}")
+    assert page.status_code == 200
+    assert "nightly &lt;reports&gt;" in page.text  # escaped
+    assert "nightly@2030" in page.text
+    assert "s-running" in page.text and "s-waiting" in page.text
+    assert f'href="/jobs/{enqueued.jobs["report"]}"' in page.text
+    assert '<th scope="row">report</th>' in page.text
+
+
+def test_a_steps_job_page_links_to_its_workflow(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    _, enqueued = seeded
+    page = get(ui, f"/jobs/{enqueued.jobs['report']}")
+    assert f'href="/workflows/{enqueued.id}"' in page.text
+
+
+def test_an_unknown_workflow_is_a_404(ui: Dashboard) -> None:
+    assert get(ui, "/workflows/424242").status_code == 404
+
+
+def test_the_job_list_filters_by_workflow(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    url, enqueued = seeded
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.enqueue(conn, "unrelated")
+    page = get(ui, f"/jobs?workflow={enqueued.id}")
+    assert '<span id="match-count">2</span>' in page.text or 'id="match-count">2<' in page.text
+    assert "unrelated" not in page.text.split('id="filters"')[1]
+    assert "workflow: a workflow id" in get(ui, "/jobs?workflow=x").text

@@ -1,0 +1,25 @@
+"""Workflows drained by real `pgbeat worker` processes racing for one database (the small
+sizes of tests/chaos/workflow_race.py): no step before its parents ended done, none run to
+its end twice, none left unfinished, and a kill -9 of a worker changes none of that."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chaos.workflow_race import WorkflowRace, workflow_race
+
+
+@pytest.mark.slow
+def test_diamonds_and_fan_outs_across_processes(database_url: str) -> None:
+    result = workflow_race(database_url, WorkflowRace(processes=3, diamonds=40, fan_outs=4))
+    assert (result["early"], result["twice"], result["unfinished"]) == (0, 0, 0), result
+    assert result["wrongly_cancelled"] == 0, result
+    assert result["done"] > 0 and result["cancelled"] > 0, result  # failures cascaded
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_no_workflow_unfinished(database_url: str) -> None:
+    race = WorkflowRace(processes=2, diamonds=30, fan_outs=2, sleep=0.02, kill=True)
+    result = workflow_race(database_url, race)
+    assert (result["early"], result["unfinished"], result["wrongly_cancelled"]) == (0, 0, 0)
+    assert result["killed"] == 1, result

@@ -1,0 +1,88 @@
+"""Workflows under docs/least-privilege.sql's roles: the enqueue role enqueues a workflow
+(once per key), the worker role advances it by ending steps (the advance runs with the
+admin's rights), reads parents' results and runs the repair pass, and the dashboard's
+viewer reads it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgbeat
+from pgbeat.jobs.workflows import repair_workflows
+from tests.integration.test_least_privilege import logins  # noqa: F401  # the fixture
+
+
+def _end(url: str, job_id: int, status: str, result: str | None = None) -> None:
+    """What a worker's claim and outcome do to a job, as the role of ``url``."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1 WHERE id = %s", [job_id]
+        )
+        conn.execute(
+            "UPDATE jobs SET status = %s, finished_at = now(), result = %s::jsonb WHERE id = %s",
+            [status, result, job_id],
+        )
+
+
+def test_the_enqueue_role_enqueues_and_the_worker_role_advances(
+    logins: dict[str, str],  # noqa: F811
+    conn: psycopg.Connection[Any],
+) -> None:
+    flow = pgbeat.Workflow("roles")
+    a = flow.add("noop", name="a")
+    b = flow.add("noop", name="b", after=a)
+    flow.add("noop", name="c", after=b)
+    flow.add("noop", name="d", after=a, on_parent_failure="run")
+    with psycopg.connect(logins["enqueue"], autocommit=True) as web:
+        enqueued = pgbeat.enqueue_workflow(web, flow, key="roles-1")
+        again = pgbeat.enqueue_workflow(web, flow, key="roles-1")
+    assert again.id == enqueued.id and not again.inserted
+    _end(logins["worker"], enqueued.jobs["a"], "done", '{"n": 1}')
+    with psycopg.connect(logins["worker"], autocommit=True) as worker:
+        shown = pgbeat.workflow(worker, enqueued.id)
+        assert shown is not None
+        context = pgbeat.JobContext(
+            id=enqueued.jobs["b"],
+            kind="noop",
+            attempt=1,
+            max_attempts=8,
+            run_at=shown.created_at,
+            created_at=shown.created_at,
+            unique_key=None,
+            timeout=timedelta(seconds=5),
+            connection_factory=lambda: psycopg.connect(logins["worker"], autocommit=True),
+        )
+        assert context.parent_results == {"a": {"n": 1}}
+    _end(logins["worker"], enqueued.jobs["b"], "failed")
+    with psycopg.connect(logins["ui_viewer"], autocommit=True) as viewer:
+        found = pgbeat.workflow(viewer, enqueued.id)
+    assert found is not None
+    assert {s.name: (s.status, s.waiting) for s in found.steps} == {
+        "a": ("done", False),
+        "b": ("failed", False),
+        "c": ("cancelled", False),
+        "d": ("pending", False),
+    }
+    with psycopg.connect(logins["worker"], autocommit=True) as worker:
+        assert repair_workflows(worker) == (0, 0)
+
+
+def test_the_enqueue_role_cannot_end_or_release_a_step(
+    logins: dict[str, str],  # noqa: F811
+    conn: psycopg.Connection[Any],
+) -> None:
+    flow = pgbeat.Workflow()
+    flow.add("noop", name="b", after=flow.add("noop", name="a"))
+    with psycopg.connect(logins["enqueue"], autocommit=True) as web:
+        enqueued = pgbeat.enqueue_workflow(web, flow)
+        for statement in (
+            "UPDATE jobs SET run_at = now() WHERE id = %s",
+            "UPDATE pgbeat_workflow_steps SET waiting_for = 0 WHERE job_id = %s",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                web.execute(statement, [enqueued.jobs["b"]])
