@@ -29,8 +29,8 @@
 --                     no payload of a job and enqueues nothing else.
 --   pgbeat_ui_viewer  `pgbeat ui --read-only`: reads pgbeat's tables, writes nothing.
 --   pgbeat_ui_admin   `pgbeat ui`: pgbeat_ui_viewer, and the dashboard's actions only: run
---                     now, retry, cancel and delete finished jobs; pause, resume and run a
---                     schedule now.
+--                     now, retry, cancel and delete finished jobs; pause, resume, run a
+--                     schedule now and backfill it; pause and resume a queue.
 --   pgbeat_admin      `pgbeat migrate`, jobs purge/retry/cancel, schedules pause/resume/run,
 --                     status: owns pgbeat's tables, and alone may create objects.
 --
@@ -100,7 +100,7 @@ BEGIN
                                 'text, integer, text, text, text[])',
                                 'pgbeat_workflow_note(bigint,text)',
                                 'pgbeat_workflow_advance()', 'pgbeat_workflow_advance_ended()',
-                                'pgbeat_workflow_forget()'] LOOP
+                                'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;
@@ -313,7 +313,9 @@ DECLARE
 BEGIN
     FOREACH name IN ARRAY ARRAY['jobs', 'pgbeat_processes', 'pgbeat_job_attempts',
                                 'pgbeat_schedules', 'pgbeat_schedule_history',
-                                'pgbeat_schedule_files', 'pgbeat_queues'] LOOP
+                                'pgbeat_schedule_files', 'pgbeat_queues', 'pgbeat_retention',
+                                'pgbeat_workflows', 'pgbeat_workflow_steps',
+                                'pgbeat_workflow_edges'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('GRANT SELECT ON %I TO pgbeat_ui_viewer', name);
         END IF;
@@ -357,6 +359,15 @@ BEGIN
         GRANT UPDATE (paused, paused_at, paused_by, resumed_at, updated_at, updated_by)
             ON pgbeat_schedules TO pgbeat_ui_admin;
         GRANT INSERT ON pgbeat_schedule_history TO pgbeat_ui_admin;
+        -- a backfill takes over the periods recorded missed, and inserts their jobs
+        GRANT UPDATE (outcome, reason, job_id, inserted_at, inserted_by)
+            ON pgbeat_schedule_history TO pgbeat_ui_admin;
+        GRANT INSERT (keep_until) ON jobs TO pgbeat_ui_admin;
+    END IF;
+    IF to_regclass('pgbeat_queues') IS NOT NULL THEN  -- migration 0008
+        -- the Queues page's pause and resume (an upsert of the queue's row)
+        GRANT INSERT (name, paused), UPDATE (paused, updated_at) ON pgbeat_queues
+            TO pgbeat_ui_admin;
     END IF;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'pgbeat_schedules'::regclass
                AND attname = 'paused_reason' AND NOT attisdropped) THEN  -- migration 0010
@@ -398,10 +409,10 @@ CREATE POLICY pgbeat_jobs_read ON jobs FOR SELECT USING (true);
 DROP POLICY IF EXISTS pgbeat_jobs_enqueue ON jobs;
 CREATE POLICY pgbeat_jobs_enqueue ON jobs FOR INSERT TO pgbeat_enqueue
     WITH CHECK (pgbeat_period_schedule(unique_key) IS NULL AND pgbeat_readable_time(run_at));
--- Scheduler: only a period of a schedule in pgbeat_schedules, of that schedule's kind,
--- numbered from the sequence.
+-- Scheduler (and the dashboard's backfill): only a period of a schedule in
+-- pgbeat_schedules, of that schedule's kind, numbered from the sequence.
 DROP POLICY IF EXISTS pgbeat_jobs_periods ON jobs;
-CREATE POLICY pgbeat_jobs_periods ON jobs FOR INSERT TO pgbeat_scheduler
+CREATE POLICY pgbeat_jobs_periods ON jobs FOR INSERT TO pgbeat_scheduler, pgbeat_ui_admin
     WITH CHECK (pgbeat_job_id_drawn(id) AND pgbeat_readable_time(run_at) AND EXISTS (
         SELECT FROM pgbeat_schedules AS s
         WHERE s.name = pgbeat_period_schedule(jobs.unique_key) AND s.kind = jobs.kind));

@@ -26,6 +26,7 @@ import psycopg
 
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.db import frameworks
+from pgbeat.db.guarded import Unreadable, guard
 from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import testing as testing_sql
@@ -85,9 +86,15 @@ class EnqueuedJob:
         extras = [f"{name}={getattr(self, name)!r}" for name in ("unique_key", "job_key")]
         if self.priority:
             extras.append(f"priority={self.priority}")
+        payload = (
+            f"<{self.payload}>"
+            if isinstance(self.payload, Unreadable)
+            else json.dumps(self.payload, sort_keys=True)
+        )
+        run_at = self.run_at.isoformat() if isinstance(self.run_at, datetime) else self.run_at
         return (
-            f"#{self.id} {self.kind} {json.dumps(self.payload, sort_keys=True)} {self.status} "
-            f"queue={self.queue} run_at={self.run_at.isoformat()} "
+            f"#{self.id} {self.kind} {payload} {self.status} "
+            f"queue={self.queue} run_at={run_at} "
             + " ".join(e for e in extras if not e.endswith("=None"))
         ).rstrip()
 
@@ -323,8 +330,13 @@ def _same(actual: Any, wanted: Any) -> bool:
 
 
 def _enqueued(conn: psycopg.Connection[Any], kind: str | None) -> list[EnqueuedJob]:
+    """The jobs a test looks at; a value Python cannot hold (a run_at of infinity, JSON
+    nested too deeply) is an ``Unreadable`` that names itself, never an error that hides
+    the other rows."""
     limit = 10_000 if kind is not None else LISTED + 1
-    rows = conn.execute(testing_sql.JOBS_ENQUEUED, {"kind": kind, "limit": limit}).fetchall()
+    with conn.cursor() as cursor:
+        guard(cursor)
+        rows = cursor.execute(testing_sql.JOBS_ENQUEUED, {"kind": kind, "limit": limit}).fetchall()
     return [_enqueued_job(row) for row in rows]
 
 
@@ -335,7 +347,12 @@ def _enqueued_job(row: tuple[Any, ...]) -> EnqueuedJob:
 
 
 def _decoded(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return Unreadable("JSON nested too deeply for Python")
 
 
 def _wanted(kind: str, payload: Any, fields: Mapping[str, Any]) -> str:

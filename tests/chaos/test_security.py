@@ -41,6 +41,24 @@ def _text(node: ast.AST) -> str | None:
     return None
 
 
+def _added(node: ast.AST) -> list[ast.AST]:
+    """The operands of a chain of ``+`` (``a + b + c`` parses as ``(a + b) + c``)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _added(node.left) + _added(node.right)
+    return [node]
+
+
+def _composed_of_constants(node: ast.AST) -> bool:
+    """Whether ``node`` joins only string literals and CONSTANT_NAMES with ``+``: how db/sql
+    composes statements from shared fragments (typed LiteralString, so mypy refuses a
+    runtime value there too)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _composed_of_constants(node.left) and _composed_of_constants(node.right)
+    if isinstance(node, ast.Name):
+        return node.id.lstrip("_").isupper()
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
 def sql_built_from_strings(source: str) -> Iterator[tuple[int, str]]:
     """(line, how) for every f-string, %, + or .format() that builds SQL text."""
     for node in ast.walk(ast.parse(source)):
@@ -51,7 +69,9 @@ def sql_built_from_strings(source: str) -> Iterator[tuple[int, str]]:
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             text, how = _text(node.left), "% formatting"
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            texts = [_text(node.left), _text(node.right)]
+            if _composed_of_constants(node):
+                continue  # fragments composed once at import (db/sql): no value reaches them
+            texts = [_text(part) for part in _added(node)]
             if None in texts:  # literal + literal is just a long literal
                 text, how = " ".join(t for t in texts if t), "+ concatenation"
         elif (
@@ -70,6 +90,7 @@ def sql_built_from_strings(source: str) -> Iterator[tuple[int, str]]:
         'q = f"SELECT * FROM jobs WHERE id = {job_id}"',
         "q = \"DELETE FROM jobs WHERE kind = '%s'\" % kind",
         'q = "UPDATE jobs SET status = " + status',
+        'q = "UPDATE jobs SET status = " + STATUS + status',
         'q = "INSERT INTO jobs (kind) VALUES ({})".format(kind)',
         'q = f"select id from jobs where kind = {kind}"',
     ],
@@ -84,6 +105,7 @@ def test_the_detector_finds_sql_built_from_strings(snippet: str) -> None:
         'log.info("selected %s jobs", n)',
         'message = f"cannot select {name}"',
         'q = "SELECT 1 " "FROM jobs"',
+        'JOBS_X = "SELECT id FROM jobs" + _WHERE_PENDING + "LIMIT 1"',
         'conn.execute(claim_sql.JOBS_CLAIM, {"limit": n})',
     ],
 )

@@ -123,18 +123,19 @@ def test_three_replicas_killed_around_deadlines_alert_once_per_late_period(
     late = sorted(period for period, verdict, _ in rows if verdict == "late")
     truth = sorted(period for period, _, in_time in rows if not in_time)
     duplicates = [p for p, n in collections.Counter(alerts).items() if n > 1]
-    delays = sorted(  # how long after its due time each late period was found late
+    delays = sorted(  # how long after its due time a period claimed before it was found late
         row[0]
         for row in conn.execute(
             "SELECT extract(epoch FROM late_at - due_by)::float8 FROM pgbeat_schedule_history"
-            " WHERE deadline_state = 'late'"
+            " WHERE deadline_state = 'late' AND inserted_at < due_by"
         )
     )
     print(  # the figures docs/benchmarks.md quotes (pytest -s shows them)
         f"deadline chaos: {CHAOS_SECONDS:.0f} s, {kills} kills, {len(rows)} periods judged, "
-        f"{len(late)} late, {len(alerts)} alerts, {len(duplicates)} duplicates; found late "
-        f"after its due time: median {delays[len(delays) // 2] if delays else 0:.2f} s, "
-        f"max {max(delays, default=0):.2f} s (outages included)"
+        f"{len(late)} late, {len(alerts)} alerts, {len(duplicates)} duplicates; a period "
+        f"claimed in time found late after its due time: median "
+        f"{delays[len(delays) // 2] if delays else 0:.2f} s, max {max(delays, default=0):.2f} s"
+        " (outages included)"
     )
     assert kills >= 3 and restarts == kills
     assert duplicates == []

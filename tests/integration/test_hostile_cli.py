@@ -121,13 +121,14 @@ def cli(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Cli]:
 # -- the valid invocation of every command ------------------------------------------------------
 
 
-def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
+def baselines(files: Path, job_id: int, workflow_id: int = 1) -> dict[str, list[str]]:
     """Each command (by its words) with valid values for every flag that takes one."""
     schedules = str(files / "schedules.toml")
     worker_flags = ["--concurrency", "2", "--lease", "30s", "--timeout", "10s", "--kinds", "a,b"]
     worker_flags += ["--grace", "1s", "--poll", "1s", "--metrics-port", "9999", "--queues", "q,r"]
     return {
         "migrate": ["migrate", "--log-level", "info", "--log-format", "json"],
+        "roles": ["roles", "--print", "--suffix", "_x"],  # --print: no roles made here
         "status": ["status", "--schedules", schedules],
         "health": ["health", "--max-age", "1h"],
         "worker": ["worker", APP, *worker_flags, "--metrics-host", "127.0.0.1"],
@@ -166,6 +167,8 @@ def baselines(files: Path, job_id: int) -> dict[str, list[str]]:
         "run": ["run", APP, "--schedules", schedules, *worker_flags],
         "ui": ["ui", "--port", "9997", "--prefix", "/pgbeat",
                "--refresh", "5", "--allowed-host", "example.org"],
+        "workflows show": ["workflows", "show", str(workflow_id), "--json"],
+        "workflows cancel": ["workflows", "cancel", str(workflow_id)],
     }  # fmt: skip
 
 
@@ -357,10 +360,13 @@ def test_hostile_values_get_one_line_and_exit_1(
     (tmp_path / "schedules.toml").write_text(VALID_SCHEDULES)
     if hasattr(pgbeat, "upsert_schedule"):  # schedules in the database (issue 13)
         pgbeat.upsert_schedule(conn, "beat", every="1m", kind="noop")
+    flow = pgbeat.Workflow()
+    flow.add("noop")
+    workflow_id = pgbeat.enqueue_workflow(conn, flow).id
     parsed = set(_commands(build_parser()))
     commands = {
         name: argv
-        for name, argv in baselines(tmp_path, job_id).items()
+        for name, argv in baselines(tmp_path, job_id, workflow_id).items()
         if any(tuple(argv[: len(words)]) == words for words in parsed)
     }
 

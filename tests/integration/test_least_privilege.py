@@ -440,6 +440,9 @@ MAY_RUN = {
         "record a period in the history",
         "re-run a done job",  # a retry of any job that is not running, as `pgbeat jobs retry`
         "ask a running job to stop",  # its cancel; ending the run stays the worker's
+        # a schedule's backfill (its page offers it): the periods of a schedule, as the
+        # scheduler inserts them
+        "insert a period as the scheduler does", "insert a schedule's future period",
     },
     "admin": set(STATEMENTS),
 }  # fmt: skip

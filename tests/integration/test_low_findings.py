@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 import pgbeat
@@ -79,3 +80,17 @@ def test_odd_heartbeat_details_break_neither_status_nor_the_processes_page(
     with dashboard(database_url) as ui, httpx.Client(timeout=30) as client:
         page = client.get(f"{ui.url}/processes")
         assert page.status_code == 200, page.text[-500:]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("queue", ""), ("queue", " padded"), ("queue", "q" * 201), ("limit_key", "")],
+)
+def test_sql_cannot_write_a_queue_or_limit_key_the_api_refuses(
+    conn: psycopg.Connection[Any], column: str, value: str
+) -> None:
+    query = sql.SQL("INSERT INTO jobs (kind, payload, {}) VALUES ('k', '{{}}', %s)").format(
+        sql.Identifier(column)
+    )
+    with pytest.raises(psycopg.errors.CheckViolation, match=f"jobs.{column}"):
+        conn.execute(query, (value,))

@@ -9,6 +9,7 @@ import argparse
 import os
 import re
 import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -69,13 +70,13 @@ def test_migrate_schema_creates_it_and_installs_every_table_there(database_url: 
     assert (again.returncode, again.stdout.strip()) == (0, "schema is up to date")
 
 
-def test_migrating_ten_replicas_of_a_new_schema_at_once_is_safe(database_url: str) -> None:
+def test_replicas_migrating_a_new_schema_at_once_create_it_once(database_url: str) -> None:
     """The schema is created once, each migration applied once, under the schema's lock."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(DATABASE_URL=database_url, PGBEAT_SCHEMA="fresh")
     processes = [
         subprocess.Popen(
-            ["python", "-m", "pgbeat", "migrate"],
+            [sys.executable, "-m", "pgbeat", "migrate"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -217,6 +218,32 @@ def test_notifications_of_one_schema_never_reach_the_other(
         assert _heard(listen_public) == ["pgbeat_jobs"] and _heard(listen_a, 0.1) == []
 
 
+def test_a_workflows_notifications_stay_in_its_schema(
+    database_url: str, two_apps: tuple[str, str]
+) -> None:
+    """A parent step cancelled in app_a cancels its child by trigger (migration 0017): the
+    notification of that end goes to app_a's channel."""
+    a_url, _ = two_apps
+    with (
+        psycopg.connect(a_url, autocommit=True) as listen_a,
+        psycopg.connect(database_url, autocommit=True) as listen_public,
+        psycopg.connect(a_url, autocommit=True) as a,
+    ):
+        listen_a.execute("SELECT pgbeat_listen('pgbeat_finished')")
+        listen_public.execute("LISTEN pgbeat_finished")
+        flow = pgbeat.Workflow()
+        parent = flow.add("parent")
+        flow.add("child", after=[parent])
+        steps = pgbeat.enqueue_workflow(a, flow).jobs
+        pgbeat.cancel_job(a, steps["parent"])
+        heard = [(n.channel, n.payload) for n in listen_a.notifies(timeout=1, stop_after=2)]
+        assert heard == [
+            ("pgbeat_finished:app_a", str(steps["parent"])),
+            ("pgbeat_finished:app_a", str(steps["child"])),
+        ]
+        assert _heard(listen_public, 0.1) == []
+
+
 def test_advisory_lock_keys_differ_per_schema_and_public_keeps_its_own(
     database_url: str, two_apps: tuple[str, str]
 ) -> None:
@@ -241,7 +268,7 @@ def test_a_lock_held_in_one_schema_does_not_block_the_other(
         done = run_cli(["migrate", "--schema", "app_b"], database_url, timeout=30)
         assert done.returncode == 0, done.stderr
         blocked = subprocess.Popen(
-            ["python", "-m", "pgbeat", "migrate", "--schema", "app_a"],
+            [sys.executable, "-m", "pgbeat", "migrate", "--schema", "app_a"],
             env={**os.environ, "DATABASE_URL": database_url},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -11,12 +11,14 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import psycopg
 
 import pgbeat
 from pgbeat.worker import operations
 from pgbeat.worker.claiming import Claimer
 from tests.helpers import run_cli
+from tests.integration.ui_support import dashboard
 
 LEASE = timedelta(minutes=5)
 
@@ -85,3 +87,17 @@ def test_a_stale_run_cannot_write_over_a_snoozed_job(
         assert row(conn, job_id)[:2] == ("pending", stale.attempt)
         operations.complete_jobs(worker, [stale])
     assert row(conn, job_id) == ("pending", 1, 8, 1)
+
+
+def test_the_job_page_shows_the_snoozes(database_url: str, conn: psycopg.Connection[Any]) -> None:
+    job_id = pgbeat.enqueue(conn, "report", {})
+    assert job_id is not None
+    for _ in range(2):
+        job = claim_one(database_url)
+        with psycopg.connect(database_url, autocommit=True) as worker:
+            operations.snooze_jobs(worker, [(job, timedelta(0))])
+    with dashboard(database_url) as ui, httpx.Client(timeout=30) as client:
+        page = client.get(f"{ui.url}/jobs/{job_id}")
+    assert page.status_code == 200, page.text[-500:]
+    assert "<dt>Snoozes</dt><dd>2</dd>" in page.text
+    assert "<dt>Attempts</dt><dd>0 of 8</dd>" in page.text

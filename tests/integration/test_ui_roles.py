@@ -193,3 +193,42 @@ def test_the_viewer_role_asked_to_act_answers_403_and_changes_nothing(
             assert response.status_code == 403, (path, response.text[:300])
             assert "pgbeat_ui_admin" in response.text
     assert _one(owner, "SELECT status FROM jobs WHERE id = %s", job) == "failed"
+
+
+def test_the_admin_role_pauses_any_queue_and_backfills(
+    roles_database: tuple[str, dict[str, str], Path],
+) -> None:
+    """What the Queues and schedule pages offer the admin works under its role: pause and
+    resume (queues named with "/", "." or ".." too), and a schedule's backfill."""
+    owner, logins, _schedules = roles_database
+    names = ["default", "a/b", ".", ".."]
+    with psycopg.connect(owner, autocommit=True) as conn:
+        for name in names:
+            conn.execute("INSERT INTO jobs (kind, payload, queue) VALUES ('q', '{}', %s)", (name,))
+    with (
+        dashboard(logins["ui_admin"]) as ui,
+        httpx.Client(base_url=ui.origin, timeout=10) as client,
+    ):
+        page = client.get("/queues")
+        assert page.status_code == 200, page.text[:500]
+        token = CSRF.search(page.text)
+        assert token is not None
+        for name in names:
+            for action in ("pause", "resume"):
+                response = client.post(
+                    f"/queues/{action}", data={"csrf": token.group(1), "queue": name}
+                )
+                assert response.status_code == 303, (name, action, response.text[:300])
+        backfill = client.post(
+            "/schedules/nightly_report/backfill",
+            data={
+                "csrf": token.group(1),
+                "from": "2026-01-01T00:00:00Z",
+                "to": "2026-01-03T00:00:00Z",
+            },
+        )
+        assert backfill.status_code == 303, backfill.text[:500]
+    paused = "SELECT count(*) FROM pgbeat_queues WHERE name = ANY(%s) AND NOT paused"
+    assert _one(owner, paused, names) == len(names)  # paused, then resumed, each
+    periods = "SELECT count(*) FROM jobs WHERE unique_key LIKE 'nightly_report@2026-01-0%%'"
+    assert _one(owner, periods) == 2

@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
+from pgbeat.testing import assert_enqueued
 from tests.helpers import run_cli
 from tests.integration.ui_support import dashboard
 
@@ -70,3 +72,14 @@ def test_the_dashboard_shows_every_row(database_url: str, conn: psycopg.Connecti
             assert page.status_code == 200, (job_id, page.text[-500:])
         performance = client.get(f"{ui.url}/performance")
         assert performance.status_code == 200, performance.text[-500:]
+
+
+def test_pgbeat_testing_lists_every_row(conn: psycopg.Connection[Any]) -> None:
+    """``assert_enqueued`` fails with the listing, each row shown as far as it goes."""
+    deep, endless, fine = seed(conn)
+    conn.execute("UPDATE jobs SET run_at = 'infinity' WHERE id = %s", (endless,))
+    with pytest.raises(AssertionError) as failed:
+        assert_enqueued(conn, "missing_kind")
+    listing = str(failed.value)
+    assert f"#{deep} deep <JSON nested too deeply" in listing
+    assert f"#{endless} endless" in listing and f"#{fine} fine" in listing

@@ -46,6 +46,7 @@ NEVER_KEPT = {
     "JOBS_FAIL_UNREADABLE": claim_sql,
     "JOBS_SECONDS_TO_NEXT_LIMITED": claim_sql,
     "JOBS_RELEASE": outcome_sql,
+    "JOBS_STOP": outcome_sql,
     "JOBS_RENEW": outcome_sql,
 }
 # The rest of those modules: the limited claims keep their plans under QUEUES_LOCK's

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 import pgbeat
 from pgbeat.jobs.workflows import repair_workflows
 from pgbeat.testing import drain
-from tests.helpers import run_cli
+from tests.helpers import run_cli, wait_for
 
 
 def recording_registry(ran: list[str], fail: tuple[str, ...] = ()) -> pgbeat.Registry:
@@ -362,3 +363,68 @@ def test_retention_keeps_a_workflow_until_every_step_is_old(conn: psycopg.Connec
     assert len(purge()) == 2
     assert conn.execute("SELECT count(*) FROM pgbeat_workflow_steps").fetchone() == (0,)
     assert conn.execute("SELECT count(*) FROM pgbeat_workflow_edges").fetchone() == (0,)
+
+
+def test_two_concurrent_calls_with_one_key_insert_once(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    def build() -> pgbeat.Workflow:
+        flow = pgbeat.Workflow()
+        add(flow, "b", add(flow, "a"))
+        return flow
+
+    results: list[pgbeat.EnqueuedWorkflow] = []
+    with psycopg.connect(database_url) as first:
+        results.append(pgbeat.enqueue_workflow(first, build(), key="race"))  # not committed
+
+        def second() -> None:
+            with psycopg.connect(database_url, autocommit=True) as other:
+                results.append(pgbeat.enqueue_workflow(other, build(), key="race"))
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        wait_for(  # the second waits on the first's uncommitted key
+            lambda: (
+                conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
+                ).fetchone()
+                == (1,)
+            ),
+            message="the second call waiting on the key",
+        )
+        first.commit()
+        thread.join(30)
+    assert results[1].id == results[0].id and not results[1].inserted
+    assert results[1].jobs == results[0].jobs
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (2,)
+
+
+@pytest.mark.slow
+def test_a_worker_repairs_what_it_finds_left_behind(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    flow = pgbeat.Workflow()
+    add(flow, "b", add(flow, "a"))
+    enqueued = pgbeat.enqueue_workflow(conn, flow)
+    conn.execute("ALTER TABLE jobs DISABLE TRIGGER jobs_workflow_advance")
+    conn.execute(
+        "UPDATE jobs SET status = 'done', finished_at = now() WHERE id = %s",
+        [enqueued.jobs["a"]],
+    )
+    conn.execute("ALTER TABLE jobs ENABLE TRIGGER jobs_workflow_advance")
+    ran: list[str] = []
+    settings = pgbeat.WorkerSettings(
+        heartbeat=False,
+        workflow_repair=timedelta(milliseconds=200),
+        poll_interval=timedelta(milliseconds=200),
+    )
+    worker = pgbeat.Worker(database_url, recording_registry(ran), settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: ran == ["b"], timeout=30, message="b repaired and run")
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert statuses(conn, enqueued.id) == {"a": "done", "b": "done"}

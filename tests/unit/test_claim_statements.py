@@ -27,7 +27,7 @@ CLAIMS = {
 
 def returning(statement: str) -> str:
     """The statement's RETURNING list, whitespace folded."""
-    found = re.search(r"RETURNING (id, kind, .*?job_key)", statement, re.DOTALL)
+    found = re.search(r"RETURNING (id, kind, .*?job_key, tags)", statement, re.DOTALL)
     assert found is not None
     return " ".join(found.group(1).split())
 
@@ -40,7 +40,7 @@ def test_every_claim_returns_the_fast_claims_row(name: str) -> None:
 def test_the_claimed_row_is_decodable_text_and_guarded_dates() -> None:
     row = returning(claim_sql.JOBS_CLAIM)
     assert row.startswith("id, kind, payload::text AS payload, attempts AS attempt,")
-    assert row.endswith("unique_key, queue, priority, limit_key, job_key")
+    assert row.endswith("unique_key, queue, priority, limit_key, job_key, tags")
     assert row.count("BETWEEN '0001-01-02 00:00:00+00' AND '9999-12-30 00:00:00+00'") == 2
 
 

@@ -35,7 +35,7 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 
 
 def _workflow_id(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) < 2**63:
         raise argparse.ArgumentTypeError(f"a workflow id is a positive whole number, not {text!r}")
     return int(text)
 

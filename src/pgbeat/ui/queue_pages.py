@@ -25,7 +25,9 @@ def routes(ui: Ui) -> list[BaseRoute]:
     pages = QueuePages(ui)
     return [
         Route("/queues", pages.index, methods=["GET"], name="queues"),
-        Route("/queues/{name}/{action}", pages.act, methods=["POST"], name="queue_action"),
+        # the name in the form: a queue named "a/b", "." or ".." cannot be a path segment
+        Route("/queues/{action}", pages.act, methods=["POST"], name="queue_action"),
+        Route("/queues/{name}/{action}", pages.act, methods=["POST"], name="queue_action_named"),
     ]
 
 
@@ -57,8 +59,9 @@ class QueuePages:
         )
 
     async def act(self, request: Request) -> Response:
-        await self.ui.read_form(request)
-        name, action = request.path_params["name"], request.path_params["action"]
+        form = await self.ui.read_form(request)
+        action = request.path_params["action"]
+        name = request.path_params.get("name") or (form.get("queue") or [""])[0]
         if action not in ("pause", "resume"):
             raise HTTPException(404, f"no action {action!r}")
         if flow.queue_problem(name) is not None:

@@ -23,6 +23,9 @@ from pgbeat.worker.executor import Executor, Run
 # database could reap its job, so two runs of one job do not overlap.
 LEASE_TRUST = 0.9
 ROUNDS_PER_LEASE = 3
+# Rounds a cancel notification asks for come at most this often (seconds): anyone may send
+# notifications, and a flood of them must not turn into a flood of renewals.
+HINTED_GAP = 0.1
 _LOST = (
     "gave up on the run: its job was no longer leased to this worker (its lease expired "
     "and it was reaped, or it was claimed again)"
@@ -39,6 +42,7 @@ class LeaseRenewer:
         self._every = self._lease_s / ROUNDS_PER_LEASE
         self._poll_s = poll.total_seconds()
         self.next_round = 0.0  # monotonic
+        self._last_round = float("-inf")  # monotonic
         self.polling = False  # no LISTEN for cancels: look for them each poll interval too
 
     def claimed(self, runs: list[Run], sent: float) -> None:
@@ -50,13 +54,15 @@ class LeaseRenewer:
         return now >= self.next_round
 
     def soon(self) -> None:
-        """Renew at the next look (a listener reconnected: a cancel may have been missed)."""
-        self.next_round = 0.0
+        """Renew at the next look, or HINTED_GAP after the last round (a cancel was heard, or
+        a listener reconnected and may have missed one)."""
+        self.next_round = min(self.next_round, self._last_round + HINTED_GAP)
 
     def renew(self, conn: psycopg.Connection[Any], now: float) -> None:
         """One round: renew every running run's lease; stop the cancelled and the lost."""
         every = min(self._every, self._poll_s) if self.polling else self._every
         self.next_round = now + every
+        self._last_round = now
         runs = self._executor.unsettled()
         if not runs:
             return

@@ -91,8 +91,8 @@ SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
                       ELSE last_error END
 WHERE workflow_id = %(id)s AND status IN ('pending', 'running')
 RETURNING id, status,
-          pg_notify(CASE status WHEN 'running' THEN 'pgbeat_cancel' ELSE 'pgbeat_finished' END,
-                    id::text)"""
+          pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                ELSE 'pgbeat_finished' END), id::text)"""
 
 # A step's parents' stored results by step name (edges by child, then primary keys).
 WORKFLOW_PARENT_RESULTS: LiteralString = """
@@ -132,8 +132,8 @@ SET status = CASE WHEN stuck.cancel THEN 'cancelled' ELSE 'pending' END,
                   ELSE greatest(coalesce(stuck.asked_run_at, now() + stuck.delay), now()) END
 FROM stuck
 WHERE j.id = stuck.id AND j.status = 'pending' AND j.run_at = '9999-12-29 00:00:00+00'
-RETURNING j.id, j.status, pg_notify(CASE j.status WHEN 'pending' THEN 'pgbeat_jobs'
-                                                   ELSE 'pgbeat_finished' END,
+RETURNING j.id, j.status, pg_notify(pgbeat_channel(CASE j.status WHEN 'pending' THEN 'pgbeat_jobs'
+                                                                  ELSE 'pgbeat_finished' END),
                                     CASE j.status WHEN 'pending' THEN '' ELSE j.id::text END)"""
 
 # Deletes workflows none of whose steps is left (retention took them), in batches; a new
