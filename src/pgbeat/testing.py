@@ -56,6 +56,7 @@ _FIELDS = (
     "attempts",
     "max_attempts",
     "last_error",
+    "tags",
     "meta",
 )
 
@@ -77,6 +78,7 @@ class EnqueuedJob:
     attempts: int
     max_attempts: int
     last_error: str | None
+    tags: list[str] | None
     meta: Any
 
     def describe(self) -> str:

@@ -14,6 +14,7 @@ import pytest
 
 import pgbeat
 from pgbeat.testing import drain
+from tests.helpers import run_cli
 from tests.integration.test_least_privilege import logins  # noqa: F401  (a fixture)
 
 
@@ -260,3 +261,22 @@ def test_from_psql(database_url: str, conn: psycopg.Connection[Any]) -> None:
     )
     assert refused.returncode != 0
     assert "pgbeat_enqueue: priority must be between -32768 and 32767" in refused.stderr
+
+
+def test_in_an_apps_schema_it_enqueues_there_and_wakes_that_app(database_url: str) -> None:
+    done = run_cli(["migrate", "--schema", "app_sql"], database_url)
+    assert done.returncode == 0, done.stderr
+    with (
+        psycopg.connect(database_url, autocommit=True) as public,  # search_path: public
+        psycopg.connect(database_url, autocommit=True) as listener,
+    ):
+        listener.execute('LISTEN "pgbeat_jobs:app_sql"')
+        listener.execute("LISTEN pgbeat_jobs")
+        job_id = public.execute("SELECT app_sql.pgbeat_enqueue('in_app', tags => ARRAY['t'])")
+        row = job_id.fetchone()
+        assert row is not None
+        in_app = public.execute("SELECT kind, tags FROM app_sql.jobs WHERE id = %s", row)
+        assert in_app.fetchall() == [("in_app", ["t"])]
+        assert public.execute("SELECT count(*) FROM public.jobs").fetchone() == (0,)
+        heard = list(listener.notifies(timeout=30, stop_after=1))
+    assert [n.channel for n in heard] == ["pgbeat_jobs:app_sql"]

@@ -182,3 +182,11 @@ def test_a_schedules_tags_are_checked(tmp_path: Path) -> None:
     schedules.write_text('[schedules.s]\nevery = "1m"\ntags = "one"\n')
     checked = run_cli(["schedules", "check", str(schedules)], None)
     assert checked.returncode == 1 and "tags" in checked.stdout + checked.stderr
+
+
+def test_assert_enqueued_matches_tags(conn: psycopg.Connection[Any]) -> None:
+    from pgbeat.testing import assert_enqueued, refute_enqueued
+
+    pgbeat.enqueue(conn, "k", tags=["a", "b"])
+    assert [job.tags for job in assert_enqueued(conn, "k", tags=["a", "b"])] == [["a", "b"]]
+    refute_enqueued(conn, "k", tags=["a"])

@@ -16,8 +16,8 @@ ALTER TABLE pgbeat_schedules ADD COLUMN IF NOT EXISTS tags text[];
 -- argument (SQLSTATE 22023), and honours job keys as jobs/keys.py does. SECURITY INVOKER:
 -- it runs with the caller's rights, so the enqueue role's column grants and row policies
 -- (docs/least-privilege.sql) bind it as they bind a plain INSERT; it can set no id, state
--- or lease. search_path is pinned to the schema it was created in, so `jobs` is pgbeat's
--- whatever the caller's path. The insert trigger wakes idle workers at commit, as for any
+-- or lease. search_path is pinned to the schema it was created in (below), so `jobs` is
+-- pgbeat's whatever the caller's path. The insert trigger wakes idle workers at commit, as for any
 -- enqueue; a rollback of the caller's transaction takes the job and the wake-up with it.
 CREATE OR REPLACE FUNCTION pgbeat_enqueue(
     kind text,
@@ -32,7 +32,6 @@ CREATE OR REPLACE FUNCTION pgbeat_enqueue(
     tags text[] DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -191,4 +190,12 @@ BEGIN
         'being replaced; try again', pgbeat_enqueue.kind, quote_literal(pgbeat_enqueue.job_key)
         USING ERRCODE = 'lock_not_available';
 END;
+$$;
+-- The schema the function was just created in (the first of search_path that exists), by
+-- name: FROM CURRENT would keep "$user", read again at each call as the caller's name.
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION pgbeat_enqueue(text, jsonb, timestamptz, text, integer, '
+                   'text, integer, text, text, text[]) SET search_path = %I', current_schema());
+END
 $$;

@@ -11,7 +11,7 @@ from typing import LiteralString
 # connection may load jsonb its own way (Django's returns the text).
 JOBS_ENQUEUED: LiteralString = """
 SELECT id, kind, payload::text, status, queue, priority, limit_key, run_at, unique_key, job_key,
-       attempts, max_attempts, last_error, meta::text
+       attempts, max_attempts, last_error, tags, meta::text
 FROM jobs
 WHERE (%(kind)s::text IS NULL OR kind = %(kind)s::text)
 ORDER BY id

@@ -1,4 +1,5 @@
-"""``manage.py pgbeat_worker [pgbeat worker's flags]``: run the installed apps' handlers.
+"""``manage.py pgbeat_worker [pgbeat worker's flags]``: run the installed apps' handlers,
+and the ``@task`` functions of Django's task framework when ``TASKS`` uses pgbeat's backend.
 
 The command becomes ``pgbeat worker pgbeat.contrib.django.handlers:registry`` (the same
 process, through exec), connected to Django's ``default`` database unless
@@ -21,7 +22,10 @@ NOT_LIBPQ = ("context", "cursor_factory", "prepare_threshold")
 
 
 class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
-    help = "Run a pgbeat worker for the handlers in the installed apps' jobs.py modules."
+    help = (
+        "Run a pgbeat worker for the handlers in the installed apps' jobs.py modules "
+        "and the tasks of pgbeat's TASKS backend."
+    )
 
     def run_from_argv(self, argv: list[str]) -> None:
         """Pass every argument to ``pgbeat worker`` (see ``pgbeat worker --help``)."""
