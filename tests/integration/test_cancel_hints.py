@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 import pgbeat
+from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.worker import operations
 from pgbeat.worker.claiming import Claimer
 from pgbeat.worker.listener import CANCEL_CHANNEL
@@ -45,7 +46,7 @@ def listening(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         " AND application_name = 'pgbeat-listener' AND query = %s",
-        (f"LISTEN {CANCEL_CHANNEL}",),
+        (outcome_sql.JOBS_LISTEN_CANCEL,),  # the listener's last statement
     ).fetchone()
     return row is not None and row[0] == 1
 
