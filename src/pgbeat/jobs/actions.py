@@ -102,7 +102,8 @@ def retry(conn: psycopg.Connection[Any], ids: Sequence[int]) -> list[int]:
 
     Of the jobs of one job_key only the newest given, and none whose key another live job
     holds. In batches of ``RETRY_BATCH``; a batch that meets a key taken meanwhile (a unique
-    violation) is retried job by job, so one taken key never aborts the rest.
+    violation, or a deadlock with a concurrent retry) is retried job by job, so one taken
+    key never aborts the rest.
     """
     revived: list[int] = []
     for start in range(0, len(ids), RETRY_BATCH):
@@ -138,7 +139,10 @@ def _retry_batch(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
     try:
         with conn.transaction():  # a savepoint inside the caller's transaction
             return _ids(conn, action_sql.JOBS_RETRY, ids)
-    except psycopg.errors.UniqueViolation:  # a key taken between the check and the write
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+        # A key taken between the check and the write; or two retries at once, each making
+        # live a job whose key the other's batch makes live too, in opposite orders (each
+        # waits on the other's uncommitted index entry): job by job, one key at a time.
         if len(ids) == 1:
             return []
         return [job_id for one in ids for job_id in _retry_batch(conn, [one])]
