@@ -59,9 +59,11 @@ from pgbeat.jobs.workflows import (
     WorkflowState,
     WorkflowStep,
     cancel_workflow,
+    cancel_workflow_async,
     enqueue_workflow,
     enqueue_workflow_async,
     workflow,
+    workflow_async,
 )
 from pgbeat.registry import Registry
 from pgbeat.scheduling.api import (
@@ -112,6 +114,7 @@ __all__ = [
     "cancel_job",
     "cancel_job_async",
     "cancel_workflow",
+    "cancel_workflow_async",
     "configure_queue",
     "configure_queue_async",
     "delete_schedule",
@@ -135,6 +138,7 @@ __all__ = [
     "wait",
     "wait_async",
     "workflow",
+    "workflow_async",
 ]
 
 _LAZY = ("testing", "ui")
