@@ -154,6 +154,10 @@ def test_the_cli_and_the_dashboard_give_the_same_verdicts(
     counted = re.search(r'class="status h-late"[^>]*>(\d+) late', overview)
     assert counted is not None and int(counted.group(1)) == len(late), overview
     assert 'h-late">period ' in late_page and "is late</strong>" in late_page
+    assert cli_main(["status", "--database-url", database_url]) == 1  # the text renders it too
+    text = capsys.readouterr().out
+    assert re.search(r"^  late +last due .* LATE ", text, re.M), text
+    assert "warning: schedule unjudged: period unjudged@" in text and "not judged yet" in text
     verdicts = {name: found[0] for name, found in cli_schedules.items()}
     assert verdicts == {
         "enqueued": "ok",
