@@ -8,7 +8,7 @@ import importlib
 from typing import Any
 
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.db.migrate import apply_migrations
+from pgbeat.db.migrate import apply_migrations, apply_migrations_async
 from pgbeat.errors import (
     DatabaseUnavailable,
     KeyContended,
@@ -109,6 +109,7 @@ __all__ = [
     "WorkflowStep",
     "__version__",
     "apply_migrations",
+    "apply_migrations_async",
     "cancel",
     "cancel_async",
     "cancel_job",
