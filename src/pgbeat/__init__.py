@@ -8,7 +8,7 @@ import importlib
 from typing import Any
 
 from pgbeat.backoff import BackoffPolicy
-from pgbeat.db.migrate import apply_migrations
+from pgbeat.db.migrate import apply_migrations, apply_migrations_async
 from pgbeat.errors import (
     DatabaseUnavailable,
     KeyContended,
@@ -59,9 +59,11 @@ from pgbeat.jobs.workflows import (
     WorkflowState,
     WorkflowStep,
     cancel_workflow,
+    cancel_workflow_async,
     enqueue_workflow,
     enqueue_workflow_async,
     workflow,
+    workflow_async,
 )
 from pgbeat.registry import Registry
 from pgbeat.scheduling.api import (
@@ -107,11 +109,13 @@ __all__ = [
     "WorkflowStep",
     "__version__",
     "apply_migrations",
+    "apply_migrations_async",
     "cancel",
     "cancel_async",
     "cancel_job",
     "cancel_job_async",
     "cancel_workflow",
+    "cancel_workflow_async",
     "configure_queue",
     "configure_queue_async",
     "delete_schedule",
@@ -135,6 +139,7 @@ __all__ = [
     "wait",
     "wait_async",
     "workflow",
+    "workflow_async",
 ]
 
 _LAZY = ("testing", "ui")

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 import pgbeat
+from pgbeat.db.sql import deadlines as deadline_sql
 from pgbeat.db.sql import history as history_sql
 from pgbeat.errors import ScheduleError
 from pgbeat.observe.metrics import PrometheusMetrics
@@ -243,8 +244,8 @@ def test_the_judging_reads_the_watched_periods_by_index_not_the_history(
     conn.execute("ANALYZE")
     now = datetime(2027, 1, 1, tzinfo=UTC)
     checks: list[tuple[LiteralString, dict[str, Any]]] = [
-        (history_sql.HISTORY_JUDGE_DEADLINES, {"now": now, "batch": 5000}),
-        (history_sql.HISTORY_NEXT_DUE, {"now": now}),
+        (deadline_sql.HISTORY_JUDGE_DEADLINES, {"now": now, "batch": 5000}),
+        (deadline_sql.HISTORY_NEXT_DUE, {"now": now}),
     ]
     for statement, params in checks:
         with conn.transaction():  # as deadlines.judge runs it

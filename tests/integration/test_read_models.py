@@ -1,7 +1,7 @@
 """One home per read model: ``pgbeat status --json`` and the dashboard, over one database
 whose states are planted with SQL, give the same verdict for every schedule (its health,
 latest period, next fire) and for the fleet (live processes, the file in effect and the
-replicas behind it, the kinds no worker claims, retention's turn).
+replicas behind it, the kinds no worker claims, retention's turn), late periods included.
 
 scheduling/health.py and observe/fleet.py decide; the faces only render.
 """
@@ -26,7 +26,7 @@ from tests.integration.ui_support import Dashboard, dashboard
 
 SCHEDULE_ROW = re.compile(
     r'<tr id="schedule-([^"]+)" class="[^"]*" data-verdict="([^"]*)" '
-    r'data-latest-due="([^"]*)" data-next-fire="([^"]*)">'
+    r'data-latest-due="([^"]*)" data-next-fire="([^"]*)" data-late="([^"]*)">'
 )
 PROCESS_ROW = re.compile(r'<tr id="process-(\d+)" data-process-live="(yes|no)"( class="behind")?')
 UNSERVED = re.compile(r'<li><a href="[^"]*">([^<]+)</a> in queue ([^:]+): ([\d,]+) pending</li>')
@@ -73,11 +73,30 @@ def _plant(conn: psycopg.Connection[Any]) -> None:
         "INSERT INTO pgbeat_schedule_files (hash, applied_at, applied_by, schedules)"
         " VALUES ('file-a', now(), 'h1:201', '{}'), ('file-b', NULL, NULL, '{}')"
     )
+    _plant_deadlines(conn)
     for kind in ("served", "unserved", "unserved"):
         pgbeat.enqueue(conn, kind, {})
     conn.execute(
         "UPDATE pgbeat_retention SET holder = 'h1:101', held_until = now() + interval '1 minute',"
         " last_run_at = now(), last_run_by = 'h1:101', last_deleted = 3"
+    )
+
+
+def _plant_deadlines(conn: psycopg.Connection[Any]) -> None:
+    """A period found late, one overdue that no replica judged, one late and then met."""
+    for name in ("late", "unjudged", "met"):  # created now: no period checked for a job
+        pgbeat.upsert_schedule(conn, name, every="1h", deadline="10m")
+    conn.execute(
+        """
+        INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, due_by,
+                                             deadline_state, late_at, late_status)
+        SELECT name, now() - back, 'enqueued', now() - back + interval '10 minutes', state,
+               CASE state WHEN 'late' THEN now() - back + interval '11 minutes' END,
+               CASE state WHEN 'late' THEN 'failed' END
+        FROM (VALUES ('late', interval '2 hours', 'met'), ('late', interval '1 hour', 'late'),
+                     ('unjudged', interval '1 hour', 'watching'),
+                     ('met', interval '2 hours', 'late'), ('met', interval '1 hour', 'met'))
+             AS p (name, back, state)"""
     )
 
 
@@ -93,9 +112,11 @@ def ui(database_url: str) -> Iterator[Dashboard]:
         yield running
 
 
-def _cli_status(database_url: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+def _cli_status(
+    database_url: str, capsys: pytest.CaptureFixture[str], code: int = 0
+) -> dict[str, Any]:
     capsys.readouterr()
-    assert cli_main(["status", "--json", "--database-url", database_url]) == 0
+    assert cli_main(["status", "--json", "--database-url", database_url]) == code
     found: dict[str, Any] = json.loads(capsys.readouterr().out)
     return found
 
@@ -107,19 +128,36 @@ def test_the_cli_and_the_dashboard_give_the_same_verdicts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     _plant(conn)
-    status = _cli_status(database_url, capsys)
+    status = _cli_status(database_url, capsys, code=1)  # a late schedule fails the probe
     with httpx.Client(timeout=10) as client:
         schedules_page = client.get(f"{ui.url}/schedules").text
         processes_page = client.get(f"{ui.url}/processes").text
+        overview = client.get(f"{ui.url}/").text
+        late_page = client.get(f"{ui.url}/schedules/late").text
     cli_schedules = {
-        r["schedule"]: (r["verdict"], _second(r["latest_due"]), _second(r["next_fire"]))
+        r["schedule"]: (
+            r["verdict"],
+            _second(r["latest_due"]),
+            _second(r["next_fire"]),
+            _second(r["late_fire_at"]),
+        )
         for r in status["schedules"]
     }
     ui_schedules = {
-        name: (verdict, _second(due), _second(upcoming))
-        for name, verdict, due, upcoming in SCHEDULE_ROW.findall(schedules_page)
+        name: (verdict, _second(due), _second(upcoming), _second(late))
+        for name, verdict, due, upcoming, late in SCHEDULE_ROW.findall(schedules_page)
     }
     assert cli_schedules == ui_schedules
+    late = {r["schedule"]: _second(r["fire_at"]) for r in status["late_schedules"]}
+    assert late == {name: found[3] for name, found in cli_schedules.items() if found[3]}
+    assert set(late) == {"late", "unjudged"}
+    counted = re.search(r'class="status h-late"[^>]*>(\d+) late', overview)
+    assert counted is not None and int(counted.group(1)) == len(late), overview
+    assert 'h-late">period ' in late_page and "is late</strong>" in late_page
+    assert cli_main(["status", "--database-url", database_url]) == 1  # the text renders it too
+    text = capsys.readouterr().out
+    assert re.search(r"^  late +last due .* LATE ", text, re.M), text
+    assert "warning: schedule unjudged: period unjudged@" in text and "not judged yet" in text
     verdicts = {name: found[0] for name, found in cli_schedules.items()}
     assert verdicts == {
         "enqueued": "ok",
@@ -128,6 +166,9 @@ def test_the_cli_and_the_dashboard_give_the_same_verdicts(
         "yearly": "ok",
         "paused": "paused",
         "ended": "ended",
+        "late": "late",
+        "unjudged": "late",
+        "met": "ok",
     }
     rows = PROCESS_ROW.findall(processes_page)
     assert {int(p["pid"]) for p in status["processes"]} == {

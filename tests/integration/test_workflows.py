@@ -278,6 +278,7 @@ def test_cancel_workflow_ends_pending_steps_and_stops_running_ones(
     enqueued = pgbeat.enqueue_workflow(conn, flow)
     conn.execute("UPDATE jobs SET status = 'running' WHERE id = %s", [enqueued.jobs["a"]])
     done = pgbeat.cancel_workflow(conn, enqueued.id)
+    assert done is not None
     assert (done.cancelled, done.stopping) == (2, 1)
     row = conn.execute(
         "SELECT status, cancel_requested_at IS NOT NULL FROM jobs WHERE id = %s",

@@ -142,7 +142,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             schedules = [s.schedule for s in stored if s.schedule is not None]
         healths = schedule_health(conn, schedules, {s.name: s for s in stored}, now)
         fleet = read_fleet(conn)
-        late = deadlines.late_schedules(conn, now)
+    late = [h.late_period for h in healths if h.late_period is not None]
     warnings = _warnings(fleet, healths) + fleet.file_warnings() + fleet.unserved_warnings()
     warnings += [deadlines.describe(found) for found in late]
     if problem:
@@ -216,6 +216,8 @@ def _print_status(
             if r.get("paused"):
                 reason = r.get("paused_reason")
                 shown = f"paused ({reason})" if reason else "paused"
+            if r["verdict"] == "late":  # a period not done within the deadline
+                shown = "LATE"
             next_fire = r["next_fire"]
             upcoming = f"next {next_fire:%Y-%m-%dT%H:%M:%SZ}" if next_fire else "ended"
             print(

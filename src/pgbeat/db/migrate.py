@@ -14,11 +14,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pgbeat.db import frameworks
+from pgbeat.db.runner import async_aware
 from pgbeat.db.sql import migrations as migration_sql
 from pgbeat.errors import NotMigrated
 
 # The advisory lock's key: the first 8 bytes of "pgbeat.m" as a signed bigint, fixed forever.
 MIGRATION_LOCK_KEY = int.from_bytes(b"pgbeat.m", "big", signed=True)
+APPLIED = migration_sql.MIGRATIONS_APPLIED
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -77,6 +80,7 @@ def create_schema(conn: psycopg.Connection[Any], schema: str) -> bool:
     return True
 
 
+@async_aware("apply_migrations_async")
 def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     """Apply the pending migrations, each in its own transaction; return those applied.
 
@@ -84,7 +88,8 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     migrating at once wait for each other and skip what another applied. The lock is a
     transaction's, not the session's, so migrate also works through a transaction pooler.
     In autocommit each migration commits on its own; inside the caller's transaction (as
-    Django's ``migrate`` runs it) each is a savepoint and all commit with the caller.
+    Django's ``migrate`` runs it) each is a savepoint and all commit with the caller. An
+    async connection returns the coroutine of ``apply_migrations_async``.
     """
     with conn.transaction():
         conn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
@@ -108,6 +113,29 @@ def _apply(conn: psycopg.Connection[Any], migration: Migration) -> bool:
 
 def _applied_versions(conn: psycopg.Connection[Any]) -> set[int]:
     return {row[0] for row in conn.execute(migration_sql.MIGRATIONS_APPLIED)}
+
+
+async def apply_migrations_async(conn: object) -> list[Migration]:
+    """``apply_migrations`` on an async connection (psycopg or SQLAlchemy), awaited: the same
+    statements, transactions and lock."""
+    aconn = await frameworks.async_connection(conn)
+    applied = []
+    async with aconn.transaction():
+        await aconn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
+        await aconn.execute(migration_sql.MIGRATIONS_CREATE_TABLE)
+        done = {row[0] for row in await (await aconn.execute(APPLIED)).fetchall()}
+    for migration in available_migrations():
+        if migration.version in done:
+            continue
+        async with aconn.transaction():
+            await aconn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
+            if migration.version in {r[0] for r in await (await aconn.execute(APPLIED)).fetchall()}:
+                continue  # another process applied it meanwhile
+            await aconn.execute(migration.sql.encode())
+            params = {"version": migration.version, "name": migration.name}
+            await aconn.execute(migration_sql.MIGRATIONS_RECORD, params)
+        applied.append(migration)
+    return applied
 
 
 def pending_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, overload
 
+import psycopg
+
 from pgbeat.db import frameworks, runner
 from pgbeat.db.literals import number_array
 from pgbeat.db.runner import DICTS, Plan
@@ -21,6 +23,7 @@ from pgbeat.jobs.workflow_definition import Workflow, insert_params
 
 FINAL = ("done", "failed", "cancelled")
 REPAIR_BATCH = 1000
+CANCEL_REASON = "workflow cancelled"
 
 
 @dataclass(frozen=True)
@@ -219,10 +222,16 @@ def _show_plan(workflow_id: int) -> Plan[WorkflowState | None]:
     return WorkflowState(**found[0], steps=steps)
 
 
-def workflow(conn: object, workflow_id: int) -> Any:
+@runner.async_aware("workflow_async")
+def workflow(conn: psycopg.Connection[Any], workflow_id: int) -> WorkflowState | None:
     """The workflow ``workflow_id`` with its steps' job ids and statuses, or None when there
-    is none. An async connection returns a coroutine."""
-    return runner.run_on(conn, _show_plan(_check_id(workflow_id)))
+    is none. An async connection returns the coroutine of ``workflow_async``."""
+    return runner.run(conn, _show_plan(_check_id(workflow_id)))
+
+
+async def workflow_async(conn: object, workflow_id: int) -> WorkflowState | None:
+    """``workflow`` on an async connection (psycopg or SQLAlchemy), awaited."""
+    return await runner.run_on_async(conn, _show_plan(_check_id(workflow_id)))
 
 
 def _cancel_plan(workflow_id: int, reason: str) -> Plan[CancelledWorkflow | None]:
@@ -233,11 +242,22 @@ def _cancel_plan(workflow_id: int, reason: str) -> Plan[CancelledWorkflow | None
     return CancelledWorkflow(workflow_id, len(rows) - stopping, stopping)
 
 
-def cancel_workflow(conn: object, workflow_id: int, *, reason: str = "workflow cancelled") -> Any:
+@runner.async_aware("cancel_workflow_async")
+def cancel_workflow(
+    conn: psycopg.Connection[Any], workflow_id: int, *, reason: str = CANCEL_REASON
+) -> CancelledWorkflow | None:
     """Cancel every step of the workflow that has not ended, in the caller's transaction:
     pending ones at once, running ones as ``cancel_job`` does (their handlers are told).
-    None when there is no such workflow. An async connection returns a coroutine."""
-    return runner.run_on(conn, _cancel_plan(_check_id(workflow_id), reason))
+    None when there is no such workflow. An async connection returns the coroutine of
+    ``cancel_workflow_async``."""
+    return runner.run(conn, _cancel_plan(_check_id(workflow_id), reason))
+
+
+async def cancel_workflow_async(
+    conn: object, workflow_id: int, *, reason: str = CANCEL_REASON
+) -> CancelledWorkflow | None:
+    """``cancel_workflow`` on an async connection (psycopg or SQLAlchemy), awaited."""
+    return await runner.run_on_async(conn, _cancel_plan(_check_id(workflow_id), reason))
 
 
 def repair_plan(batch: int) -> Plan[tuple[int, int]]:

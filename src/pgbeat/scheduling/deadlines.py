@@ -20,6 +20,7 @@ import psycopg
 
 from pgbeat.db.connections import is_connection_failure, is_data_error
 from pgbeat.db.runner import DICTS, Plan, async_aware, run, run_on_async
+from pgbeat.db.sql import deadlines as deadline_sql
 from pgbeat.db.sql import history as history_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.observe.metrics import Metrics
@@ -74,9 +75,9 @@ def judge(conn: psycopg.Connection[Any], now: datetime, batch: int = BATCH) -> J
     with conn.transaction():
         conn.execute(history_sql.HISTORY_CLAIM_SETTINGS)  # index probes, whatever the stats
         rows = conn.execute(
-            history_sql.HISTORY_JUDGE_DEADLINES, {"now": now, "batch": batch}
+            deadline_sql.HISTORY_JUDGE_DEADLINES, {"now": now, "batch": batch}
         ).fetchall()
-        found = conn.execute(history_sql.HISTORY_NEXT_DUE, {"now": now}).fetchone()
+        found = conn.execute(deadline_sql.HISTORY_NEXT_DUE, {"now": now}).fetchone()
     alerts = {period: alert for _, _, state, _, _, period, alert in rows if state == "alert"}
     periods = [row for row in rows if row[2] != "alert"]
     judged = Judged(next_due=None if found is None else found[0], full=len(periods) >= batch)
@@ -157,7 +158,7 @@ def _late_plan(now: datetime | None) -> Plan[list[LateSchedule]]:
         now = (yield session_sql.DATABASE_NOW, {})[0][0]
     assert now is not None
     params = {"overdue": now - UNJUDGED_AFTER}
-    rows = yield history_sql.HISTORY_LATE_SCHEDULES, params, DICTS
+    rows = yield deadline_sql.HISTORY_LATE_SCHEDULES, params, DICTS
     return [
         LateSchedule(
             schedule=row["schedule"],

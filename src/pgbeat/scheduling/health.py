@@ -1,11 +1,14 @@
 """Each schedule's health, decided once for every face: paused, ended, its latest period
-and whether that period has its job, its next fire.
+and whether that period has its job, whether a period is late against its deadline, its
+next fire.
 
 ``pgbeat status`` (text and ``--json``) and the dashboard's schedule pages only render a
 ``ScheduleHealth``; neither decides a verdict of its own. The rule for "the latest period"
 takes no I/O (``latest_checked_period``); whether it has its job is two indexed lookups for all
 the schedules at once: a job by its unique key (``jobs_unique``), or a history row that
-decided the period (``pgbeat_schedule_history_period``).
+decided the period (``pgbeat_schedule_history_period``). The late verdict is
+``deadlines.late_schedules`` (one more query, the one ``deadlines.py`` owns), attached here
+so that no face asks it separately.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import psycopg
 from pgbeat.db.sql import history as history_sql
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.scheduling.catchup import ON_TIME, latest_fire_between
+from pgbeat.scheduling.deadlines import LateSchedule, late_schedules
 from pgbeat.scheduling.fires import fire_times_after
 from pgbeat.scheduling.schedule import Schedule, has_ended, unique_key
 from pgbeat.scheduling.state import ScheduleState
@@ -40,7 +44,9 @@ class ScheduleHealth:
 
     ``present`` is None when no period is checked (none is due yet, the schedule is paused
     or disabled, or its latest period is older than what a replica would still catch up).
-    A new verdict (a late period, say) is one more field here, rendered by every face.
+    A new verdict is one more field here, rendered by every face. ``late_period``: the
+    schedule's latest judged period when it is late against the schedule's deadline (or
+    overdue and not judged yet: ``deadlines.late_schedules``), else None.
     """
 
     schedule: str
@@ -53,6 +59,7 @@ class ScheduleHealth:
     latest_due_key: str | None
     next_fire: datetime | None  # None once the schedule has ended
     present: bool | None = None  # whether latest_due has its job (or a decision)
+    late_period: LateSchedule | None = None  # its latest judged period, when it is late
 
     @property
     def missing(self) -> bool:
@@ -60,13 +67,21 @@ class ScheduleHealth:
         return self.present is False
 
     @property
+    def late(self) -> bool:
+        """A period of the schedule is late: not done within its deadline of its fire time."""
+        return self.late_period is not None
+
+    @property
     def verdict(self) -> str:
-        """``paused``, ``ended``, ``missing`` or ``ok``: the one word every face shows."""
+        """``paused``, ``ended``, ``missing``, ``late`` or ``ok``: the one word every face
+        shows (a missing period first: it has no job at all)."""
         if self.paused:
             return "paused"
         if self.ended:
             return "ended"
-        return "missing" if self.missing else "ok"
+        if self.missing:
+            return "missing"
+        return "late" if self.late else "ok"
 
     def as_json(self) -> dict[str, Any]:
         """The fields ``pgbeat status --json`` gives for the schedule."""
@@ -81,6 +96,9 @@ class ScheduleHealth:
             "latest_due_key": self.latest_due_key,
             "next_fire": self.next_fire,
             "present": self.present,
+            "late": self.late,
+            "late_fire_at": None if self.late_period is None else self.late_period.fire_at,
+            "late_at": None if self.late_period is None else self.late_period.late_at,
             "verdict": self.verdict,
         }
 
@@ -132,8 +150,11 @@ def schedule_health(
     stored: Mapping[str, ScheduleState],
     now: datetime,
 ) -> list[ScheduleHealth]:
-    """The health of each schedule at ``now``, in the order given (two queries in all)."""
+    """The health of each schedule at ``now``, in the order given (three queries in all)."""
     found = [health_at(s, stored.get(s.name), now) for s in schedules]
+    if any(s.deadline is not None for s in schedules):
+        late = {found.schedule: found for found in late_schedules(conn, now)}
+        found = [replace(h, late_period=late.get(h.schedule)) for h in found]
     checked = [h for h in found if h.latest_due_key and h.enabled]
     if not checked:
         return found

@@ -1,7 +1,7 @@
 """The rules of a schedule's deadline: which values make sense, and when to judge periods.
 
 Pure. A period is judged late in the database, once, by whichever replica's statement
-takes its history row first (db/sql/history.py, HISTORY_JUDGE_DEADLINES); this module
+takes its history row first (db/sql/deadlines.py, HISTORY_JUDGE_DEADLINES); this module
 holds what can be decided without it: whether a deadline fits its schedule, and when a
 replica's loop should run that statement (``Watch``).
 """

@@ -9,7 +9,7 @@ import functools
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from pydantic import (
@@ -31,6 +31,17 @@ CatchUp = Literal["none", "latest", "all"]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
 
 _SECOND = timedelta(seconds=1)
+_D = TypeVar("_D", timedelta, timedelta | None)
+
+
+def _at_most_max(value: _D) -> _D:
+    """A duration no longer than MAX_DURATION: a timedelta given in code skips
+    parse_duration's check."""
+    if value is not None and value > MAX_DURATION:
+        raise ValueError(f"must be at most {MAX_DURATION.days} days")
+    return value
+
+
 _FIRST = datetime(1970, 1, 1, tzinfo=UTC)
 _LAST = datetime(9999, 1, 1, tzinfo=UTC)
 _NAME = re.compile(r"[A-Za-z0-9_.:-]+")
@@ -151,36 +162,28 @@ class Schedule(BaseModel):
         if value is not None and (value < _SECOND or value % _SECOND):
             shown = format_duration(value) or "0s"
             raise ValueError(f"must be a whole number of seconds, at least 1s (got {shown})")
-        if value is not None and value > MAX_DURATION:
-            raise ValueError(f"must be at most {MAX_DURATION.days} days")
-        return value
+        return _at_most_max(value)
 
     @field_validator("catch_up_window")
     @classmethod
     def _check_window(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
             raise ValueError("must be greater than zero")
-        if value > MAX_DURATION:  # a timedelta given in code skips parse_duration's check
-            raise ValueError(f"must be at most {MAX_DURATION.days} days")
-        return value
+        return _at_most_max(value)
 
     @field_validator("jitter")
     @classmethod
     def _check_jitter(cls, value: timedelta | None) -> timedelta | None:
         if value is not None and value < timedelta(0):
             raise ValueError("must not be negative")
-        if value is not None and value > MAX_DURATION:
-            raise ValueError(f"must be at most {MAX_DURATION.days} days")
-        return value or None  # timedelta(0) from code is no jitter
+        return _at_most_max(value) or None  # timedelta(0) from code is no jitter
 
     @field_validator("deadline")
     @classmethod
     def _check_deadline(cls, value: timedelta | None) -> timedelta | None:
         if value is not None and value <= timedelta(0):
             raise ValueError(f"must be greater than zero (got {format_duration(value) or '0s'})")
-        if value is not None and value > MAX_DURATION:
-            raise ValueError(f"must be at most {MAX_DURATION.days} days")
-        return value
+        return _at_most_max(value)
 
     @field_validator("on_late")
     @classmethod

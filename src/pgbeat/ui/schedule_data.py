@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.db.sql import history as history_sql
+from pgbeat.scheduling.deadlines import LateSchedule
 from pgbeat.scheduling.fires import fire_times_after, next_fire_after
 from pgbeat.scheduling.health import ScheduleHealth, schedule_health
 from pgbeat.scheduling.schedule import Schedule
@@ -35,8 +36,6 @@ class Period:
     job: dict[str, Any] | None = None
     decided: tuple[datetime, str | None] | None = None  # history: when, and by which replica
     late_at: datetime | None = None  # found late: not done by its deadline (lateness.py)
-
-    judged: bool = False  # judged against its schedule's deadline (met or late)
 
     @property
     def lag(self) -> timedelta | None:
@@ -74,27 +73,24 @@ class ScheduleView:
         return last if last is not None and last.state == "overdue" else None
 
     @property
-    def past_deadline(self) -> Period | None:
-        """The latest period judged against the deadline, when it was found late."""
-        judged = next((p for p in self.periods if p.judged), None)
-        return judged if judged is not None and judged.late_at is not None else None
+    def past_deadline(self) -> LateSchedule | None:
+        """The schedule's late period, as the read model found it (``ScheduleHealth``)."""
+        return self.status.late_period
 
     @property
     def health(self) -> str:
+        """The row's word: the read model's verdicts, then a missed period in the strip."""
         if self.status.paused:
             return "paused"
         if self.ended:
             return "ended"
         if self.overdue is not None:
             return "overdue"
-        if self.past_deadline is not None:
+        if self.status.late:
             return "late"
         if any(p.state == "missed" for p in self.periods[:STRIP]):
             return "missed"
-        last = self.last
-        if last is not None and last.lag is not None and last.lag > timedelta(seconds=30):
-            return "late"
-        return "ok"
+        return "ok"  # a period's lag is shown with it; "late" is the deadline's verdict only
 
 
 def next_period(schedule: Schedule, now: datetime) -> datetime:
@@ -194,7 +190,6 @@ def periods_from_history(
             }
         period = Period(row["fire_at"], row["reason"] or "", state, job)
         period.decided = (row["inserted_at"], row["inserted_by"])
-        period.judged = row.get("deadline_state") in ("met", "late")
         period.late_at = row.get("late_at") if row.get("deadline_state") == "late" else None
         periods.append(period)
     if overdue is not None:
