@@ -23,6 +23,17 @@ from typing import LiteralString
 # payload is the ids that reached a final state, comma-separated ('' when more than 800
 # would overflow the payload: a waiter then looks at its job), so pgbeat.wait wakes at once.
 
+# The tail of the outcomes that may end runs cancelled (a run asked to stop): the ids that
+# ended cancelled, and one NOTIFY on the schema's pgbeat_finished whose payload lists them
+# (up to 800; beyond, an empty payload tells waiters to look for themselves).
+_CANCELLED_ENDED: LiteralString = """
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
+           CASE WHEN count(*) <= 800
+                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
+                ELSE '' END) END
+FROM ended"""
+
 # Marks finished runs done, with their return values (primary key). %(results)s is one
 # JSON object from job id (as text) to its result, NULL when no run returned anything: a
 # lookup in it is a binary search, where a subscript of a jsonb[] walks the array.
@@ -45,7 +56,8 @@ FROM ended"""
 # Puts failed runs back to pending at their retry time: an absolute run_at, or a delay
 # from the database clock (primary key); superseded or cancelled ones end cancelled, their
 # error after the reason.
-JOBS_RETRY: LiteralString = """
+JOBS_RETRY: LiteralString = (
+    """
 WITH ended AS (
     UPDATE jobs
     SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
@@ -65,20 +77,17 @@ WITH ended AS (
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
       AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
     RETURNING id, status
+)"""
+    + _CANCELLED_ENDED
 )
-SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800
-                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
-                ELSE '' END) END
-FROM ended"""
 
 # Puts snoozed runs back to pending at their time without spending an attempt: the run's
 # attempt is given back (attempts - 1), snoozes counts it, max_attempts never changes
 # (primary key). started_at is cleared: a pending row whose attempts a stale run's fence
 # could match again is then not taken for a reaped one (see the fence below). Superseded
 # or cancelled ones end cancelled, their attempt kept.
-JOBS_SNOOZE: LiteralString = """
+JOBS_SNOOZE: LiteralString = (
+    """
 WITH ended AS (
     UPDATE jobs
     SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
@@ -100,13 +109,9 @@ WITH ended AS (
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
       AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
     RETURNING id, status
+)"""
+    + _CANCELLED_ENDED
 )
-SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800
-                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
-                ELSE '' END) END
-FROM ended"""
 
 # Parks runs in the failed dead letter with their error (primary key); a run asked to stop
 # ends cancelled instead, its error after the reason.
@@ -131,7 +136,8 @@ FROM ended"""
 # Ends runs their worker stopped for a cancel (primary key): cancelled when the database
 # holds the request (cancel_requested_at, or superseded), with the error after the reason;
 # else, the cancel being only a notification anyone may send, released like JOBS_RELEASE.
-JOBS_STOP: LiteralString = """
+JOBS_STOP: LiteralString = (
+    """
 WITH ended AS (
     UPDATE jobs
     SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
@@ -152,19 +158,16 @@ WITH ended AS (
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
       AND status = 'running'
     RETURNING id, status
+)"""
+    + _CANCELLED_ENDED
 )
-SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800
-                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
-                ELSE '' END) END
-FROM ended"""
 
 # Returns running jobs to pending at shutdown without charging the attempt (primary key);
 # a superseded or cancelled one is not run again: it ends cancelled.
 # Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
 # whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
-JOBS_RELEASE: LiteralString = """
+JOBS_RELEASE: LiteralString = (
+    """
 WITH ended AS (
     UPDATE jobs
     SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
@@ -181,13 +184,9 @@ WITH ended AS (
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
       AND status = 'running'
     RETURNING id, status
+)"""
+    + _CANCELLED_ENDED
 )
-SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800
-                THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
-                ELSE '' END) END
-FROM ended"""
 
 # Extends the leases of the runs a worker still has, one statement per renewal round
 # (primary key), fenced by attempt like the outcomes: a run whose job was reaped and
