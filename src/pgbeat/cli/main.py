@@ -127,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `pgbeat jobs list --json | head`: the reader left, as it may
+        # Python would report the pipe again when it flushes stdout at exit: point it away.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return code
 
 
