@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +23,7 @@ from psycopg.types.json import Jsonb
 
 import pgbeat
 from bench import database, machine
+from bench.keys_bench import _summary, _timed  # the same timing and summary as keys_bench's
 
 CALL = "SELECT pgbeat_enqueue(%s, %s, priority => %s, tags => %s)"
 
@@ -50,22 +49,6 @@ def interleaved(
             else:
                 samples[name] += [_timed(call) for _ in range(chunk)]
     return samples
-
-
-def _timed(call: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
-
-
-def _summary(seconds: list[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    return {
-        "calls": len(ordered),
-        "per_s": round(len(ordered) / sum(ordered), 1),
-        "p50_ms": round(statistics.median(ordered) * 1000, 3),
-        "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 3),
-    }
 
 
 def main() -> None:
