@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import database, machine, peers_env, report
+from bench.flow_bench import SHAPES
 from bench.runner import SYSTEMS, System, SystemFailed, run_system
 
 # The amounts of a full run, of --quick and of --smoke; any flag given overrides its value.
@@ -28,6 +29,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "repeat": 3,
         "quick_drain": False,
         "footprint_jobs": 10_000,
+        "workflow_children": 10_000,
+        "shapes": ",".join(SHAPES),
+        "fair_backlog": 20_000,
+        "fair_samples": 200,
     },
     "quick": {
         "jobs": 5_000,
@@ -39,6 +44,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "repeat": 1,
         "quick_drain": True,
         "footprint_jobs": 2_000,
+        "workflow_children": 10_000,
+        "shapes": ",".join(SHAPES),
+        "fair_backlog": 5_000,
+        "fair_samples": 100,
     },
     "smoke": {
         "jobs": 300,
@@ -50,6 +59,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "repeat": 1,
         "quick_drain": True,
         "footprint_jobs": 300,
+        "workflow_children": 100,
+        "shapes": "limited_empty_20",
+        "fair_backlog": 300,
+        "fair_samples": 10,
     },
 }
 SYSTEM_TIMEOUT = 600.0
@@ -79,6 +92,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="only WAL, dead tuples and size per job, of pgbeat and the peers",
     )
+    parser.add_argument(
+        "--workflow-children", type=int, help="steps of the workflow rows' fan-out (10,000)"
+    )
+    parser.add_argument("--shapes", help="the flow rows' shapes, comma-separated (all)")
+    parser.add_argument("--fair-backlog", type=int, help="key A's jobs, fairness rows (20,000)")
+    parser.add_argument("--fair-samples", type=int, help="key B's jobs, fairness rows (200)")
     parser.add_argument("--no-peers", action="store_true", help="skip procrastinate, pgqueuer")
     parser.add_argument(
         "--only", help="comma-separated systems: " + ",".join(s.key for s in SYSTEMS)
@@ -120,9 +139,26 @@ def chosen_systems(args: argparse.Namespace) -> list[System]:
         if (only is None or s.key in only)
         and (peers_wanted or not s.is_peer or only)
         and (s.key in FOOTPRINT_SYSTEMS or not args.footprint_only)
+        and (only or not args.smoke or s.key not in EXTENDED_SYSTEMS)
     ]
 
 
+def system_flags(system: System, args: argparse.Namespace) -> list[str]:
+    """The flags of one system's own sizes, beside child_arguments'."""
+    flags = {
+        "pgbeat_scheduler": ["--schedules", args.schedules],
+        "pgbeat_workflows": ["--children", str(args.workflow_children)],
+        "pgbeat_flow": [
+            "--shapes", args.shapes,
+            "--fair-backlog", str(args.fair_backlog),
+            "--fair-samples", str(args.fair_samples),
+        ],
+    }  # fmt: skip
+    return flags.get(system.key, [])
+
+
+# Systems that --smoke leaves out unless --only names them (a minute of their own).
+EXTENDED_SYSTEMS = {"pgbeat_workflows", "pgbeat_flow"}
 FOOTPRINT_SYSTEMS = {"pgbeat", "procrastinate", "pgqueuer_asyncpg"}  # what --footprint-only runs
 
 
@@ -158,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         if system.is_peer and python is None:
             skipped.append({"system": system.key, "reason": peer_status})
             continue
-        extra = ["--schedules", args.schedules] if system.key == "pgbeat_scheduler" else []
+        extra = system_flags(system, args)
         try:
             results += run_system(
                 system,

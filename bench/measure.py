@@ -25,6 +25,9 @@ TICK = "scheduler_tick"
 WAL = "wal_per_job"  # bench/footprint.py's three
 DEAD = "dead_tuples_after_drain"
 SIZE = "size_per_million_jobs"
+WORKFLOW = "workflow"  # bench/workflow_rows.py's three
+SHAPES = "beside_shapes"  # bench/flow_rows.py's: a drain beside what it cannot take
+FAIRNESS = "fairness"  # bench/flow_rows.py's: key B's start beside key A's backlog
 
 REPEAT_BUDGET = 20.0  # seconds: no further run once the runs so far took this long (short runs)
 URL_ENV = "BENCH_DATABASE_URL"  # how the runner hands a system its database (not argv: passwords)

@@ -8,7 +8,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.measure import DEAD, DRAIN, ENQUEUE_BULK, ENQUEUE_SINGLE, PICKUP, SIZE, TICK, WAL
+from bench.measure import (
+    DEAD,
+    DRAIN,
+    ENQUEUE_BULK,
+    ENQUEUE_SINGLE,
+    FAIRNESS,
+    PICKUP,
+    SHAPES,
+    SIZE,
+    TICK,
+    WAL,
+    WORKFLOW,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -29,6 +41,9 @@ TITLES = {
     WAL: "WAL per job, bulk enqueue + claim + complete (value: total; enqueue/drain in config)",
     DEAD: "Dead tuples left after the drain, per job (autovacuum off)",
     SIZE: "Tables + indexes after the drain, per million jobs (heap/index in config)",
+    WORKFLOW: "Workflows: enqueue_workflow, the fan-out's drain, the fan-in's advance",
+    SHAPES: "A drain beside what the worker cannot take (issue 34's shapes)",
+    FAIRNESS: "Key B's start beside key A's backlog (p50/p99)",
 }
 
 
@@ -43,11 +58,12 @@ def baseline(results: Sequence[Row], measurement: str) -> float | None:
 
 
 def with_ratios(results: Sequence[Row]) -> list[Row]:
-    """Each result with ``ratio`` to its baseline (``None`` where there is none)."""
+    """Each result with ``ratio`` to its baseline, or the ratio its system measured itself
+    (``detail["ratio"]``: a paired comparison of its own), else ``None``."""
     rows = []
     for row in results:
         base = baseline(results, row["measurement"])
-        ratio = round(row["value"] / base, 3) if base else None
+        ratio = round(row["value"] / base, 3) if base else row["detail"].get("ratio")
         rows.append({**row, "ratio": ratio})
     return rows
 
@@ -105,6 +121,41 @@ def targets(results: Sequence[Row]) -> list[Row]:
     latency = pickup["detail"] if pickup else {}
     rows.append(_check("pickup p50 < 10 ms", latency.get("p50_ms"), 10.0, "ms", below=True))
     rows.append(_check("pickup p99 < 50 ms", latency.get("p99_ms"), 50.0, "ms", below=True))
+    return rows + round_four_targets(results)
+
+
+def _row(results: Sequence[Row], measurement: str, variant: str) -> Row | None:
+    return next(
+        (r for r in results if (r["measurement"], r["variant"]) == (measurement, variant)), None
+    )
+
+
+def round_four_targets(results: Sequence[Row]) -> list[Row]:
+    """Issue 36's workflow targets (at 10,000 children, else n/a) and issue 34's shapes and
+    fairness targets, where those rows ran."""
+    rows: list[Row] = []
+    enqueued = _row(results, WORKFLOW, "enqueue")
+    if enqueued is not None:
+        full = enqueued["detail"].get("children") == 10_000
+        fan_out = _row(results, WORKFLOW, "fan_out_drain")
+        fan_in = _row(results, WORKFLOW, "fan_in_advance")
+        checks = [
+            ("enqueue_workflow 1+10,000+1 < 1 s", enqueued["value"], 1.0, "s", True),
+            ("fan-out drain >= 0.8x independent jobs", fan_out and fan_out["detail"]["ratio"],
+             0.8, "x", False),
+            ("10,000 -> 1 fan-in advance < 100 ms", fan_in and fan_in["value"], 100.0, "ms",
+             True),
+        ]  # fmt: skip
+        for name, measured, limit, unit, below in checks:
+            rows.append(_check(name, measured if full else None, limit, unit, below=below))
+    shapes = [r for r in results if r["measurement"] == SHAPES]
+    if shapes:
+        worst = min(float(r["detail"]["ratio"]) for r in shapes)
+        rows.append(_check("drain beside every shape >= 0.9x alone", worst, 0.9, "x"))
+    empty, fair = _row(results, FAIRNESS, "empty"), _row(results, FAIRNESS, "fair")
+    if empty is not None and fair is not None and empty["detail"]["p99_ms"]:
+        ratio = round(fair["detail"]["p99_ms"] / empty["detail"]["p99_ms"], 2)
+        rows.append(_check("fair: B's p99 <= 2x its p99 alone", ratio, 2.0, "x", below=True))
     return rows
 
 
@@ -205,7 +256,7 @@ def _section(section: Sequence[Row]) -> list[str]:
     for row in section:
         value = f"{row['value']:,.1f}" if row["unit"] == "jobs/s" else f"{row['value']:,.2f}"
         unit = row["unit"]
-        if row["measurement"] == PICKUP:
+        if row["measurement"] in (PICKUP, FAIRNESS):
             value = f"{row['detail']['p50_ms']:.2f}/{row['detail']['p99_ms']:.2f}"
             unit = "ms p50/99"
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"

@@ -35,6 +35,8 @@ SYSTEMS = (
     System("raw_sql", "bench.raw_sql", is_peer=False),
     System("pgbeat", "bench.pgbeat_bench", is_peer=False),
     System("pgbeat_scheduler", "bench.scheduler_bench", is_peer=False),
+    System("pgbeat_workflows", "bench.workflow_rows", is_peer=False),
+    System("pgbeat_flow", "bench.flow_rows", is_peer=False),
     System("procrastinate", "bench.peers.procrastinate_bench", is_peer=True),
     System(
         "pgqueuer_asyncpg",
