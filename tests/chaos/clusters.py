@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -122,6 +122,36 @@ class Cluster:
 
         wait_for(gone, timeout=15, message="the killed cluster's processes to end")
         return len(pids)
+
+
+@contextlib.contextmanager
+def lone_cluster() -> Iterator[Cluster]:
+    """One private cluster without a standby, for a scenario that stops and starts it
+    (``Cluster.stop``/``start``) under real processes; removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="pgbeat-restart-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, OS_USER)
+    cluster = Cluster(root, "data", free_port())
+    try:
+        cluster.run("initdb", "-D", str(cluster.data), "-U", "postgres", "--auth=trust", "-N")
+        cluster.configure(
+            [
+                "listen_addresses = '127.0.0.1'",
+                f"port = {cluster.port}",
+                f"unix_socket_directories = '{root}'",
+                "shared_buffers = '64MB'",
+                "max_connections = 100",
+                "fsync = off",  # a stop is not a crash of the machine (ReplicatedPair says why)
+            ]
+        )
+        cluster.start()
+        yield cluster
+    finally:
+        if (cluster.data / "postmaster.pid").exists():
+            cluster.stop("immediate")
+        with contextlib.suppress(Exception):
+            cluster.kill9()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class ReplicatedPair:
