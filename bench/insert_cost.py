@@ -55,7 +55,7 @@ WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal AND tgenabled <> 'D'"""
 def migrate_with(src: Path, url: str) -> None:
     """Migrate ``url`` with the pgbeat of ``src`` (a child process importing it first)."""
     code = "import sys, psycopg, pgbeat; pgbeat.apply_migrations(psycopg.connect(sys.argv[1]))"
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
+    env = machine.revision_env(src)
     subprocess.run([sys.executable, "-c", code, url], env=env, check=True, timeout=300)
 
 
