@@ -51,15 +51,14 @@ def every_page(conn: psycopg.Connection[Any], **options: Any) -> list[list[str]]
     raise AssertionError("the pages never ended")
 
 
-@pytest.mark.parametrize("span", [1, 3, 1000])
+@pytest.mark.parametrize("span", [1, 25, 1000])  # 1: as the page's size
 def test_keyset_pages_list_every_queue_once_in_name_order(
     conn: psycopg.Connection[Any], span: int
 ) -> None:
     plant(conn)
     pages = every_page(conn, limit=10, span=span)
     assert [name for page in pages for name in page] == EVERY
-    if span >= 10:  # a walk shorter than a page may end one early, never skip a queue
-        assert all(len(page) == 10 for page in pages[:-1])
+    assert all(len(page) == 10 for page in pages[:-1])
 
 
 @pytest.mark.parametrize("span", [2, 5, 1000])
@@ -77,13 +76,13 @@ def test_a_search_that_stops_short_says_where_and_the_next_goes_on(
     conn: psycopg.Connection[Any],
 ) -> None:
     plant(conn)
-    first = queues.list_queues(conn, name="tenant-039", span=5)
+    first = queues.list_queues(conn, name="tenant-039", limit=5, span=5)
     assert first.queues == [] and first.searched_to == "tenant-004"
     assert first.next_after == "tenant-004"
     assert [s.settings.name for s in queues.list_queues(conn, name="tenant-039").queues] == [
         "tenant-039"
     ]
-    last = queues.list_queues(conn, name="tenant-039", after="tenant-035", span=5)
+    last = queues.list_queues(conn, name="tenant-039", after="tenant-035", limit=5, span=5)
     assert [s.settings.name for s in last.queues] == ["tenant-039"]
     assert last.next_after is None and last.searched_to is None
 

@@ -233,9 +233,10 @@ def list_queues(
     whose name contains ``name`` (any case), at most ``limit`` (an operator's view).
 
     Its cost follows the page, not the number of queues: at most ``limit`` queues are
-    counted, and a name filter looks at ``span`` (SEARCH_SPAN) queues with pending jobs at
-    most before it answers (``QueuePage.searched_to``; the next page searches on)."""
-    span = SEARCH_SPAN if span is None else span
+    counted, and a name filter looks at ``span`` (SEARCH_SPAN, never less than ``limit``)
+    queues with pending jobs at most before it answers (``QueuePage.searched_to``; the next
+    page searches on)."""
+    span = max(SEARCH_SPAN if span is None else span, limit)
     params = {"name": name or None, "after": after, "limit": limit, "span": span}
     rows = conn.execute(queue_sql.QUEUES_LIST, params).fetchall()
     found = [
