@@ -102,7 +102,7 @@ def test_a_diamond_is_drawn_left_to_right_with_its_states() -> None:
     assert drawn.reason is None
     nodes = {node.label: node for node in drawn.nodes}
     assert [nodes[n].state for n in "abcd"] == ["done", "running", "done", "waiting"]
-    assert nodes["d"].detail == "waits for 2 parents"
+    assert nodes["d"].detail == "waits for 1 parent"  # b; c is done
     assert nodes["b"].detail == "running" and nodes["b"].title == "b (k): running"
     assert nodes["a"].href == f"/jobs/{DIAMOND[0].job_id}"
     assert nodes["a"].x < nodes["b"].x == nodes["c"].x < nodes["d"].x
@@ -140,21 +140,20 @@ def test_a_level_of_max_steps_is_drawn_whole_and_one_more_in_groups() -> None:
     fan += [step(f"r{i}", ("root",), "done", kind="report") for i in range(9_990)]
     fan += [step(f"r{i}", ("root",), "running", kind="report") for i in range(9_990, 10_000)]
     fan += [step(f"m{i}", ("root",), "failed", kind="mail") for i in range(2)]
+    lone = step("lone", ("root",), "done", kind="alone")  # a group of one: drawn as the step
+    fan.append(lone)
     fan.append(step("summary", tuple(f"r{i}" for i in range(10_000)), waiting=True))
     drawn = wg.graph(42, fan)
-    assert [node.label for node in drawn.nodes] == [
-        "root",
-        "report (10,000)",
-        "mail (2)",
-        "summary",
-    ]
+    labels = [node.label for node in drawn.nodes]
+    assert labels == ["root", "report (10,000)", "mail (2)", "lone", "summary"]
+    assert drawn.nodes[3].href == f"/jobs/{lone.job_id}" and drawn.nodes[3].detail == "done"
     report, mail = drawn.nodes[1], drawn.nodes[2]
     assert report.state == "running" and report.detail == "10 running, 9,990 done"
     assert report.href == "/jobs?workflow=42&kind=report"
     assert mail.state == "failed" and mail.title == "2 steps of mail: 2 failed"
-    assert drawn.nodes[3].detail == "waits for 10,000 parents"
-    # one arrow per pair of boxes: root->report, root->mail, report->summary (not all done)
-    assert sorted(edge.ended for edge in drawn.edges) == [False, True, True]
+    assert drawn.nodes[4].detail == "waits for 10 parents"  # the running reports
+    # one arrow per pair of boxes: root->report, ->mail, ->lone, report->summary (not done)
+    assert sorted(edge.ended for edge in drawn.edges) == [False, True, True, True]
 
 
 def test_a_level_of_too_many_kinds_is_one_group() -> None:

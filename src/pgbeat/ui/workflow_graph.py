@@ -151,6 +151,7 @@ def graph(workflow_id: int, steps: Sequence[WorkflowStep]) -> Graph:
     for step in steps:
         by_level[level[step.name]].append(step)
     boxes: list[list[_Box]] = [_boxes(workflow_id, n, by_level[n]) for n in range(depth)]
+    done = {step.name for step in steps if step.status == "done"}
     box_of = {step.name: box for column in boxes for box in column for step in box.steps}
     _order(boxes, box_of)
     tallest = max(len(column) for column in boxes)
@@ -160,7 +161,7 @@ def graph(workflow_id: int, steps: Sequence[WorkflowStep]) -> Graph:
         for row, box in enumerate(column):
             box.x = MARGIN + n * (NODE_WIDTH + COLUMN_GAP)
             box.y = MARGIN + offset + row * (NODE_HEIGHT + ROW_GAP)
-            nodes.append(box.node())
+            nodes.append(box.node(done))
     width = 2 * MARGIN + depth * (NODE_WIDTH + COLUMN_GAP) - COLUMN_GAP
     height = 2 * MARGIN + tallest * (NODE_HEIGHT + ROW_GAP) - ROW_GAP
     return Graph(width, height, tuple(nodes), _edges(steps, box_of))
@@ -175,11 +176,13 @@ class _Box:
         self.place = 0.0
         self.x = self.y = 0.0
 
-    def node(self) -> Node:
+    def node(self, done: set[str]) -> Node:
+        """The box as drawn; a waiting step's line counts its parents not yet done."""
         if len(self.steps) == 1:
             step = self.steps[0]
             state = state_of(step)
-            detail = state if state != "waiting" else _waits_text(len(set(step.after)))
+            waits = len(set(step.after) - done)
+            detail = state if state != "waiting" else _waits_text(waits)
             title = f"{step.name} ({step.kind}): {detail}"
             return Node(self.key, _cut(step.name), title, state, detail, self.href, self.x, self.y)
         counts = Counter(state_of(step) for step in self.steps)
@@ -202,7 +205,7 @@ def _cut(text: str) -> str:
 def _boxes(workflow_id: int, level: int, steps: list[WorkflowStep]) -> list[_Box]:
     """A level's boxes: one per step, or groups when it holds more than MAX_PER_LEVEL."""
     if len(steps) <= MAX_PER_LEVEL:
-        return [_Box(f"s{s.job_id}", [s], f"/jobs/{s.job_id}", s.kind) for s in steps]
+        return [_step_box(step) for step in steps]
     groups: dict[tuple[str, tuple[str, ...]], list[WorkflowStep]] = defaultdict(list)
     for step in steps:
         groups[(step.kind, tuple(sorted(set(step.after))))].append(step)
@@ -211,8 +214,14 @@ def _boxes(workflow_id: int, level: int, steps: list[WorkflowStep]) -> list[_Box
         return [_Box(f"l{level}", steps, listing, "steps")]
     return [
         _Box(f"l{level}g{n}", members, f"{listing}&kind={quote(kind, safe='')}", kind)
+        if len(members) > 1
+        else _step_box(members[0])
         for n, ((kind, _), members) in enumerate(groups.items())
     ]
+
+
+def _step_box(step: WorkflowStep) -> _Box:
+    return _Box(f"s{step.job_id}", [step], f"/jobs/{step.job_id}", step.kind)
 
 
 def _order(boxes: list[list[_Box]], box_of: dict[str, _Box]) -> None:
