@@ -18,9 +18,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 from urllib.parse import quote
-
-from pgbeat.jobs.workflows import WorkflowStep
 
 NODE_WIDTH, NODE_HEIGHT = 150.0, 44.0
 COLUMN_GAP, ROW_GAP, MARGIN = 40.0, 14.0, 4.0
@@ -29,6 +28,29 @@ MAX_LEVELS = 40  # a deeper workflow is not drawn (its table lists every step)
 LABEL_CHARACTERS = 20  # a longer name is cut in its box (whole in its tooltip)
 # A group's colour: the status that most needs an operator's eye among its steps.
 URGENCY = ("failed", "running", "pending", "waiting", "cancelled", "done")
+
+
+class WorkflowStep(Protocol):
+    """What is read of a step (pgbeat.jobs.workflows.WorkflowStep has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def after(self) -> list[str]: ...
+    @property
+    def waiting(self) -> bool: ...
+    @property
+    def run_at(self) -> datetime | None: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
 
 
 @dataclass(frozen=True)
