@@ -196,23 +196,29 @@ FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
 
 # -- the overview's queues -------------------------------------------------------------------
 
-# The queues of the oldest due jobs, oldest first, at most %(limit)s: the distinct queues
-# among the %(scan)s oldest due jobs (jobs_ready, in run_at order: a bounded read however
-# many queues there are), each with its oldest due job's wait and whether it is paused
-# (primary key, for those few only). A held workflow step is never due (run_at
-# 9999-12-29): its wait for its parents is no queue delay. Fewer than %(limit)s rows when
-# one queue's oldest jobs fill the scan.
-# A run_at Python cannot hold (written by SQL) reads as NULL, its wait too if infinite.
+# The queues of the oldest due jobs, oldest first, at most %(limit)s: each the queue of the
+# oldest due job whose queue is not named yet (jobs_ready, in run_at order, from the last
+# one named: every older due job is of a queue named before), read among the next
+# %(scan)s due jobs at most, so the read is bounded however many queues and jobs there
+# are; fewer rows when one queue's backlog fills a look. Each with its oldest due job's
+# wait and whether it is paused (primary key, for those few only). A held workflow step is
+# never due (run_at 9999-12-29): its wait for its parents is no queue delay. A run_at
+# Python cannot hold (written by SQL) reads as NULL, its wait too if infinite.
 QUEUES_OLDEST_DUE: LiteralString = """
-WITH oldest AS MATERIALIZED (
-    SELECT queue, run_at FROM jobs
-    WHERE status = 'pending' AND run_at <= now()
-    ORDER BY run_at
-    LIMIT %(scan)s
-),
-heads AS (
-    SELECT queue, min(run_at) AS due FROM oldest
-    GROUP BY queue ORDER BY min(run_at), queue LIMIT %(limit)s
+WITH RECURSIVE heads(queue, due, seen, n) AS (
+    SELECT oldest.queue, oldest.run_at, ARRAY[oldest.queue], 1
+    FROM (SELECT queue, run_at FROM jobs WHERE status = 'pending' AND run_at <= now()
+          ORDER BY run_at LIMIT 1) AS oldest
+    UNION ALL
+    SELECT next.queue, next.run_at, h.seen || next.queue, h.n + 1
+    FROM heads AS h,
+         LATERAL (SELECT ahead.queue, ahead.run_at
+                  FROM (SELECT queue, run_at FROM jobs
+                        WHERE status = 'pending' AND run_at <= now() AND run_at >= h.due
+                        ORDER BY run_at LIMIT %(scan)s) AS ahead
+                  WHERE NOT ahead.queue = ANY(h.seen)
+                  ORDER BY ahead.run_at LIMIT 1) AS next
+    WHERE h.n < %(limit)s
 )
 SELECT h.queue AS name,
        CASE WHEN h.due >= '0001-01-03' THEN h.due END AS oldest_due_at,
@@ -220,4 +226,4 @@ SELECT h.queue AS name,
            AS waits_s,
        coalesce((SELECT paused FROM pgbeat_queues WHERE name = h.queue), false) AS paused
 FROM heads AS h
-ORDER BY h.due, h.queue"""
+ORDER BY h.n"""
