@@ -87,10 +87,10 @@ def _matches(column: LiteralString) -> LiteralString:
 # a tenant-scale database. ``searched_to`` is the last queue walked when the walk stopped
 # before the end (NULL when it reached it): every queue up to it was looked at, so the
 # page holds the matching names up to it, from the walk, pgbeat_queues (primary key) and
-# the queues with running jobs (jobs_running: at most the cluster's slots), and the next
-# page starts after it when the page is not full. Then the page's counts, each a scan of
-# that queue's rows only (jobs_claim_queue, jobs_running). Settings as _SETTINGS_COLUMNS,
-# then the counts. One row with a NULL name when the page is empty (it still carries
+# the queues with running jobs (counted once, through jobs_running: at most the cluster's
+# slots), and the next page starts after it when the page is not full. Then the page's
+# pending counts, each a scan of that queue's rows only (jobs_claim_queue). Settings as
+# _SETTINGS_COLUMNS, then the counts. One row with a NULL name when the page is empty (it still carries
 # ``searched_to``).
 QUEUES_LIST: LiteralString = (
     """
@@ -112,6 +112,9 @@ WITH RECURSIVE walk(q, walked, found) AS (
 bound AS (
     SELECT CASE WHEN bool_or(q IS NULL) THEN NULL ELSE max(q) END AS searched_to FROM walk
 ),
+running AS MATERIALIZED (
+    SELECT queue, count(*) AS jobs FROM jobs WHERE status = 'running' GROUP BY queue
+),
 names AS (
     SELECT q AS name FROM walk WHERE q IS NOT NULL AND """
     + _matches("q")
@@ -124,8 +127,8 @@ names AS (
     + """
      ORDER BY s.name LIMIT %(limit)s)
     UNION
-    SELECT DISTINCT r.queue FROM jobs AS r, bound
-    WHERE r.status = 'running' AND r.queue > coalesce(%(after)s::text, '')
+    SELECT r.queue FROM running AS r, bound
+    WHERE r.queue > coalesce(%(after)s::text, '')
       AND (bound.searched_to IS NULL OR r.queue <= bound.searched_to) AND """
     + _matches("r.queue")
     + """
@@ -141,7 +144,7 @@ SELECT queue_name AS name, coalesce(paused, false) AS paused, concurrency, key_c
     + _PROBLEM
     + """ AS problem,
        (SELECT count(*) FROM jobs WHERE status = 'pending' AND queue = queue_name) AS pending,
-       (SELECT count(*) FROM jobs WHERE status = 'running' AND queue = queue_name) AS running,
+       coalesce((SELECT jobs FROM running WHERE running.queue = queue_name), 0) AS running,
        bound.searched_to
 FROM bound
 LEFT JOIN (page LEFT JOIN pgbeat_queues ON pgbeat_queues.name = page.queue_name) ON true
