@@ -75,8 +75,8 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()"""
 )
 
 
-# Whether a queue's name contains %(name)s, in any case (NULL: every name matches).
 def _matches(column: LiteralString) -> LiteralString:
+    """Whether ``column`` contains %(name)s, in any case (NULL: every name matches)."""
     return "(%(name)s::text IS NULL OR strpos(lower(" + column + "), lower(%(name)s::text)) > 0)"
 
 
@@ -90,8 +90,8 @@ def _matches(column: LiteralString) -> LiteralString:
 # the queues with running jobs (counted once, through jobs_running: at most the cluster's
 # slots), and the next page starts after it when the page is not full. Then the page's
 # pending counts, each a scan of that queue's rows only (jobs_claim_queue). Settings as
-# _SETTINGS_COLUMNS, then the counts. One row with a NULL name when the page is empty (it still carries
-# ``searched_to``).
+# _SETTINGS_COLUMNS, then the counts and ``searched_to``; one row with a NULL name when
+# the page is empty (it still carries ``searched_to``).
 QUEUES_LIST: LiteralString = (
     """
 WITH RECURSIVE walk(q, walked, found) AS (
