@@ -5,6 +5,7 @@ check it with every other page: tests/integration/test_ui_pages_browser.py.)"""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import httpx
 import psycopg
@@ -110,3 +111,21 @@ def test_a_fan_out_is_drawn_as_a_group_and_its_table_is_capped(
     assert 'aria-label="600 steps of part: 600 waiting"' in graph
     assert page.count('<th scope="row">part-') == 500 - 1  # split first, then 499 parts
     assert "102 more steps" in page
+
+
+def test_the_overview_tells_held_steps_from_scheduled_jobs(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    url, _ = seeded
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.enqueue(conn, "later", delay=timedelta(hours=1))
+        pgbeat.enqueue(conn, "now", queue="mail")
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE run_at > '9000-01-01'), count(*) FROM jobs"
+            " WHERE status = 'pending' AND run_at > now()"
+        ).fetchone()
+    assert row is not None and 0 < row[0] < row[1]
+    page = get(ui, "/").text
+    assert f"{row[1]}</span> scheduled for later" in page
+    assert f"{row[0]} of them workflow steps waiting for their parents" in page
+    assert '<th scope="row"><a href="/jobs?status=pending&amp;when=due&amp;queue=' in page
