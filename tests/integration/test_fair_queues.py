@@ -89,7 +89,7 @@ def test_no_fair_returns_the_queue_to_claim_order(conn: psycopg.Connection[Any])
     pgbeat.configure_queue(conn, "api", fair=False)
     claimer.settings_changed()  # what the notification of the change does
     assert _keys(claimer.claim(conn, 10)) == {"A": 10}  # the fast path: claim order
-    assert queues.list_queues(conn)[0].settings.fair is False
+    assert queues.list_queues(conn).queues[0].settings.fair is False
 
 
 def test_fair_from_the_cli(database_url: str, conn: psycopg.Connection[Any]) -> None:
@@ -97,7 +97,7 @@ def test_fair_from_the_cli(database_url: str, conn: psycopg.Connection[Any]) -> 
     listed = run_cli(["queues", "list", "--json"], database_url)
     assert [(row["name"], row["fair"]) for row in json.loads(listed.stdout)] == [("api", True)]
     assert run_cli(["queues", "set", "api", "--no-fair"], database_url).returncode == 0
-    assert queues.list_queues(conn)[0].settings.fair is False
+    assert queues.list_queues(conn).queues[0].settings.fair is False
     both = run_cli(["queues", "set", "api", "--fair", "--no-fair"], database_url)
     assert both.returncode != 0
     with pytest.raises(TypeError, match="fair"):
@@ -175,7 +175,7 @@ def test_a_row_from_before_the_constraints_stops_nothing(
     assert [r.getMessage() for r in caplog.records if "broken" in r.getMessage()] == [
         "queue 'broken': its rate period is outside 1ms-1d; its jobs wait until it is set again"
     ]
-    [state] = [s for s in queues.list_queues(conn) if s.settings.name == "broken"]
+    [state] = [s for s in queues.list_queues(conn).queues if s.settings.name == "broken"]
     assert state.settings.rate is None and state.settings.problem is not None
     listed = run_cli(["queues", "list"], database_url)
     assert listed.returncode == 0 and "invalid" in listed.stdout, listed.stderr

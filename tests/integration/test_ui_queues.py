@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import pgbeat
+from pgbeat.jobs import queues
 from tests.integration.test_ui_browser import log_in
 from tests.integration.ui_support import (
     ADMIN_TOKEN,
@@ -124,3 +125,49 @@ def test_the_queues_page_is_paginated_and_filtered_by_name(ui: Dashboard, seeded
         assert ">tenant098<" in after and ">tenant149<" in after and "Next queues" not in after
         named = client.get(f"{ui.url}/queues", params={"name": "ANT14"}).text
         assert ">tenant140<" in named and ">tenant149<" in named and ">api<" not in named
+
+
+@pytest.fixture(scope="module")
+def many(server_url: str, template_name: str) -> Iterator[Dashboard]:
+    """250 queues with due jobs (tenant-000's oldest), served with a search span of one page."""
+    with fresh_database(server_url, template_name) as url, pytest.MonkeyPatch.context() as mp:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO jobs (kind, payload, queue, run_at)"
+                " SELECT 'noop', '{}', 'tenant-' || lpad(q::text, 3, '0'),"
+                "        now() - (300 - q) * interval '1 minute' - n * interval '1 s'"
+                " FROM generate_series(0, 249) AS q, generate_series(0, 2) AS n"
+            )
+        mp.setattr(queues, "SEARCH_SPAN", 1)  # a filter walks 100 queues a page
+        with dashboard(url, token=ADMIN_TOKEN) as running:
+            yield running
+
+
+def test_the_overview_names_the_queues_of_the_oldest_due_jobs(page: Page, many: Dashboard) -> None:
+    log_in(page, many)
+    oldest = page.get_by_role("table", name="The queues whose oldest due job has waited longest")
+    names = oldest.get_by_role("rowheader")
+    expect(names).to_have_text([f"tenant-{i:03d}" for i in range(queues.OLDEST_SHOWN)])
+    expect(oldest.get_by_role("row").nth(1)).to_contain_text("5h00m")
+    names.first.get_by_role("link").click()
+    expect(page.locator("#match-count")).to_have_text("3")
+    expect(page.get_by_role("textbox", name="Queue")).to_have_value("tenant-000")
+
+
+def test_the_queues_page_pages_and_searches_further(page: Page, many: Dashboard) -> None:
+    log_in(page, many)
+    page.goto(many.url + "/queues")
+    table = page.get_by_role("table", name="Queues with settings or live jobs")
+    expect(table.get_by_role("rowheader")).to_have_count(100)
+    expect(table.get_by_role("rowheader").first).to_have_text("tenant-000")
+    page.get_by_role("link", name="Next queues").click()
+    expect(table.get_by_role("rowheader").first).to_have_text("tenant-100")
+    page.get_by_label("Name contains").fill("249")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("Searched the queues up to tenant-099")).to_be_visible()
+    expect(table).to_contain_text("No match among the queues up to tenant-099")
+    page.get_by_role("link", name="Search further").click()
+    expect(page.get_by_text("Searched the queues up to tenant-199")).to_be_visible()
+    page.get_by_role("link", name="Search further").click()
+    expect(table.get_by_role("rowheader")).to_have_text(["tenant-249"])
+    expect(page.get_by_role("link", name="Search further")).to_have_count(0)

@@ -5,6 +5,7 @@ check it with every other page: tests/integration/test_ui_pages_browser.py.)"""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import httpx
 import psycopg
@@ -74,3 +75,57 @@ def test_the_job_list_filters_by_workflow(
     assert '<span id="match-count">2</span>' in page.text or 'id="match-count">2<' in page.text
     assert "unrelated" not in page.text.split('id="filters"')[1]
     assert "workflow: a workflow id" in get(ui, "/jobs?workflow=x").text
+
+
+def test_the_page_draws_the_graph_and_a_held_step_shows_no_queue_time(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    _, enqueued = seeded
+    page = get(ui, f"/workflows/{enqueued.id}").text
+    graph = page.split('<svg class="wf"')[1].split("</svg>")[0]
+    for name, state in (("extract", "running"), ("report", "waits for 1 parent")):
+        job_id = enqueued.jobs[name]
+        assert f'href="/jobs/{job_id}" aria-label="{name} ({name}): {state}"' in graph
+    assert graph.count('class="wf-edge wf-open"') == 1  # extract has not ended done
+    report_row = page.split('<th scope="row">report</th>')[1].split("</tr>")[0]
+    assert "waits for <strong>extract</strong>" in report_row
+    assert "in its queue since" not in report_row and "<time" not in report_row
+    extract_row = page.split('<th scope="row">extract</th>')[1].split("</tr>")[0]
+    assert "started" in extract_row
+
+
+def test_a_fan_out_is_drawn_as_a_group_and_its_table_is_capped(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    url, _ = seeded
+    with psycopg.connect(url, autocommit=True) as conn:
+        flow = pgbeat.Workflow("fan")
+        root = flow.add("split", name="split")
+        parts = [flow.add("part", name=f"part-{i}", after=root) for i in range(600)]
+        flow.add("join", name="join", after=parts)
+        enqueued = pgbeat.enqueue_workflow(conn, flow)
+    page = get(ui, f"/workflows/{enqueued.id}").text
+    graph = page.split('<svg class="wf"')[1].split("</svg>")[0]
+    assert graph.count("<a ") == 3
+    assert f'href="/jobs?workflow={enqueued.id}&amp;kind=part"' in graph
+    assert 'aria-label="600 steps of part: 600 waiting"' in graph
+    assert page.count('<th scope="row">part-') == 500 - 1  # split first, then 499 parts
+    assert "102 more steps" in page
+
+
+def test_the_overview_tells_held_steps_from_scheduled_jobs(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    url, _ = seeded
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.enqueue(conn, "later", delay=timedelta(hours=1))
+        pgbeat.enqueue(conn, "now", queue="mail")
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE run_at > '9000-01-01'), count(*) FROM jobs"
+            " WHERE status = 'pending' AND run_at > now()"
+        ).fetchone()
+    assert row is not None and 0 < row[0] < row[1]
+    page = get(ui, "/").text
+    assert f"{row[1]}</span> scheduled for later" in page
+    assert f"{row[0]} of them workflow steps waiting for their parents" in page
+    assert '<th scope="row"><a href="/jobs?status=pending&amp;when=due&amp;queue=' in page

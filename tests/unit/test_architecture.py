@@ -46,6 +46,7 @@ PURE = (
     "pgbeat.worker.results",
     "pgbeat.flow",
     "pgbeat.ui.charts",
+    "pgbeat.ui.workflow_graph",
     "pgbeat.ui.performance",
     "pgbeat.scheduling.lookback",
     "pgbeat.scheduling.timing",

@@ -7,6 +7,7 @@ once, and every worker's next claim obeys it.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from pgbeat.cli import common, types
@@ -69,11 +70,14 @@ def add_commands(commands: Any, common_flags: argparse.ArgumentParser) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     url = urls.resolve_url(args.database_url)
     with common.migrated_database(url) as conn:
-        found = queues.list_queues(conn, name=args.name, after=args.after, limit=args.limit)
+        page = queues.list_queues(conn, name=args.name, after=args.after, limit=args.limit)
+    found = page.queues
     if args.json:
         common.print_json([state.as_json() for state in found])
+        if page.next_after is not None:  # stdout stays one JSON array
+            print(_more(page), file=sys.stderr)
         return 0
-    if not found:
+    if not found and page.next_after is None:
         print("no queues: no live jobs and no settings")
         return 0
     header = ["NAME", "STATE", "PENDING", "RUNNING", "CONCURRENCY", "KEY CONC.", "RATE"]
@@ -95,9 +99,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     for s in found:
         if s.settings.problem:
             print(f"queue {s.settings.name!r}: {s.settings.problem}: workers skip it until set")
-    if len(found) == args.limit:
-        print(f"more: --after {found[-1].settings.name}")
+    if page.next_after is not None:
+        print(_more(page))
     return 0
+
+
+def _more(page: queues.QueuePage) -> str:
+    """The line that tells where the next page starts (a filter's search may stop short)."""
+    more = f"more: --after {_escaped(page.next_after or '')}"
+    if page.searched_to is None:
+        return more
+    return f"searched the queues up to {_escaped(page.searched_to)}; {more}"
 
 
 def _state(settings: QueueSettings) -> str:

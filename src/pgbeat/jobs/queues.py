@@ -8,6 +8,7 @@ The claim enforces the settings (docs/flow-control.md).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, overload
 
 import psycopg
@@ -19,6 +20,11 @@ from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 
 _NAMES = ("concurrency", "key_concurrency", "rate", "key_rate", "fair")
 LIST_LIMIT = 100  # queues on one page of list_queues
+# Queues with pending jobs a filtered page walks at most (a probe of an index each, about
+# 10 us): a filter that few of 20,000 queues match answers in a few pages of bounded cost.
+SEARCH_SPAN = 5_000
+OLDEST_SHOWN = 5  # queues the overview names, by their oldest due job
+OLDEST_SCANNED = 1_000  # due jobs it reads at most to find each next queue
 
 
 @dataclass(frozen=True)
@@ -204,18 +210,44 @@ class QueueState:
         return {**shown, "pending": self.pending, "running": self.running}
 
 
+@dataclass(frozen=True)
+class QueuePage:
+    """One page of ``list_queues``: its queues, and where the next page starts (None: this
+    is the last). ``searched_to`` is set when a name filter's search stopped at that queue
+    before the end (SEARCH_SPAN queues walked): the page holds every match up to it only."""
+
+    queues: list[QueueState]
+    next_after: str | None
+    searched_to: str | None = None
+
+
 def list_queues(
     conn: psycopg.Connection[Any],
     *,
     name: str | None = None,
     after: str | None = None,
     limit: int = LIST_LIMIT,
-) -> list[QueueState]:
+    span: int | None = None,
+) -> QueuePage:
     """One page of the queues with settings or live jobs, by name: those after ``after``
-    whose name contains ``name`` (any case), at most ``limit`` (an operator's view)."""
-    params = {"name": name or None, "after": after, "limit": limit}
+    whose name contains ``name`` (any case), at most ``limit`` (an operator's view).
+
+    Its cost follows the page, not the number of queues: at most ``limit`` queues are
+    counted, and a name filter looks at ``span`` (SEARCH_SPAN, never less than ``limit``)
+    queues with pending jobs at most before it answers (``QueuePage.searched_to``; the next
+    page searches on)."""
+    span = max(SEARCH_SPAN if span is None else span, limit)
+    params = {"name": name or None, "after": after, "limit": limit, "span": span}
     rows = conn.execute(queue_sql.QUEUES_LIST, params).fetchall()
-    return [QueueState(settings_from_row(tuple(row)), row[10], row[11]) for row in rows]
+    found = [
+        QueueState(settings_from_row(tuple(row)), row[10], row[11])
+        for row in rows
+        if row[0] is not None  # the one row of an empty page
+    ]
+    searched_to = rows[0][12] if rows else None
+    if len(found) == limit:
+        return QueuePage(found, found[-1].settings.name)
+    return QueuePage(found, searched_to, searched_to)
 
 
 def running_keys(
@@ -224,3 +256,26 @@ def running_keys(
     """The limit keys of queue ``name`` with running jobs, busiest first."""
     rows = conn.execute(dashboard_sql.QUEUES_RUNNING_KEYS, {"name": name, "limit": limit})
     return [(key, int(count)) for key, count in rows.fetchall()]
+
+
+@dataclass(frozen=True)
+class QueueWait:
+    """A queue with due jobs, as the overview names it: when its oldest due job became due,
+    how long it has waited (seconds), and whether the queue is paused (why it waits)."""
+
+    name: str
+    oldest_due_at: datetime | None
+    waits_s: float | None
+    paused: bool
+
+
+def oldest_due_queues(
+    conn: psycopg.Connection[Any], limit: int = OLDEST_SHOWN, scan: int = OLDEST_SCANNED
+) -> list[QueueWait]:
+    """The queues of the oldest due jobs, oldest first, at most ``limit``: each the queue of
+    the oldest due job of a queue not named yet, looked for among the next ``scan`` due
+    jobs, so the read is bounded however many queues there are (fewer than ``limit`` when
+    one queue's backlog fills a look). A workflow step waiting for its parents is not due,
+    so its wait never reads as queue delay."""
+    rows = conn.execute(queue_sql.QUEUES_OLDEST_DUE, {"limit": limit, "scan": scan})
+    return [QueueWait(str(name), due, waits, bool(paused)) for name, due, waits, paused in rows]

@@ -40,7 +40,8 @@ class EnqueuedWorkflow:
 
 @dataclass(frozen=True)
 class WorkflowStep:
-    """One step as ``pgbeat.workflow`` reads it. ``waiting``: pending, held for parents."""
+    """One step as ``pgbeat.workflow`` reads it. ``waiting``: pending, held for parents (it
+    is in no queue until they end: ``run_at`` is None)."""
 
     name: str
     job_id: int
@@ -52,6 +53,8 @@ class WorkflowStep:
     attempts: int
     last_error: str | None
     finished_at: datetime | None
+    run_at: datetime | None = None  # when it is or was due; None while held for parents
+    started_at: datetime | None = None  # its last start, if it started
 
 
 class Steps(list[WorkflowStep]):

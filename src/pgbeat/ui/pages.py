@@ -1,9 +1,10 @@
 """The overview, failures and processes pages.
 
-The overview runs five indexed queries: capped counts by state, the last hour per minute,
-the last 24 hours per hour, the periods of every schedule's last fires, and the processes
-table. A live refresh (``X-Pgbeat-Live``) skips the 24 hours, most of the page's database
-time: its chart is outside the regions a refresh replaces.
+The overview runs six indexed queries: capped counts by state, the last hour per minute,
+the last 24 hours per hour, the periods of every schedule's last fires, the processes
+table, and the queues of the oldest due jobs (a few, never all of them). A live refresh
+(``X-Pgbeat-Live``) skips the 24 hours, most of the page's database time: its chart is
+outside the regions a refresh replaces.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pgbeat.db.sql import processes as process_sql
 from pgbeat.db.sql import schedule_files as file_sql
 from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
+from pgbeat.jobs import queues
 from pgbeat.observe.fleet import read_fleet
 from pgbeat.observe.liveness import STALE_AFTER, is_live
 from pgbeat.scheduling.fires import fire_times_after
@@ -59,6 +61,7 @@ class Pages:
             hours = None if live else rows(conn, dashboard_sql.JOBS_FINISHED_PER_HOUR)
             views = schedule_data.views(conn, entries, now, strip=3)
             processes = _processes(rows(conn, process_sql.PROCESSES_ALL))
+            oldest_queues = queues.oldest_due_queues(conn)
         health: dict[str, int] = {}
         for view in views:
             health[view.health] = health.get(view.health, 0) + 1
@@ -74,6 +77,7 @@ class Pages:
             health=health,
             up_next=_up_next(views, now),
             processes=processes,
+            oldest_queues=oldest_queues,
             views=views,
             day_ago=now - timedelta(hours=24),
         )

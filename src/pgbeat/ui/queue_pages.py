@@ -36,12 +36,14 @@ class QueuePages:
         self.ui = ui
 
     def index(self, request: Request) -> Response:
-        """One page of queues (by name, after ``after``), filtered by ``name`` (contains)."""
+        """One page of queues (by name, after ``after``), filtered by ``name`` (contains):
+        a keyset page whose cost follows the page, not the number of queues."""
         name = request.query_params.get("name", "").strip()[: flow.MAX_QUEUE_LENGTH] or None
         after = request.query_params.get("after", "")[: flow.MAX_QUEUE_LENGTH] or None
         with self.ui.store.connection() as conn:
             now, _ = jobs_data.clock(conn)
-            found = queues.list_queues(conn, name=name, after=after, limit=PAGE)
+            page = queues.list_queues(conn, name=name, after=after, limit=PAGE)
+            found = page.queues
             keys = {
                 state.settings.name: queues.running_keys(conn, state.settings.name, KEYS_SHOWN)
                 for state in found
@@ -54,7 +56,8 @@ class QueuePages:
             now=now,
             queues=[_view(state, keys.get(state.settings.name, [])) for state in found],
             name=name or "",
-            next_after=quote(found[-1].settings.name, safe="") if len(found) == PAGE else None,
+            next_after=None if page.next_after is None else quote(page.next_after, safe=""),
+            searched_to=page.searched_to,
             quoted_name=quote(name or "", safe=""),
         )
 

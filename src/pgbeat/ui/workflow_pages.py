@@ -1,6 +1,6 @@
-"""The Workflow page: a workflow's steps as a table (status colours, each step's parents,
-a link to each step's job), through the same call as `pgbeat workflows show`
-(pgbeat.jobs.workflows.workflow)."""
+"""The Workflow page: a workflow's steps as a graph and a table (status colours, each
+step's parents, a link to each step's job), through the same call as `pgbeat workflows
+show` (pgbeat.jobs.workflows.workflow); ui/workflow_graph.py lays them out."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgbeat.jobs import workflows
-from pgbeat.ui import jobs_data
+from pgbeat.ui import jobs_data, workflow_graph
 from pgbeat.ui.context import Ui
+
+TABLE_ROWS = 500  # steps the table lists; the job list (?workflow=ID) pages through all
 
 
 def routes(ui: Ui) -> list[BaseRoute]:
@@ -32,4 +34,14 @@ class WorkflowPages:
             found = workflows.workflow(conn, workflow_id)
         if found is None:
             raise HTTPException(404, f"no workflow {workflow_id} (it may have been purged)")
-        return self.ui.render(request, "workflow.html", nav="jobs", now=now, flow=found)
+        rows = workflow_graph.step_rows(found.steps, now)
+        return self.ui.render(
+            request,
+            "workflow.html",
+            nav="jobs",
+            now=now,
+            flow=found,
+            graph=workflow_graph.graph(found.id, found.steps),
+            rows=rows[:TABLE_ROWS],
+            hidden_rows=max(0, len(rows) - TABLE_ROWS),
+        )

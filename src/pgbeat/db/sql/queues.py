@@ -74,32 +74,67 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()"""
     + _SETTINGS_COLUMNS
 )
 
+
+def _matches(column: LiteralString) -> LiteralString:
+    """Whether ``column`` contains %(name)s, in any case (NULL: every name matches)."""
+    return "(%(name)s::text IS NULL OR strpos(lower(" + column + "), lower(%(name)s::text)) > 0)"
+
+
 # One page of the queues with settings or live jobs, by name after %(after)s, whose name
-# contains %(name)s (NULL: any), at most %(limit)s: the names from pgbeat_queues, the queues
-# with pending jobs (a skip scan of jobs_claim_queue, one probe per queue) and those with
-# running ones (jobs_running: at most the cluster's slots); then the page's counts, each a
-# scan of that queue's pending rows only. Settings as _SETTINGS_COLUMNS, then the counts.
+# contains %(name)s (NULL: any), at most %(limit)s. The queues with pending jobs are walked
+# in name order by a skip scan of jobs_claim_queue (one probe per queue), which stops once
+# %(limit)s of them match or %(span)s were probed: a page never walks all 20,000 queues of
+# a tenant-scale database. ``searched_to`` is the last queue walked when the walk stopped
+# before the end (NULL when it reached it): every queue up to it was looked at, so the
+# page holds the matching names up to it, from the walk, pgbeat_queues (primary key) and
+# the queues with running jobs (counted once, through jobs_running: at most the cluster's
+# slots), and the next page starts after it when the page is not full. Then the page's
+# pending counts, each a scan of that queue's rows only (jobs_claim_queue). Settings as
+# _SETTINGS_COLUMNS, then the counts and ``searched_to``; one row with a NULL name when
+# the page is empty (it still carries ``searched_to``).
 QUEUES_LIST: LiteralString = (
     """
-WITH RECURSIVE pending_queues(q) AS (
-    SELECT (SELECT min(queue) FROM jobs
-            WHERE status = 'pending' AND queue > coalesce(%(after)s::text, ''))
+WITH RECURSIVE walk(q, walked, found) AS (
+    SELECT head.q, 1, (head.q IS NOT NULL AND """
+    + _matches("head.q")
+    + """)::int
+    FROM (SELECT min(queue) AS q FROM jobs
+          WHERE status = 'pending' AND queue > coalesce(%(after)s::text, '')) AS head
     UNION ALL
-    SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending' AND queue > p.q)
-    FROM pending_queues AS p WHERE p.q IS NOT NULL
+    SELECT next.q, w.walked + 1, w.found + (next.q IS NOT NULL AND """
+    + _matches("next.q")
+    + """)::int
+    FROM walk AS w,
+         LATERAL (SELECT min(queue) AS q FROM jobs WHERE status = 'pending' AND queue > w.q)
+             AS next
+    WHERE w.q IS NOT NULL AND w.walked < %(span)s AND w.found < %(limit)s
+),
+bound AS (
+    SELECT CASE WHEN bool_or(q IS NULL) THEN NULL ELSE max(q) END AS searched_to FROM walk
+),
+running AS MATERIALIZED (
+    SELECT queue, count(*) AS jobs FROM jobs WHERE status = 'running' GROUP BY queue
 ),
 names AS (
-    SELECT q AS name FROM pending_queues WHERE q IS NOT NULL
+    SELECT q AS name FROM walk WHERE q IS NOT NULL AND """
+    + _matches("q")
+    + """
     UNION
-    SELECT name FROM pgbeat_queues WHERE name > coalesce(%(after)s::text, '')
+    (SELECT s.name FROM pgbeat_queues AS s, bound
+     WHERE s.name > coalesce(%(after)s::text, '')
+       AND (bound.searched_to IS NULL OR s.name <= bound.searched_to) AND """
+    + _matches("s.name")
+    + """
+     ORDER BY s.name LIMIT %(limit)s)
     UNION
-    SELECT DISTINCT queue FROM jobs
-    WHERE status = 'running' AND queue > coalesce(%(after)s::text, '')
+    SELECT r.queue FROM running AS r, bound
+    WHERE r.queue > coalesce(%(after)s::text, '')
+      AND (bound.searched_to IS NULL OR r.queue <= bound.searched_to) AND """
+    + _matches("r.queue")
+    + """
 ),
 page AS (
-    SELECT name AS queue_name FROM names
-    WHERE %(name)s::text IS NULL OR strpos(lower(name), lower(%(name)s::text)) > 0
-    ORDER BY name LIMIT %(limit)s
+    SELECT name AS queue_name FROM names ORDER BY name LIMIT %(limit)s
 )
 SELECT queue_name AS name, coalesce(paused, false) AS paused, concurrency, key_concurrency,
        rate_count, CASE WHEN rate_period <= interval '1 day' THEN rate_period END AS rate_period,
@@ -109,8 +144,10 @@ SELECT queue_name AS name, coalesce(paused, false) AS paused, concurrency, key_c
     + _PROBLEM
     + """ AS problem,
        (SELECT count(*) FROM jobs WHERE status = 'pending' AND queue = queue_name) AS pending,
-       (SELECT count(*) FROM jobs WHERE status = 'running' AND queue = queue_name) AS running
-FROM page LEFT JOIN pgbeat_queues ON pgbeat_queues.name = page.queue_name
+       coalesce((SELECT jobs FROM running WHERE running.queue = queue_name), 0) AS running,
+       bound.searched_to
+FROM bound
+LEFT JOIN (page LEFT JOIN pgbeat_queues ON pgbeat_queues.name = page.queue_name) ON true
 ORDER BY queue_name"""
 )
 
@@ -159,3 +196,37 @@ QUEUES_LOCK: LiteralString = """
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)
 FROM pgbeat_queues WHERE name = %(queue)s FOR UPDATE"""
+
+# -- the overview's queues -------------------------------------------------------------------
+
+# The queues of the oldest due jobs, oldest first, at most %(limit)s: each the queue of the
+# oldest due job whose queue is not named yet (jobs_ready, in run_at order, from the last
+# one named: every older due job is of a queue named before), read among the next
+# %(scan)s due jobs at most, so the read is bounded however many queues and jobs there
+# are; fewer rows when one queue's backlog fills a look. Each with its oldest due job's
+# wait and whether it is paused (primary key, for those few only). A held workflow step is
+# never due (run_at 9999-12-29): its wait for its parents is no queue delay. A run_at
+# Python cannot hold (written by SQL) reads as NULL, its wait too if infinite.
+QUEUES_OLDEST_DUE: LiteralString = """
+WITH RECURSIVE heads(queue, due, seen, n) AS (
+    SELECT oldest.queue, oldest.run_at, ARRAY[oldest.queue], 1
+    FROM (SELECT queue, run_at FROM jobs WHERE status = 'pending' AND run_at <= now()
+          ORDER BY run_at LIMIT 1) AS oldest
+    UNION ALL
+    SELECT next.queue, next.run_at, h.seen || next.queue, h.n + 1
+    FROM heads AS h,
+         LATERAL (SELECT ahead.queue, ahead.run_at
+                  FROM (SELECT queue, run_at FROM jobs
+                        WHERE status = 'pending' AND run_at <= now() AND run_at >= h.due
+                        ORDER BY run_at LIMIT %(scan)s) AS ahead
+                  WHERE NOT ahead.queue = ANY(h.seen)
+                  ORDER BY ahead.run_at LIMIT 1) AS next
+    WHERE h.n < %(limit)s
+)
+SELECT h.queue AS name,
+       CASE WHEN h.due >= '0001-01-03' THEN h.due END AS oldest_due_at,
+       CASE WHEN h.due > '-infinity' THEN extract(epoch FROM now() - h.due)::float8 END
+           AS waits_s,
+       coalesce((SELECT paused FROM pgbeat_queues WHERE name = h.queue), false) AS paused
+FROM heads AS h
+ORDER BY h.n"""

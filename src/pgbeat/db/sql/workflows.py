@@ -64,12 +64,18 @@ WORKFLOWS_GET: LiteralString = """
 SELECT id, name, key, created_at FROM pgbeat_workflows WHERE id = %(id)s"""
 
 # A workflow's steps in the order they were added, with their jobs' state and their
-# parents' names (steps through their UNIQUE (workflow_id, name), edges by child).
+# parents' names (steps through their UNIQUE (workflow_id, name), edges by child). A held
+# step's run_at (9999-12-29) reads as NULL: it is in no queue yet. Times Python cannot
+# hold (written by SQL) read as NULL too.
 WORKFLOW_STEPS_LIST: LiteralString = """
 SELECT s.name, s.job_id, j.kind, j.status, j.queue, j.attempts, j.last_error,
        j.status = 'pending' AND j.run_at = '9999-12-29 00:00:00+00' AS waiting,
        CASE WHEN j.finished_at BETWEEN '0001-01-03' AND '9999-12-29'
             THEN j.finished_at END AS finished_at,
+       CASE WHEN j.run_at >= '0001-01-03' AND j.run_at < '9999-12-29'
+            THEN j.run_at END AS run_at,
+       CASE WHEN j.started_at BETWEEN '0001-01-03' AND '9999-12-29'
+            THEN j.started_at END AS started_at,
        coalesce((SELECT array_agg(p.name ORDER BY p.job_id)
                  FROM pgbeat_workflow_edges AS e
                  JOIN pgbeat_workflow_steps AS p ON p.job_id = e.parent_id

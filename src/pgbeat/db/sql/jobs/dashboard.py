@@ -21,7 +21,8 @@ UI_NOW: LiteralString = "SELECT now(), (SELECT max(id) FROM jobs)"
 
 # -- overview --------------------------------------------------------------------------------
 
-# Job counts by state, each capped at %(cap)s + 1 rows: due and scheduled (jobs_ready),
+# Job counts by state, each capped at %(cap)s + 1 rows: due, scheduled, and among those the
+# workflow steps held for their parents (run_at 9999-12-29: in no queue yet) (jobs_ready),
 # running (jobs_running), failed (jobs_failed_id), done in 24 h (jobs_finished).
 JOBS_OVERVIEW_COUNTS: LiteralString = """
 SELECT
@@ -29,6 +30,9 @@ SELECT
                          LIMIT %(cap)s + 1) AS due) AS due,
   (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending' AND run_at > now()
                          LIMIT %(cap)s + 1) AS later) AS scheduled,
+  (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending'
+                           AND run_at = '9999-12-29 00:00:00+00'
+                         LIMIT %(cap)s + 1) AS held) AS held,
   (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'running'
                          LIMIT %(cap)s + 1) AS r) AS running,
   (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed'
