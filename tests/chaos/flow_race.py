@@ -26,7 +26,14 @@ import psycopg
 
 import pgbeat
 from pgbeat.flow import parse_rate
-from tests.apps.flow_app import SETUP, key_overlaps, most_at_once, most_starts_in_window, spans
+from tests.apps.flow_app import (
+    SETUP,
+    Span,
+    key_overlaps,
+    most_at_once,
+    most_starts_in_window,
+    spans,
+)
 from tests.helpers import CliProcess, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -45,6 +52,7 @@ class KeyRace:
     kill: bool = False
     timeout: float = 120.0
     fair: bool = False  # the queue fair too: its keys taken in turn
+    key_rate: str | None = None  # the queue's key_rate too (each key's starts per window)
 
 
 @contextmanager
@@ -74,7 +82,9 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
     """Run one race; returns what the audit found (``overlaps`` must be 0)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP.encode())
-        pgbeat.configure_queue(conn, "race", key_concurrency=1, fair=race.fair)
+        pgbeat.configure_queue(
+            conn, "race", key_concurrency=1, fair=race.fair, key_rate=race.key_rate
+        )
         order = list(range(race.jobs))
         random.Random(race.jobs).shuffle(order)
         pgbeat.enqueue_many(
@@ -122,10 +132,29 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
         "runs": len(found),
         "unfinished_runs": sum(s.ended_at is None for s in found),
         "overlaps": key_overlaps(found),
+        "key_rate": race.key_rate,
+        "key_rate_excess": key_rate_excess(found, race.key_rate),
         "most_running": most_at_once(found),
         "seconds": round(seconds, 2),
         "jobs_per_s": round(race.jobs / seconds),
     }
+
+
+def key_rate_excess(found: list[Span], key_rate: str | None) -> int:
+    """Starts of one key beyond its rate in any window of the period (less 150 ms of
+    start-up jitter between the claim and the handler's first statement), over all keys;
+    0 without a key_rate. A killed worker's runs count: their claims were starts."""
+    if key_rate is None:
+        return 0
+    rate = parse_rate(key_rate)
+    window = rate.period - timedelta(milliseconds=150)
+    by_key: dict[str, list[Span]] = {}
+    for s in found:
+        if s.limit_key is not None:
+            by_key.setdefault(s.limit_key, []).append(s)
+    return sum(
+        max(0, most_starts_in_window(group, window) - rate.count) for group in by_key.values()
+    )
 
 
 def queue_race(url: str, concurrency: int, jobs: int, processes: int, slots: int) -> int:
@@ -168,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--keys", type=int, default=500)
     parser.add_argument("--fair", action="store_true", help="a fair queue (keys in turn)")
+    parser.add_argument("--key-rate", help="the queue's key_rate too, e.g. 1/2s")
     args = parser.parse_args(argv)
     if not args.database_url:
         parser.error("give --database-url or DATABASE_URL (a server to create databases on)")
@@ -183,10 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             kill=run == 0,
             timeout=900,
             fair=args.fair,
+            key_rate=args.key_rate,
         )
         with fresh_database(args.database_url) as url:
             result = key_race(url, race)
-        failed += result["overlaps"] > 0
+        failed += result["overlaps"] > 0 or result["key_rate_excess"] > 0
         print(json.dumps({"run": run, **result}), flush=True)
     return 1 if failed else 0
 

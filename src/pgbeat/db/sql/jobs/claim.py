@@ -90,16 +90,20 @@ JOBS_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_jobs')"
 # fast claim found nothing: the jobs due before it are those of the held queues the worker
 # saw (%(held)s), so the scan starts 5 s back (a job that fell due between the claim and
 # this look comes back negative: claim again) and never walks a paused queue's backlog.
-# JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues.
+# JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues. The first in run_at order, not
+# min(run_at): a plan kept from an empty table read all of jobs_claim_kind (it holds every
+# column asked) for min(); in that order only jobs_ready reads it without a sort.
 JOBS_SECONDS_TO_NEXT: LiteralString = (
     """
-SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
-WHERE status = 'pending' AND run_at > now() - interval '5 seconds'
-  AND """
+SELECT extract(epoch FROM (
+    SELECT run_at FROM jobs
+    WHERE status = 'pending' AND run_at > now() - interval '5 seconds'
+      AND """
     + _KINDS
     + """
-  AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
-  AND queue <> ALL(%(held)s::text[])"""
+      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(%(held)s::text[])
+    ORDER BY run_at LIMIT 1) - now())::float8"""
 )
 
 # JOBS_CLAIM when some queues are held or the worker takes only some queues: the scan of
