@@ -125,8 +125,13 @@ def test_a_queue_outside_the_hint_is_claimed_after_the_next_walk(
     wait = claimer.seconds_to_next(conn)  # a due job outside the hint: not before the walk
     assert wait is not None and 0 < wait <= due_queues.WALK_MAX
     found: list[Job] = []
+
+    def claimed() -> bool:
+        found.extend(claimer.claim(conn, 5))
+        return bool(found)
+
     wait_for(
-        lambda: bool(found.extend(claimer.claim(conn, 5)) or found),
+        claimed,
         timeout=due_queues.WALK_MAX + 5,
         interval=0.05,
         message="the job of a queue the hint did not have",
