@@ -148,7 +148,23 @@ def child_fairness(
     return {"waits": [w for (w,) in waits]}
 
 
+def child_enqueue(url: str, jobs: int, singles: int) -> dict[str, Any]:
+    """Seconds to enqueue ``jobs`` jobs 1,000 a statement, and ``singles`` one a
+    transaction: what every pending job's index entries cost the enqueue."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        started = time.perf_counter()
+        enqueue_noops(conn, jobs, 0, False)
+        batched = time.perf_counter() - started
+        started = time.perf_counter()
+        for _ in range(singles):
+            pgbeat.enqueue(conn, "noop")
+        single = time.perf_counter() - started
+    return {"batched_s": batched, "single_s": single}
+
+
 CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
+    "enqueue": child_enqueue,
     "drain": child_drain,
     "fairness": child_fairness,
 }
@@ -219,6 +235,20 @@ def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     return found
 
 
+def measure_enqueue(args: argparse.Namespace, admin: str) -> dict[str, Any]:
+    """The enqueue's cost against --base-src (needs it), alternated, paired ratios."""
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "base": []}
+    for _ in range(max(3, args.repeat)):
+        for side, src in (("base", args.base_src), ("this", args.src)):
+            runs[side].append(run_child(src, admin, "enqueue", jobs=args.jobs, singles=2_000))
+            print(f"enqueue {side}: {runs[side][-1]}", file=sys.stderr)
+    found: dict[str, Any] = {"jobs": args.jobs, "singles": 2_000, "runs": runs}
+    for key in ("batched_s", "single_s"):
+        ratios = [t[key] / b[key] for t, b in zip(runs["this"], runs["base"], strict=True)]
+        found[f"{key}_this_over_base"] = round(statistics.median(ratios), 3)
+    return found
+
+
 def measure_fairness(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     """Key B's start p50/p99 behind A's backlog, fair or not, and with the queue empty."""
     found: dict[str, Any] = {"processes": args.processes}
@@ -274,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         report["keys"] = measure_keys(args, admin)
     if "fair" in only:
         report["fairness"] = measure_fairness(args, admin)
+    if "enqueue" in only and args.base_src:
+        report["enqueue"] = measure_enqueue(args, admin)
     report["load_average_1m_at_end"] = machine.load()
     print(json.dumps(report, indent=2))
     path = args.output or REPO_ROOT / "bench" / "results" / f"tenant-{report['started_at']}.json"

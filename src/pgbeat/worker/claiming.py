@@ -34,10 +34,11 @@ HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or li
 HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
+KEYS_IDLE_MAX = 1.6  # ... doubling up to this while only time frees the keys (key_rate)
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
 DRY_REST_UNHEARD = 1.0  # seconds a dry limited queue rests when notifications are not heard
-BUDGET = ("budget", "rate_left", "rate_wait", "mode", "scanned", "last_key")  # limited claims'
+BUDGET = ("budget", "rate_left", "rate_wait", "mode", "timed", "scanned", "last_key")
 
 
 class Claimer:
@@ -72,6 +73,7 @@ class Claimer:
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
         self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
         self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
+        self._fruitless: dict[str, int] = {}  # per timed keyed queue: walks in a row found none
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
@@ -134,6 +136,7 @@ class Claimer:
         self._fast_short_until = 0.0
         self._dry_due.clear()
         self._dry.clear()
+        self._fruitless.clear()
         self._due.stale()
         if self._empty:
             self._held_until = 0.0
@@ -290,6 +293,7 @@ class Claimer:
             if self._updated.get(name, updated_at) != updated_at:
                 self._queue_idle_until.pop(name, None)
                 self._keys_idle_until.pop(name, None)
+                self._fruitless.pop(name, None)
                 self._dry.discard(name)
                 self._dry_due.pop(name, None)
             self._updated[name] = updated_at
@@ -317,7 +321,7 @@ class Claimer:
         if budget is None:  # paused, gone or unlimited since: read the held queues again
             self._held_until = 0.0
             return []
-        granted, rate_left, rate_wait, mode_now, scanned, last_key = budget
+        granted, rate_left, rate_wait, mode_now, timed, scanned, last_key = budget
         self._mode[queue] = mode_now
         now = time.monotonic()
         if mode_now != mode:
@@ -336,10 +340,16 @@ class Claimer:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
             if not rows:  # every key it looked at is full: a completion or a window frees one
                 # (the walk goes on from there next time, at this pace: walking 20,000 spent
-                # keys without a pause cost an unlimited drain beside it three quarters)
-                self._queue_idle_until[queue] = now + KEYS_IDLE_PAUSE
-                self._held_back(now + KEYS_IDLE_PAUSE)
+                # keys without a pause cost an unlimited drain beside it three quarters;
+                # where only time frees keys, the pause doubles while walks find nothing)
+                fruitless = self._fruitless.get(queue, 0) + 1 if timed else 1
+                self._fruitless[queue] = fruitless
+                pause = min(KEYS_IDLE_MAX, KEYS_IDLE_PAUSE * 2 ** (fruitless - 1))
+                self._queue_idle_until[queue] = now + pause
+                self._held_back(now + pause)
                 return rows
+        if rows:
+            self._fruitless.pop(queue, None)
         if len(rows) >= limit:
             return rows
         if not rows and (not keyed or scanned == 0):

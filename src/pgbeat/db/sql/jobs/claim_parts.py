@@ -120,7 +120,8 @@ _KEY_LEFT_N: LiteralString = (
 # claims of one queue are serialised by its row lock, so rows are not skipped; in a CASE:
 # `status = 'pending'` there let the planner look the ids up in a partial index, a scan of
 # the whole backlog, instead of the primary key), the starts it records for a rate, and
-# its row: the claimed jobs (one row of NULL job columns when none) followed by the budget.
+# its row: the claimed jobs (one row of NULL job columns when none) followed by the budget
+# (``timed``: only time frees its keys, no completion does).
 _CLAIM_PICKED: LiteralString = """
 claimed AS (
     UPDATE jobs"""
@@ -133,7 +134,8 @@ started AS (
     INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)
     SELECT claimed.queue, claimed.limit_key, b.t FROM claimed, budget AS b WHERE b.record
 )
-SELECT claimed.*, b.n AS budget, b.rate_left, b.rate_wait, b.mode"""
+SELECT claimed.*, b.n AS budget, b.rate_left, b.rate_wait, b.mode,
+       b.key_concurrency IS NULL AS timed"""
 _CLAIM_LIMITED_TAIL: LiteralString = (
     _CLAIM_PICKED + _SET_RUNNING + _CLAIM_PICKED_WHERE + _CLAIMED_COLUMNS + _CLAIM_PICKED_TAIL
 )
