@@ -103,14 +103,21 @@ running_keys AS MATERIALIZED (
 # A limit key's budget: key_concurrency less its running jobs (running_keys, joined so the
 # planner can hash it), key_rate less its starts in the window, counted for this key alone
 # (pgbeat_queue_starts_key_window: one probe, so the cost does not grow with the other
-# keys' starts); _KEY_LEFT_N is NULL when the queue has no per-key limit. Joined to a row
+# keys' starts; in key order, read by a range on the key, as _PENDING_KEYS_AFTER says why:
+# a kept plan counted every key's starts of the window through pgbeat_queue_starts_window,
+# 200 jobs/s over 20,000 free keys; at most key_rate_count of them, all the budget needs);
+# _KEY_LEFT_N is NULL when the queue has no per-key limit. Joined to a row
 # ``k`` carrying the key, beside ``budget AS b``.
 _KEY_LEFT: LiteralString = """
     LEFT JOIN running_keys AS r ON r.limit_key = k.limit_key
     CROSS JOIN LATERAL (
-        SELECT count(*) AS n FROM pgbeat_queue_starts AS s
-        WHERE b.key_rate_count IS NOT NULL AND s.queue = %(queue)s
-          AND s.limit_key = k.limit_key AND s.started_at > b.t - b.key_rate_period
+        SELECT count(*) AS n FROM (
+            SELECT FROM pgbeat_queue_starts AS s
+            WHERE b.key_rate_count IS NOT NULL AND s.queue = %(queue)s
+              AND s.limit_key >= k.limit_key AND s.limit_key <= k.limit_key
+              AND s.started_at > b.t - b.key_rate_period
+            ORDER BY s.limit_key, s.started_at
+            LIMIT b.key_rate_count) AS in_window
     ) AS started"""
 _KEY_LEFT_N: LiteralString = (
     "least(b.key_concurrency - coalesce(r.n, 0), b.key_rate_count - started.n)"
