@@ -32,7 +32,14 @@ import psycopg
 
 import pgbeat  # children: the revision their PYTHONPATH puts first
 from bench import database, machine
-from bench.flow_bench import SHAPES, enqueue_noops, percentile, plant_shape
+from bench.flow_bench import (
+    SHAPES,
+    enqueue_noops,
+    percentile,
+    plant_fairness,
+    plant_shape,
+    shape_rows,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT = 900.0
@@ -121,14 +128,7 @@ def child_fairness(
     """Key B's waits (claim's started_at less created_at, database clock), one B job every
     20 ms, in queue "tenants" (concurrency 50) behind key A's ``backlog`` of 20 ms jobs."""
     with psycopg.connect(url, autocommit=True) as conn:
-        pgbeat.apply_migrations(conn)
-        pgbeat.configure_queue(conn, "tenants", concurrency=50, fair=fair)
-        conn.execute(
-            "INSERT INTO jobs (kind, payload, queue, limit_key, run_at) SELECT 'a', '{}',"
-            " 'tenants', 'A', now() - interval '1 minute' FROM generate_series(1, %s)",
-            (backlog,),
-        )
-        conn.execute("VACUUM ANALYZE jobs")
+        plant_fairness(conn, backlog, fair)
         with fleet(url, processes, 50, sleep=0.02):
             time.sleep(1.0)
             for _ in range(samples):
@@ -187,25 +187,13 @@ def run_child(src: Path, admin: str, mode: str, **kwargs: Any) -> dict[str, Any]
 
 def measure_shapes(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     """Each shape: the drain beside it against the drain alone, alternated, per revision."""
-    found: dict[str, Any] = {}
     sources = [("this", args.src)] + ([("base", args.base_src)] if args.base_src else [])
     drain = {"jobs": args.jobs, "processes": args.processes, "max_seconds": SHAPE_SECONDS}
-    for shape in args.shapes.split(","):
-        row: dict[str, Any] = {}
-        for side, src in sources:
-            pairs = []
-            for _ in range(args.repeat):
-                alone = run_child(src, admin, "drain", **drain)["jobs_per_s"]
-                beside = run_child(src, admin, "drain", **drain, beside=shape)["jobs_per_s"]
-                print(f"{shape} {side}: alone {alone:.0f}/s beside {beside:.0f}/s", file=sys.stderr)
-                pairs.append((alone, beside))
-            row[side] = {
-                "alone_jobs_per_s": round(statistics.median(a for a, _ in pairs)),
-                "beside_jobs_per_s": round(statistics.median(b for _, b in pairs)),
-                "paired_ratio_median": round(statistics.median(b / a for a, b in pairs), 3),
-            }
-        found[shape] = row
-    return found
+
+    def one(src: Path, beside: str) -> float:
+        return float(run_child(src, admin, "drain", **drain, beside=beside)["jobs_per_s"])
+
+    return shape_rows(args.shapes, sources, args.repeat, one)
 
 
 def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _RUNNING_KEYS,
     _SET_RUNNING,
     _SETTINGS_AND_BUDGET,
+    _TAKE_BEST_PICKED,
 )
 
 # -- the statements -----------------------------------------------------------------------
@@ -142,13 +143,8 @@ picked AS (
     ) AS head
     WHERE wanted.q <> ALL(%(held)s::text[])
 )
-UPDATE jobs"""
-    + _SET_RUNNING
-    + """
-WHERE ctid = ANY(ARRAY(
-    SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
-    + _NOT_HELD_PROBED
-    + _CLAIMED_COLUMNS
+"""
+    + _TAKE_BEST_PICKED
 )
 
 # -- the claims of a limited or fair queue --------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.jobs.claim_parts import _CLAIMED_COLUMNS, _NOT_HELD_PROBED, _SET_RUNNING
+from pgbeat.db.sql.jobs.claim_parts import _TAKE_BEST_PICKED
 
 # How many of the first due jobs in claim order (jobs_claim_order) are of kinds the worker
 # has no handler for: at most %(ahead)s rows read, so a worker whose kinds fill the head
@@ -71,11 +71,6 @@ WITH picked AS (
     ) AS head
     WHERE w.q <> ALL(%(held)s::text[])
 )
-UPDATE jobs"""
-    + _SET_RUNNING
-    + """
-WHERE ctid = ANY(ARRAY(
-    SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
-    + _NOT_HELD_PROBED
-    + _CLAIMED_COLUMNS
+"""
+    + _TAKE_BEST_PICKED
 )

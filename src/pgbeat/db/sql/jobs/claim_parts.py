@@ -170,3 +170,17 @@ pending_keys(limit_key, pos) AS (
     FROM pending_keys
     WHERE pending_keys.limit_key IS NOT NULL AND pending_keys.pos < %(keys)s::int
 )"""
+
+# The claims by heads (JOBS_CLAIM_BY_QUEUE, claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND): of
+# the heads a ``picked`` CTE locked (tid, priority, run_at, id), the best %(limit)s in claim
+# order are taken by tuple address, held queues re-checked; the others are free again when
+# the statement ends.
+_TAKE_BEST_PICKED: LiteralString = (
+    """UPDATE jobs"""
+    + _SET_RUNNING
+    + """
+WHERE ctid = ANY(ARRAY(
+    SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
+    + _NOT_HELD_PROBED
+    + _CLAIMED_COLUMNS
+)
