@@ -274,18 +274,24 @@ def child_priority(url: str, backlog: int, samples: int) -> dict[str, Any]:
     return {"enqueue_to_start": waits, "slot_free_to_start": from_free}
 
 
+def plant_fairness(conn: psycopg.Connection[Any], backlog: int, fair: bool) -> None:
+    """Queue "tenants" (concurrency 50, ``fair`` or not) with key A's ``backlog`` of due
+    jobs of kind "a", analyzed."""
+    pgbeat.apply_migrations(conn)
+    pgbeat.configure_queue(conn, "tenants", concurrency=50, fair=fair)
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, queue, limit_key, run_at) SELECT 'a', '{}',"
+        " 'tenants', 'A', now() - interval '1 minute' FROM generate_series(1, %s)",
+        (backlog,),
+    )
+    conn.execute("VACUUM ANALYZE jobs")
+
+
 def child_fairness(url: str, backlog: int, samples: int, fair: bool) -> dict[str, Any]:
     """Seconds from enqueue to start of key B's jobs, one every 20 ms, in a queue with
     concurrency 50 where key A's ``backlog`` of 20 ms jobs was enqueued first."""
     with psycopg.connect(url, autocommit=True) as conn:
-        pgbeat.apply_migrations(conn)
-        pgbeat.configure_queue(conn, "tenants", concurrency=50, fair=fair)
-        conn.execute(
-            "INSERT INTO jobs (kind, payload, queue, limit_key, run_at) SELECT 'a', '{}',"
-            " 'tenants', 'A', now() - interval '1 minute' FROM generate_series(1, %s)",
-            (backlog,),
-        )
-        conn.execute("VACUUM ANALYZE jobs")
+        plant_fairness(conn, backlog, fair)
     starts: dict[int, float] = {}
     lock = threading.Lock()
     registry = pgbeat.Registry()
@@ -553,20 +559,18 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def measure_shapes(args: argparse.Namespace, admin: str, here: Path) -> dict[str, Any]:
-    """One worker x 10 slots draining --jobs default-queue jobs beside each shape, against
-    the same drain alone, alternated run by run (and the same with --base-src if given)."""
+def shape_rows(
+    shapes: str, sources: list[tuple[str, Path]], repeat: int, drain: Callable[[Path, str], float]
+) -> dict[str, Any]:
+    """Per shape and revision: ``drain(src, beside)`` jobs/s alone (beside "") and beside
+    the shape, alternated run by run, with the median paired ratio."""
     found: dict[str, Any] = {}
-    sources = [("this", here)] + ([("base", args.base_src)] if args.base_src else [])
-    for shape in args.shapes.split(","):
+    for shape in shapes.split(","):
         row: dict[str, Any] = {}
         for side, src in sources:
             pairs = []
-            for _ in range(args.repeat):
-                drain = {"jobs": args.jobs, "keys": 0, "key_concurrency": None, "slots": 10}
-                drain["max_seconds"] = SHAPE_SECONDS  # the base may crawl beside a shape
-                alone = run_child(src, admin, "drain", **drain)["jobs_per_s"]
-                beside = run_child(src, admin, "drain", **drain, beside=shape)["jobs_per_s"]
+            for _ in range(repeat):
+                alone, beside = drain(src, ""), drain(src, shape)
                 print(f"{shape} {side}: alone {alone:.0f}/s beside {beside:.0f}/s", file=sys.stderr)
                 pairs.append((alone, beside))
             row[side] = {
@@ -576,6 +580,19 @@ def measure_shapes(args: argparse.Namespace, admin: str, here: Path) -> dict[str
             }
         found[shape] = row
     return found
+
+
+def measure_shapes(args: argparse.Namespace, admin: str, here: Path) -> dict[str, Any]:
+    """One worker x 10 slots draining --jobs default-queue jobs beside each shape, against
+    the same drain alone, alternated run by run (and the same with --base-src if given)."""
+    sources = [("this", here)] + ([("base", args.base_src)] if args.base_src else [])
+    drain = {"jobs": args.jobs, "keys": 0, "key_concurrency": None, "slots": 10}
+    drain["max_seconds"] = SHAPE_SECONDS  # the base may crawl beside a shape
+
+    def one(src: Path, beside: str) -> float:
+        return float(run_child(src, admin, "drain", **drain, beside=beside)["jobs_per_s"])
+
+    return shape_rows(args.shapes, sources, args.repeat, one)
 
 
 def measure_fairness(args: argparse.Namespace, admin: str, here: Path) -> dict[str, Any]:

@@ -26,7 +26,14 @@ import psycopg
 
 import pgbeat
 from pgbeat.flow import parse_rate
-from tests.apps.flow_app import SETUP, key_overlaps, most_at_once, most_starts_in_window, spans
+from tests.apps.flow_app import (
+    SETUP,
+    Span,
+    key_overlaps,
+    most_at_once,
+    most_starts_in_window,
+    spans,
+)
 from tests.helpers import CliProcess, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -45,6 +52,8 @@ class KeyRace:
     kill: bool = False
     timeout: float = 120.0
     fair: bool = False  # the queue fair too: its keys taken in turn
+    key_rate: str | None = None  # the queue's key_rate too (each key's starts per window)
+    lease: str = "3s"  # the workers' lease (a killed worker's jobs are reaped after it)
 
 
 @contextmanager
@@ -70,11 +79,32 @@ def busy(conn: psycopg.Connection[Any], pid: int) -> bool:
     return bool(row and row[0])
 
 
+# Every start a claim records for a rate (pgbeat_queue_starts, pruned by later claims once
+# out of the window), kept: the audit of key_rate reads the claims' own clock, exact,
+# where the handlers' starts lag their claims by as much as the machine is loaded.
+AUDIT_STARTS = """
+CREATE TABLE IF NOT EXISTS starts_audit (
+    queue text NOT NULL, limit_key text, started_at timestamptz NOT NULL
+);
+CREATE OR REPLACE FUNCTION starts_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO starts_audit VALUES (NEW.queue, NEW.limit_key, NEW.started_at);
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER starts_audit AFTER INSERT ON pgbeat_queue_starts
+    FOR EACH ROW EXECUTE FUNCTION starts_audit();
+"""
+
+
 def key_race(url: str, race: KeyRace) -> dict[str, Any]:
-    """Run one race; returns what the audit found (``overlaps`` must be 0)."""
+    """Run one race; returns what the audit found (``overlaps`` and ``key_rate_excess``
+    must be 0)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP.encode())
-        pgbeat.configure_queue(conn, "race", key_concurrency=1, fair=race.fair)
+        conn.execute(AUDIT_STARTS.encode())
+        pgbeat.configure_queue(
+            conn, "race", key_concurrency=1, fair=race.fair, key_rate=race.key_rate
+        )
         order = list(range(race.jobs))
         random.Random(race.jobs).shuffle(order)
         pgbeat.enqueue_many(
@@ -86,7 +116,7 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
                 for i in order
             ],
         )
-        flags = ["--concurrency", str(race.slots), "--lease", "3s", "--timeout", "2s"]
+        flags = ["--concurrency", str(race.slots), "--lease", race.lease, "--timeout", "2s"]
         started = time.monotonic()
         killed = 0
         with workers(url, race.processes, flags) as fleet:
@@ -109,6 +139,8 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
             )
         seconds = time.monotonic() - started
         found = spans(conn)
+        audit = conn.execute("SELECT queue, limit_key, started_at FROM starts_audit")
+        claims = [Span(0, queue, key, 0, at, at) for queue, key, at in audit]
         row = conn.execute("SELECT count(*) FROM jobs WHERE attempts > 1").fetchone()
         reaped = int(row[0]) if row else 0
     return {
@@ -122,10 +154,30 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
         "runs": len(found),
         "unfinished_runs": sum(s.ended_at is None for s in found),
         "overlaps": key_overlaps(found),
+        "key_rate": race.key_rate,
+        "key_rate_excess": key_rate_excess(claims, race.key_rate),  # by the claims' clock
+        "key_rate_excess_by_handlers": key_rate_excess(found, race.key_rate, 150),
         "most_running": most_at_once(found),
         "seconds": round(seconds, 2),
         "jobs_per_s": round(race.jobs / seconds),
     }
+
+
+def key_rate_excess(found: list[Span], key_rate: str | None, jitter_ms: int = 0) -> int:
+    """Starts of one key beyond its rate in any window of the period (less ``jitter_ms``
+    between the claim and the handler's first statement, for handlers' spans), over all
+    keys; 0 without a key_rate. A killed worker's runs count: their claims were starts."""
+    if key_rate is None:
+        return 0
+    rate = parse_rate(key_rate)
+    window = rate.period - timedelta(milliseconds=jitter_ms)
+    by_key: dict[str, list[Span]] = {}
+    for s in found:
+        if s.limit_key is not None:
+            by_key.setdefault(s.limit_key, []).append(s)
+    return sum(
+        max(0, most_starts_in_window(group, window) - rate.count) for group in by_key.values()
+    )
 
 
 def queue_race(url: str, concurrency: int, jobs: int, processes: int, slots: int) -> int:
@@ -168,6 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--keys", type=int, default=500)
     parser.add_argument("--fair", action="store_true", help="a fair queue (keys in turn)")
+    parser.add_argument("--key-rate", help="the queue's key_rate too, e.g. 1/2s")
+    parser.add_argument(
+        "--lease", default="3s", help="longer on a loaded machine: a claim waiting for the"
+        " queue's lock past the lease loses its running jobs' leases (re-run: not a violation,"
+        " but the audit cannot tell)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not args.database_url:
         parser.error("give --database-url or DATABASE_URL (a server to create databases on)")
@@ -183,10 +241,12 @@ def main(argv: list[str] | None = None) -> int:
             kill=run == 0,
             timeout=900,
             fair=args.fair,
+            key_rate=args.key_rate,
+            lease=args.lease,
         )
         with fresh_database(args.database_url) as url:
             result = key_race(url, race)
-        failed += result["overlaps"] > 0
+        failed += result["overlaps"] > 0 or result["key_rate_excess"] > 0
         print(json.dumps({"run": run, **result}), flush=True)
     return 1 if failed else 0
 

@@ -17,6 +17,7 @@ import pgbeat
 from pgbeat.db.pooler import session_options
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import claim_heads as heads_sql
 from pgbeat.db.sql.jobs import meta as meta_sql
 from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.job import Job
@@ -40,6 +41,9 @@ KEPT = {
     "JOBS_REAP": (outcome_sql, "jobs_running"),
     "JOBS_META": (meta_sql, "jobs_pkey"),
     "QUEUES_HELD": (queue_sql, "jobs_claim_queue"),  # its bounded probe of each held queue
+    "JOBS_CLAIM_BY_QUEUE_KIND": (heads_sql, "Index Scan using jobs_claim_kind"),
+    "JOBS_DUE_QUEUES": (heads_sql, "using jobs_claim_kind"),
+    "JOBS_KINDS_AHEAD": (heads_sql, "Index Scan using jobs_claim_order"),
 }
 # What they run but never keep: a plan made on an empty table reads the wrong index.
 NEVER_KEPT = {
@@ -81,6 +85,7 @@ def _statements(module: ModuleType) -> set[str]:
 def test_every_statement_of_the_worker_modules_is_classified() -> None:
     """A new statement must be put in KEPT (with the index its plan reads) or NEVER_KEPT."""
     found = _statements(claim_sql) | _statements(outcome_sql) | _statements(meta_sql)
+    found |= _statements(heads_sql)
     assert found | {"QUEUES_HELD"} == set(KEPT) | set(NEVER_KEPT) | ELSEWHERE
 
 
@@ -96,6 +101,10 @@ def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
     by_queue = Claimer(LEASE, ["noop"], ["default"])
     assert by_queue.claim(conn, 50) == []  # JOBS_CLAIM_BY_QUEUE
     by_queue._next_due(conn, "api", 0.0)  # JOBS_SECONDS_TO_NEXT_LIMITED
+    by_kind = Claimer(LEASE, ["noop"])
+    assert by_kind.claim(conn, 50) == []  # reads the held queues and JOBS_KINDS_AHEAD
+    by_kind._foreign_ahead = 100  # as if foreign kinds filled the head of the claim order
+    assert by_kind._claim_fast(conn, 50) == []  # JOBS_DUE_QUEUES, JOBS_CLAIM_BY_QUEUE_KIND
     now = datetime.now(UTC)
     job = Job(1, "noop", {}, 1, 3, now, now, None)
     operations.complete_jobs(conn, [job])

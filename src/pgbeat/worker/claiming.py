@@ -21,8 +21,10 @@ from psycopg.pq import TransactionStatus
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import claim_heads as heads_sql
 from pgbeat.job import Job
 from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs, job_columns
+from pgbeat.worker.due_queues import DueQueues, kinds_ahead
 
 log = logging.getLogger("pgbeat.worker")
 
@@ -32,9 +34,11 @@ HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or li
 HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
+KEYS_IDLE_MAX = 1.6  # ... doubling up to this while only time frees the keys (key_rate)
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
+KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
 DRY_REST_UNHEARD = 1.0  # seconds a dry limited queue rests when notifications are not heard
-BUDGET = ("budget", "rate_left", "rate_wait", "mode", "scanned", "last_key")  # limited claims'
+BUDGET = ("budget", "rate_left", "rate_wait", "mode", "timed", "scanned", "last_key")
 
 
 class Claimer:
@@ -69,6 +73,7 @@ class Claimer:
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
         self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
         self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
+        self._fruitless: dict[str, int] = {}  # per timed keyed queue: walks in a row found none
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
@@ -76,6 +81,9 @@ class Claimer:
         self._updated: dict[str, Any] = {}  # per held queue: its settings' updated_at
         self._invalid: set[str] = set()  # rows the constraints refuse, logged once
         self._held_ahead = 0  # the held queues' pending jobs (each counted to HELD_AHEAD)
+        self._foreign_ahead = 0  # foreign kinds' jobs among the first HELD_AHEAD due ones
+        self._due = DueQueues()  # the claim by queue and kind's hint
+        self._empty: set[str] = set()  # held queues without a pending job at the last read
         self._limited_wake: float | None = None  # monotonic: when a limited queue may give more
         self._dry: set[str] = set()  # limited queues that ran out of due jobs
         self._dry_due: dict[str, float | None] = {}  # monotonic: their next due job, or none
@@ -84,7 +92,10 @@ class Claimer:
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
         if self.limited is None:
-            self._note_held(conn.execute(queue_sql.QUEUES_HELD, self._held_params()))
+            with conn.pipeline():
+                held = conn.execute(queue_sql.QUEUES_HELD, self._held_params())
+                ahead = kinds_ahead(conn, self.kinds, HELD_AHEAD)
+            self._note_held(held, ahead)
             self._held_until = time.monotonic() + HELD_REFRESH
         rows: list[Any] = []
         self.limited_short = False
@@ -119,11 +130,16 @@ class Claimer:
         return jobs
 
     def jobs_arrived(self) -> None:
-        """New jobs were announced: the next fast-first turn asks the fast path again, and
-        the dry limited queues are asked again."""
+        """New jobs were announced: the next fast-first turn asks the fast path again, the
+        dry limited queues are asked again, the empty ones looked at again with the next
+        fast claim (QUEUES_HELD, no round trip more), the claim by queue's hint walked soon."""
         self._fast_short_until = 0.0
         self._dry_due.clear()
         self._dry.clear()
+        self._fruitless.clear()
+        self._due.stale()
+        if self._empty:
+            self._held_until = 0.0
 
     def settings_changed(self) -> None:
         """A queue's settings changed (a notification): the next claim reads the held
@@ -141,6 +157,8 @@ class Claimer:
             row = conn.execute(claim_sql.JOBS_SECONDS_TO_NEXT, self._params(0)).fetchone()
             if row is not None and row[0] is not None:
                 found.append(float(row[0]))
+                if self._by_kind():  # a due queue outside the hint waits for the next walk
+                    found[-1] = max(found[-1], self._due.wait(time.monotonic()))
         if self.limited_short:
             now = time.monotonic()
             wakes = [self._limited_wake] if self._limited_wake is not None else []
@@ -160,7 +178,7 @@ class Claimer:
         """The limited queues in turn, less the dry ones that surely still rest (heard
         notifications, none of their next jobs due yet): checked as a set, not one by one,
         so 200 resting queues cost a claim nothing."""
-        queues = self._limited_in_turn()
+        queues = [queue for queue in self._limited_in_turn() if queue not in self._empty]
         resting = self._dry.intersection(self._dry_due)
         if not resting or not self.listening:
             return queues
@@ -206,24 +224,42 @@ class Claimer:
         turn = (self._turn // 2) % len(self.limited)
         return self.limited[turn:] + self.limited[:turn]
 
+    def _by_kind(self) -> bool:
+        """Whether the fast claim goes by queue and kind: the head of the claim order is
+        full of foreign kinds, or held backlogs (with a worker's kinds known)."""
+        if self.kinds is None:
+            return False
+        return self._foreign_ahead >= KINDS_AHEAD or (
+            not self.queues and self._held_ahead >= HELD_AHEAD
+        )
+
     def _claim_fast(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
         """The unlimited queues' claim, with the held queues read for the next claim."""
         now = time.monotonic()
         statement = claim_sql.JOBS_CLAIM
-        if self.queues or self._held_ahead >= HELD_AHEAD:
+        params = self._params(limit)
+        if self._by_kind():  # each (queue, kind)'s head: never step over what it cannot take
+            statement = heads_sql.JOBS_CLAIM_BY_QUEUE_KIND
+            assert self.kinds is not None
+            if not self.queues:
+                params["queues"] = self._due.names_for(conn, self.kinds, self.held)
+        elif self.queues or self._held_ahead >= HELD_AHEAD:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:
             statement = claim_sql.JOBS_CLAIM_SKIPPING  # the held queues' few jobs
         if now < self._held_until:
-            rows = fetch_jobs(conn.execute(statement, self._params(limit)))
+            rows = fetch_jobs(conn.execute(statement, params))
         else:
             with conn.pipeline():
-                fast = conn.execute(statement, self._params(limit))
+                fast = conn.execute(statement, params)
                 held = conn.execute(queue_sql.QUEUES_HELD, self._held_params())
+                ahead = kinds_ahead(conn, self.kinds, HELD_AHEAD)
             rows = fetch_jobs(fast)
-            self._note_held(held)
+            self._note_held(held, ahead)
             self._held_until = now + HELD_REFRESH
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
+        if len(rows) < limit:
+            self._due.stale()  # a queue of the hint ran out, or one outside it has jobs
         return rows
 
     def _params(self, limit: int) -> dict[str, Any]:
@@ -238,18 +274,26 @@ class Claimer:
     def _held_params(self) -> dict[str, Any]:
         return {"queues": self.queues, "ahead": HELD_AHEAD}
 
-    def _note_held(self, cursor: psycopg.Cursor[Any]) -> None:
-        """Remember the held queues of QUEUES_HELD's rows; a queue whose settings changed
-        since the last read ends its rests; a row the constraints refuse is skipped (its
-        jobs wait) and named once."""
+    def _note_held(self, cursor: psycopg.Cursor[Any], ahead: psycopg.Cursor[Any] | None) -> None:
+        """Remember the held queues of QUEUES_HELD's rows and the foreign kinds ahead; a
+        queue whose settings changed since the last read ends its rests; one without a
+        pending job is not claimed until jobs are announced or the next read; a row the
+        constraints refuse is skipped (its jobs wait) and named once."""
         rows = cursor.fetchall()
+        foreign = ahead.fetchone() if ahead is not None else None
+        self._foreign_ahead = int(foreign[0]) if foreign is not None else 0
         self.held = [name for name, *_ in rows]
         self.limited = []
         self._held_ahead = sum(int(row[-1]) for row in rows)
+        empty = {row[0] for row in rows if int(row[-1]) == 0}
+        if self._empty - empty:  # jobs came to a queue that had none: claim again soon
+            self._held_back(time.monotonic())
+        self._empty = empty
         for name, paused, mode, problem, updated_at, _ in rows:
             if self._updated.get(name, updated_at) != updated_at:
                 self._queue_idle_until.pop(name, None)
                 self._keys_idle_until.pop(name, None)
+                self._fruitless.pop(name, None)
                 self._dry.discard(name)
                 self._dry_due.pop(name, None)
             self._updated[name] = updated_at
@@ -277,7 +321,7 @@ class Claimer:
         if budget is None:  # paused, gone or unlimited since: read the held queues again
             self._held_until = 0.0
             return []
-        granted, rate_left, rate_wait, mode_now, scanned, last_key = budget
+        granted, rate_left, rate_wait, mode_now, timed, scanned, last_key = budget
         self._mode[queue] = mode_now
         now = time.monotonic()
         if mode_now != mode:
@@ -295,11 +339,17 @@ class Claimer:
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
             if not rows:  # every key it looked at is full: a completion or a window frees one
-                round_done = queue not in self._after_key  # else the walk goes on from there
-                pause = KEYS_IDLE_PAUSE if round_done else LIMITED_RECHECK
+                # (the walk goes on from there next time, at this pace: walking 20,000 spent
+                # keys without a pause cost an unlimited drain beside it three quarters;
+                # where only time frees keys, the pause doubles while walks find nothing)
+                fruitless = self._fruitless.get(queue, 0) + 1 if timed else 1
+                self._fruitless[queue] = fruitless
+                pause = min(KEYS_IDLE_MAX, KEYS_IDLE_PAUSE * 2 ** (fruitless - 1))
                 self._queue_idle_until[queue] = now + pause
                 self._held_back(now + pause)
                 return rows
+        if rows:
+            self._fruitless.pop(queue, None)
         if len(rows) >= limit:
             return rows
         if not rows and (not keyed or scanned == 0):

@@ -28,6 +28,7 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _RUNNING_KEYS,
     _SET_RUNNING,
     _SETTINGS_AND_BUDGET,
+    _TAKE_BEST_PICKED,
 )
 
 # -- the statements -----------------------------------------------------------------------
@@ -90,16 +91,20 @@ JOBS_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_jobs')"
 # fast claim found nothing: the jobs due before it are those of the held queues the worker
 # saw (%(held)s), so the scan starts 5 s back (a job that fell due between the claim and
 # this look comes back negative: claim again) and never walks a paused queue's backlog.
-# JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues.
+# JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues. The first in run_at order, not
+# min(run_at): a plan kept from an empty table read all of jobs_claim_kind (it holds every
+# column asked) for min(); in that order only jobs_ready reads it without a sort.
 JOBS_SECONDS_TO_NEXT: LiteralString = (
     """
-SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs
-WHERE status = 'pending' AND run_at > now() - interval '5 seconds'
-  AND """
+SELECT extract(epoch FROM (
+    SELECT run_at FROM jobs
+    WHERE status = 'pending' AND run_at > now() - interval '5 seconds'
+      AND """
     + _KINDS
     + """
-  AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
-  AND queue <> ALL(%(held)s::text[])"""
+      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(%(held)s::text[])
+    ORDER BY run_at LIMIT 1) - now())::float8"""
 )
 
 # JOBS_CLAIM when some queues are held or the worker takes only some queues: the scan of
@@ -138,13 +143,8 @@ picked AS (
     ) AS head
     WHERE wanted.q <> ALL(%(held)s::text[])
 )
-UPDATE jobs"""
-    + _SET_RUNNING
-    + """
-WHERE ctid = ANY(ARRAY(
-    SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
-    + _NOT_HELD_PROBED
-    + _CLAIMED_COLUMNS
+"""
+    + _TAKE_BEST_PICKED
 )
 
 # -- the claims of a limited or fair queue --------------------------------------------------
@@ -247,11 +247,12 @@ picked AS (
     + """
     CROSS JOIN LATERAL (
         SELECT id FROM jobs
-        WHERE status = 'pending' AND queue = %(queue)s AND limit_key = k.limit_key
+        WHERE status = 'pending' AND queue = %(queue)s
+          AND limit_key >= k.limit_key AND limit_key <= k.limit_key
           AND run_at <= now() AND """
     + _KINDS
     + """
-        ORDER BY priority DESC, run_at, id
+        ORDER BY limit_key, priority DESC, run_at, id
         LIMIT greatest(0, coalesce("""
     + _KEY_LEFT_N
     + """, b.n))
@@ -276,34 +277,38 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # the second...), then the key's place in the walk: among jobs of one priority, one key's
 # backlog does not delay another key's job by more than a round. ``last_key`` is the key
 # of the last job taken, where the next claim goes on ('' for the unkeyed jobs: next from
-# the first key).
+# the first key). Keys and their jobs are read as in _PENDING_KEYS_AFTER (it says why).
 JOBS_CLAIM_FAIR: LiteralString = (
     "WITH RECURSIVE "
     + _SETTINGS_AND_BUDGET
     + """,
 walk_after(limit_key, pos) AS (
-    SELECT (SELECT min(limit_key) FROM jobs
+    SELECT (SELECT limit_key FROM jobs
             WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
-              AND limit_key > %(after)s::text), 1
+              AND limit_key > %(after)s::text
+            ORDER BY limit_key LIMIT 1), 1
     FROM budget WHERE n > 0 AND mode = 'fair' AND %(after)s::text IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(limit_key) FROM jobs
+    SELECT (SELECT limit_key FROM jobs
             WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
-              AND limit_key > w.limit_key), w.pos + 1
+              AND limit_key > w.limit_key
+            ORDER BY limit_key LIMIT 1), w.pos + 1
     FROM walk_after AS w WHERE w.limit_key IS NOT NULL AND w.pos < %(keys)s::int
 ),
 after_keys AS MATERIALIZED (
     SELECT limit_key, pos FROM walk_after WHERE limit_key IS NOT NULL
 ),
 walk_start(limit_key, pos) AS (
-    SELECT (SELECT min(limit_key) FROM jobs
-            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL), 1
+    SELECT (SELECT limit_key FROM jobs
+            WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
+            ORDER BY limit_key LIMIT 1), 1
     FROM budget WHERE n > 0 AND mode = 'fair'
       AND (SELECT count(*) FROM after_keys) < %(keys)s::int
     UNION ALL
-    SELECT (SELECT min(limit_key) FROM jobs
+    SELECT (SELECT limit_key FROM jobs
             WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NOT NULL
-              AND limit_key > w.limit_key), w.pos + 1
+              AND limit_key > w.limit_key
+            ORDER BY limit_key LIMIT 1), w.pos + 1
     FROM walk_start AS w
     WHERE w.limit_key IS NOT NULL AND (%(after)s::text IS NULL OR w.limit_key < %(after)s)
       AND w.pos + (SELECT count(*) FROM after_keys) < %(keys)s::int
@@ -324,11 +329,12 @@ candidates AS (
     CROSS JOIN LATERAL (
         SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
         FROM (SELECT id, priority, run_at FROM jobs
-              WHERE status = 'pending' AND queue = %(queue)s AND limit_key = k.limit_key
+              WHERE status = 'pending' AND queue = %(queue)s
+                AND limit_key >= k.limit_key AND limit_key <= k.limit_key
                 AND run_at <= now() AND """
     + _KINDS
     + """
-              ORDER BY priority DESC, run_at, id
+              ORDER BY limit_key, priority DESC, run_at, id
               LIMIT greatest(0, coalesce("""
     + _KEY_LEFT_N
     + """, b.n))) AS j

@@ -1,0 +1,307 @@
+"""``python -m bench.tenant_bench``: flow control at tenant scale (issue 34), with 1 or more
+worker processes, each measurement in a child process on a fresh database.
+
+Rows: ``shapes``, the drain of 20,000 default-queue jobs beside each of bench.flow_bench's
+SHAPES against the same drain alone, alternated (jobs/s over at most 8 s); ``keys``, a
+drain over 20,000 limit keys with ``key_concurrency = 1`` and with ``key_rate = 1/1h`` (every
+key free: one job each) against the same jobs unlimited (and, with ``--base-src``, the
+key_concurrency drain of another revision); ``fair``, key B's start (the claim's
+``started_at`` less the job's ``created_at``, p50/p99 of 200) with key A's backlog enqueued
+first, in a queue of concurrency 50, fair or not, and with the queue otherwise empty.
+docs/flow-control.md quotes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from multiprocessing.sharedctypes import Synchronized
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import pgbeat  # children: the revision their PYTHONPATH puts first
+from bench import database, machine
+from bench.flow_bench import (
+    SHAPES,
+    enqueue_noops,
+    percentile,
+    plant_fairness,
+    plant_shape,
+    shape_rows,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHILD_TIMEOUT = 900.0
+SHAPE_SECONDS = 8.0
+
+
+def _serve(url: str, slots: int, done: Synchronized[int], stop: Any, sleep: float) -> None:
+    """One worker process: handlers for the no-op drain (``noop``) and fairness (``a``,
+    ``b``: ``sleep`` seconds each), counting what it ran into ``done``, until ``stop``."""
+    registry = pgbeat.Registry()
+
+    def run(payload: Any) -> None:
+        if sleep:
+            time.sleep(sleep)
+        with done.get_lock():
+            done.value += 1
+
+    for kind in ("noop", "a", "b"):
+        registry.handler(kind)(run)
+    settings = pgbeat.WorkerSettings(concurrency=slots, claim_batch=slots, heartbeat=False)
+    worker = pgbeat.Worker(url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    stop.wait()
+    worker.stop()
+    thread.join(60)
+
+
+@contextmanager
+def fleet(url: str, processes: int, slots: int, sleep: float = 0.0) -> Iterator[Any]:
+    """``processes`` worker processes (forked: no interpreter start-up), stopped on exit;
+    yields the shared count of jobs they ran."""
+    context = multiprocessing.get_context("fork")
+    done = context.Value("q", 0)
+    stop = context.Event()
+    children = [
+        context.Process(target=_serve, args=(url, slots, done, stop, sleep))
+        for _ in range(processes)
+    ]
+    for child in children:
+        child.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        for child in children:
+            child.join(60)
+            if child.is_alive():
+                child.kill()
+
+
+def child_drain(
+    url: str,
+    jobs: int,
+    processes: int,
+    slots: int = 10,
+    beside: str = "",
+    keys: int = 0,
+    key_concurrency: int | None = None,
+    key_rate: str | None = None,
+    max_seconds: float = CHILD_TIMEOUT,
+) -> dict[str, Any]:
+    """Jobs/s of ``processes`` workers x ``slots`` draining ``jobs`` no-op jobs (over
+    ``keys`` limit keys of queue "keyed" if any), with ``beside`` (one of SHAPES) planted."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        if beside:
+            plant_shape(conn, beside)
+        enqueue_noops(conn, jobs, keys, False)
+        if key_concurrency is not None:
+            pgbeat.configure_queue(conn, "keyed", key_concurrency=key_concurrency)
+        if key_rate is not None:
+            pgbeat.configure_queue(conn, "keyed", key_rate=key_rate)
+        conn.execute("VACUUM ANALYZE jobs")
+    with fleet(url, processes, slots) as done:
+        started = time.perf_counter()
+        while done.value < jobs and time.perf_counter() - started < max_seconds:
+            time.sleep(0.005)
+        seconds, ran = time.perf_counter() - started, done.value
+    return {"seconds": seconds, "ran": ran, "jobs_per_s": ran / seconds, "done": ran >= jobs}
+
+
+def child_fairness(
+    url: str, backlog: int, samples: int, fair: bool, processes: int
+) -> dict[str, Any]:
+    """Key B's waits (claim's started_at less created_at, database clock), one B job every
+    20 ms, in queue "tenants" (concurrency 50) behind key A's ``backlog`` of 20 ms jobs."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        plant_fairness(conn, backlog, fair)
+        with fleet(url, processes, 50, sleep=0.02):
+            time.sleep(1.0)
+            for _ in range(samples):
+                pgbeat.enqueue(conn, "b", queue="tenants", limit_key="B")
+                time.sleep(0.02)
+            deadline = time.monotonic() + 120
+            query = "SELECT count(*) FROM jobs WHERE kind = 'b' AND started_at IS NOT NULL"
+            while time.monotonic() < deadline:
+                row = conn.execute(query).fetchone()
+                if row is not None and row[0] >= samples:
+                    break
+                time.sleep(0.05)
+        waits = conn.execute(
+            "SELECT extract(epoch FROM coalesce(started_at, now()) - created_at)::float8"
+            " FROM jobs WHERE kind = 'b'"
+        ).fetchall()
+    return {"waits": [w for (w,) in waits]}
+
+
+def child_enqueue(url: str, jobs: int, singles: int) -> dict[str, Any]:
+    """Seconds to enqueue ``jobs`` jobs 1,000 a statement, and ``singles`` one a
+    transaction: what every pending job's index entries cost the enqueue."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pgbeat.apply_migrations(conn)
+        started = time.perf_counter()
+        enqueue_noops(conn, jobs, 0, False)
+        batched = time.perf_counter() - started
+        started = time.perf_counter()
+        for _ in range(singles):
+            pgbeat.enqueue(conn, "noop")
+        single = time.perf_counter() - started
+    return {"batched_s": batched, "single_s": single}
+
+
+CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
+    "enqueue": child_enqueue,
+    "drain": child_drain,
+    "fairness": child_fairness,
+}
+
+
+def run_child(src: Path, admin: str, mode: str, **kwargs: Any) -> dict[str, Any]:
+    """One child on a fresh database, importing pgbeat from ``src``."""
+    with database.fresh_database(admin, f"tenant_{mode}") as url:
+        command = [sys.executable, "-m", "bench.tenant_bench", "--child", mode, "--url", url]
+        command += ["--kwargs", json.dumps(kwargs)]
+        done = subprocess.run(
+            command, env=machine.revision_env(src), cwd=REPO_ROOT, capture_output=True,
+            text=True, timeout=CHILD_TIMEOUT, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"{mode} child failed: {done.stderr[-2000:]}")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+
+def measure_shapes(args: argparse.Namespace, admin: str) -> dict[str, Any]:
+    """Each shape: the drain beside it against the drain alone, alternated, per revision."""
+    sources = [("this", args.src)] + ([("base", args.base_src)] if args.base_src else [])
+    drain = {"jobs": args.jobs, "processes": args.processes, "max_seconds": SHAPE_SECONDS}
+
+    def one(src: Path, beside: str) -> float:
+        return float(run_child(src, admin, "drain", **drain, beside=beside)["jobs_per_s"])
+
+    return shape_rows(args.shapes, sources, args.repeat, one)
+
+
+def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:
+    """20,000 jobs over 20,000 keys: unlimited, key_concurrency = 1, key_rate = 1/1h (every
+    key free), alternated; the key_concurrency drain of --base-src too if given."""
+    keyed = {"jobs": args.jobs, "processes": args.processes, "keys": args.keys, "slots": 100}
+    variants: dict[str, tuple[Path, dict[str, Any]]] = {
+        "unlimited": (args.src, keyed),
+        "key_concurrency_1": (args.src, {**keyed, "key_concurrency": 1}),
+        "key_rate_1_per_1h": (args.src, {**keyed, "key_rate": "1/1h"}),
+    }
+    if args.base_src:
+        variants["base_unlimited"] = (args.base_src, keyed)
+        variants["base_key_concurrency_1"] = (args.base_src, {**keyed, "key_concurrency": 1})
+    runs: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeat):
+        for name, (src, kwargs) in variants.items():
+            runs[name].append(run_child(src, admin, "drain", **kwargs)["seconds"])
+            print(f"keys {name}: {runs[name][-1]:.2f}s", file=sys.stderr)
+    found: dict[str, Any] = {"jobs": args.jobs, "keys": args.keys, "runs_s": runs}
+    for name in variants:
+        if name.endswith("unlimited"):
+            continue
+        free = runs["base_unlimited" if name.startswith("base_") else "unlimited"]
+        ratios = [f / k for f, k in zip(free, runs[name], strict=True)]
+        found[f"{name}_of_unlimited"] = round(statistics.median(ratios), 3)
+    return found
+
+
+def measure_enqueue(args: argparse.Namespace, admin: str) -> dict[str, Any]:
+    """The enqueue's cost against --base-src (needs it), alternated, paired ratios."""
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "base": []}
+    for _ in range(max(3, args.repeat)):
+        for side, src in (("base", args.base_src), ("this", args.src)):
+            runs[side].append(run_child(src, admin, "enqueue", jobs=args.jobs, singles=2_000))
+            print(f"enqueue {side}: {runs[side][-1]}", file=sys.stderr)
+    found: dict[str, Any] = {"jobs": args.jobs, "singles": 2_000, "runs": runs}
+    for key in ("batched_s", "single_s"):
+        ratios = [t[key] / b[key] for t, b in zip(runs["this"], runs["base"], strict=True)]
+        found[f"{key}_this_over_base"] = round(statistics.median(ratios), 3)
+    return found
+
+
+def measure_fairness(args: argparse.Namespace, admin: str) -> dict[str, Any]:
+    """Key B's start p50/p99 behind A's backlog, fair or not, and with the queue empty."""
+    found: dict[str, Any] = {"processes": args.processes}
+    modes = (("empty", 0, True), ("not_fair", args.backlog, False), ("fair", args.backlog, True))
+    for name, backlog, fair in modes:
+        if name == "not_fair" and not args.not_fair:
+            continue
+        waits = run_child(
+            args.src, admin, "fairness", backlog=backlog, samples=200, fair=fair,
+            processes=args.processes,
+        )["waits"]  # fmt: skip
+        found[name] = {
+            "backlog": backlog,
+            "b_start_p50_ms": round(1000 * percentile(waits, 0.5), 1),
+            "b_start_p99_ms": round(1000 * percentile(waits, 0.99), 1),
+            "samples": len(waits),
+        }
+        print(f"fair {name}: {found[name]}", file=sys.stderr)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tenant_bench", description=__doc__)
+    parser.add_argument("--child", choices=sorted(CHILDREN))
+    parser.add_argument("--url")
+    parser.add_argument("--kwargs", default="{}")
+    parser.add_argument("--src", type=Path, default=REPO_ROOT / "src", help="this revision's")
+    parser.add_argument("--base-src", type=Path, help="another revision's src/ to compare")
+    parser.add_argument("--only", default="shapes,keys,fair")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--keys", type=int, default=20_000)
+    parser.add_argument("--backlog", type=int, default=100_000, help="key A's, for fair")
+    parser.add_argument("--not-fair", action="store_true", help="the fair row's baseline too")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(CHILDREN[args.child](args.url, **json.loads(args.kwargs))))
+        return 0
+    admin = database.admin_url()
+    only = set(args.only.split(","))
+    report: dict[str, Any] = {
+        "started_at": datetime.now(UTC).isoformat(),
+        "command": ["python", "-m", "bench.tenant_bench", *sys.argv[1:]],
+        "revision": machine.source_revision(REPO_ROOT),
+        "load_average_1m_at_start": machine.load(),
+    }
+    if "shapes" in only:
+        report["beside_shapes"] = measure_shapes(args, admin)
+    if "keys" in only:
+        report["keys"] = measure_keys(args, admin)
+    if "fair" in only:
+        report["fairness"] = measure_fairness(args, admin)
+    if "enqueue" in only and args.base_src:
+        report["enqueue"] = measure_enqueue(args, admin)
+    report["load_average_1m_at_end"] = machine.load()
+    print(json.dumps(report, indent=2))
+    path = args.output or REPO_ROOT / "bench" / "results" / f"tenant-{report['started_at']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The claim by queue and kind (db/sql/jobs/claim_heads.py) and the rests of held queues
+without pending jobs: what the worker cannot take no longer sits in its way, and nothing it
+may not take is taken. Against a real database; the expected order is written out."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+import pgbeat
+from pgbeat.job import Job
+from pgbeat.worker import due_queues
+from pgbeat.worker.claiming import HELD_AHEAD, KINDS_AHEAD, Claimer
+from tests.helpers import running_worker, wait_for
+
+LEASE = timedelta(minutes=5)
+PAST = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def foreign_head(conn: psycopg.Connection[Any], count: int = HELD_AHEAD) -> None:
+    """``count`` due jobs of a kind no claimer here handles, first in claim order."""
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at) SELECT 'other', '{}', %s"
+        " FROM generate_series(1, %s)",
+        (PAST - timedelta(days=1), count),
+    )
+
+
+def statuses(conn: psycopg.Connection[Any], kind: str) -> dict[str, int]:
+    rows = conn.execute("SELECT status, count(*) FROM jobs WHERE kind = %s GROUP BY 1", (kind,))
+    return {status: int(n) for status, n in rows.fetchall()}
+
+
+def batches(claimer: Claimer, conn: psycopg.Connection[Any], limit: int) -> list[list[Job]]:
+    """Claims until one comes back empty (at most 50 claims), each claim's jobs apart (a
+    claim returns its jobs in no particular order: the order is across claims)."""
+    taken: list[list[Job]] = []
+    for _ in range(50):
+        jobs = claimer.claim(conn, limit)
+        if not jobs:
+            break
+        taken.append(jobs)
+    return taken
+
+
+def drain(claimer: Claimer, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
+    return [job for batch in batches(claimer, conn, limit) for job in batch]
+
+
+def test_foreign_kinds_at_the_head_switch_to_the_claim_by_queue_and_kind(
+    conn: psycopg.Connection[Any],
+) -> None:
+    foreign_head(conn)
+    spec = [  # (queue, priority, minutes after PAST)
+        ("default", 0, 5),
+        ("mail", 0, 1),
+        ("default", 3, 9),
+        ("mail", -1, 0),
+        ("reports", 0, 3),
+        ("default", 0, 2),
+        ("mail", 3, 4),
+    ]
+    ids = {
+        pgbeat.enqueue(conn, "noop", queue=q, priority=p, run_at=PAST + timedelta(minutes=m)): (
+            q,
+            p,
+            m,
+        )
+        for q, p, m in spec
+    }
+    pgbeat.enqueue(conn, "noop", queue="mail", run_at=datetime.now(UTC) + timedelta(hours=1))
+    claimer = Claimer(LEASE, ["noop"])
+    taken = batches(claimer, conn, 2)
+    assert claimer._by_kind()  # the head is all foreign: claimed by queue and kind
+    # priority first, then run_at: 3@4 (mail), 3@9 (default), then 0@1, 0@2, 0@3, 0@5, -1@0
+    expected = [{("mail", 3, 4), ("default", 3, 9)}, {("mail", 0, 1), ("default", 0, 2)}]
+    expected += [{("reports", 0, 3), ("default", 0, 5)}, {("mail", -1, 0)}]
+    assert [{ids[job.id] for job in batch} for batch in taken] == expected
+    assert {job.kind for batch in taken for job in batch} == {"noop"}
+    assert statuses(conn, "other") == {"pending": HELD_AHEAD}  # foreign kinds untouched
+    assert statuses(conn, "noop") == {"running": len(spec), "pending": 1}  # not the delayed
+
+
+def test_a_few_foreign_jobs_keep_the_fast_claim(conn: psycopg.Connection[Any]) -> None:
+    foreign_head(conn, KINDS_AHEAD - 1)
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", run_at=PAST) for _ in range(200)])
+    claimer = Claimer(LEASE, ["noop"])
+    assert len(claimer.claim(conn, 10)) == 10
+    assert not claimer._by_kind()
+
+
+def test_the_claim_by_kind_takes_nothing_of_held_queues_and_keeps_their_limits(
+    conn: psycopg.Connection[Any],
+) -> None:
+    foreign_head(conn)
+    pgbeat.pause_queue(conn, "paused")
+    pgbeat.configure_queue(conn, "limited", concurrency=2)
+    pgbeat.configure_queue(conn, "keyed", key_concurrency=1)
+    fields: list[dict[str, Any]] = [{"queue": "paused"}] * 5 + [{"queue": "limited"}] * 5
+    fields += [{"queue": "keyed", "limit_key": f"k{i % 2}"} for i in range(6)]
+    fields += [{"queue": "default"}] * 5
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", run_at=PAST, **f) for f in fields])
+    claimer = Claimer(LEASE, ["noop"])
+    taken = drain(claimer, conn, 4)
+    assert claimer._by_kind()
+    by_queue: dict[str, int] = {}
+    for job in taken:
+        by_queue[job.queue] = by_queue.get(job.queue, 0) + 1
+    assert by_queue == {"default": 5, "limited": 2, "keyed": 2}
+    assert len({job.limit_key for job in taken if job.queue == "keyed"}) == 2
+
+
+def test_a_queue_outside_the_hint_is_claimed_after_the_next_walk(
+    conn: psycopg.Connection[Any],
+) -> None:
+    foreign_head(conn)
+    first = pgbeat.enqueue(conn, "noop", run_at=PAST)
+    claimer = Claimer(LEASE, ["noop"])
+    assert [job.id for job in claimer.claim(conn, 5)] == [first]
+    assert claimer._by_kind() and claimer._due.names == ["default"]
+    late = pgbeat.enqueue(conn, "noop", queue="late")
+    wait = claimer.seconds_to_next(conn)  # a due job outside the hint: not before the walk
+    assert wait is not None and 0 < wait <= due_queues.WALK_MAX
+    found: list[Job] = []
+
+    def claimed() -> bool:
+        found.extend(claimer.claim(conn, 5))
+        return bool(found)
+
+    wait_for(
+        claimed,
+        timeout=due_queues.WALK_MAX + 5,
+        interval=0.05,
+        message="the job of a queue the hint did not have",
+    )
+    assert [job.id for job in found] == [late]
+
+
+def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(
+    conn: psycopg.Connection[Any],
+) -> None:
+    pgbeat.configure_queue(conn, "limited", concurrency=1)
+    claimer = Claimer(LEASE, ["noop"])
+    assert claimer.claim(conn, 5) == []
+    assert claimer._empty == {"limited"}  # seen empty: not claimed until jobs come
+    ids = pgbeat.enqueue_many(
+        conn, [pgbeat.NewJob("noop", queue="limited", run_at=PAST) for _ in range(3)]
+    )
+    claimer.jobs_arrived()  # the notification
+    found: list[Job] = []
+    for _ in range(3):  # the held queues are read with the next fast claim, then claimed
+        found += claimer.claim(conn, 5)
+    assert [job.id for job in found] == ids[:1]  # its concurrency still holds
+
+
+def test_a_worker_drains_its_kinds_behind_a_foreign_backlog(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    foreign_head(conn, 5_000)
+    pgbeat.pause_queue(conn, "paused")
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", queue="paused") for _ in range(3)])
+    ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop") for _ in range(300)])
+    registry = pgbeat.Registry()
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    @registry.handler("noop")
+    def noop(payload: Any, job: pgbeat.JobContext) -> None:
+        with lock:
+            ran.append(job.id)
+
+    with running_worker(database_url, registry, concurrency=10):
+        wait_for(lambda: len(ran) >= len(ids), timeout=60, message="the noop jobs run")
+    assert sorted(ran) == ids
+    assert statuses(conn, "other") == {"pending": 5_000}
+    paused = conn.execute("SELECT count(*) FROM jobs WHERE queue = 'paused' AND status = 'pending'")
+    assert paused.fetchone() == (3,)
