@@ -47,14 +47,13 @@ from typing import LiteralString
 # missed period that another replica then finds on time becomes enqueued. A period of a
 # schedule with a deadline that is enqueued, buffered or missed is watched from here on:
 # due_by is its fire time plus the deadline, and HISTORY_JUDGE_DEADLINES judges it then
-# (skipped periods are not watched: no job was wanted). Rows go in
-# (schedule, fire time) order so that replicas lock them alike, the names compared as bytes
-# (COLLATE "C": the same order on every replica, for less than the database's collation
-# costs). busy and reasoned end in OFFSET 0 so that each period's reason and live check are
-# computed once, not once per column that reads them. Every row's inserted_at is the
-# statement's start: one value per tick keeps the BRIN index on it (pgbeat_schedule_history_age)
-# from rewriting its range's summary at each row. No join between two CTEs anywhere: each
-# scans the one before it once, so the plan is linear whatever the statistics say
+# (skipped periods are not watched: no job was wanted). Rows go in (schedule, fire time)
+# order so that replicas lock them alike. busy and reasoned end in OFFSET 0 so that each
+# period's reason and live check are computed once, not once per column that reads them.
+# Every row's inserted_at is the statement's start: one value per tick keeps the BRIN
+# index on it (pgbeat_schedule_history_age) from rewriting its range's summary at each
+# row. No join between two CTEs anywhere: each scans the one before it once, so the plan
+# is linear whatever the statistics say
 # (tests/integration/test_schedule_scale.py and test_claim_plans.py check the plan).
 _CLAIM_ROWS: LiteralString = """
 WITH period AS MATERIALIZED (
@@ -114,7 +113,7 @@ WITH period AS MATERIALIZED (
         WHEN overlap = 'buffer_one' AND rank + (live OR waiting)::int = 1 THEN 'waits'
     END AS reason
     FROM busy
-    ORDER BY schedule COLLATE "C", fire_epoch
+    ORDER BY schedule, fire_epoch
     OFFSET 0
 )
 INSERT INTO pgbeat_schedule_history AS h (schedule, fire_at, outcome, reason, job_id,
