@@ -21,7 +21,7 @@ from pgbeat.db.sql.jobs import enqueue as enqueue_sql
 from pgbeat.scheduling import planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.periods import PeriodBatch
-from pgbeat.scheduling.schedule import Schedule
+from pgbeat.scheduling.schedule import Overlap, Schedule
 from tests.helpers import plan_nodes, wait_for
 from tests.integration.test_schedule_scale import next_minute, quadratic_joins
 
@@ -31,7 +31,7 @@ HISTORY = "pgbeat_schedule_history"
 
 def beats(count: int) -> list[Schedule]:
     """``count`` schedules every minute, a third of them with an overlap rule."""
-    overlaps = ("allow", "skip", "buffer_one")
+    overlaps: tuple[Overlap, ...] = ("allow", "skip", "buffer_one")
     return [
         Schedule(
             name=f"beat_{n}",
@@ -187,11 +187,13 @@ def test_a_period_another_replica_writes_meanwhile_is_left_to_it(
         thread = threading.Thread(target=claim, daemon=True)
         thread.start()
         wait_for(
-            lambda: conn.execute(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                (claimer_pid,),
-            ).fetchone()
-            == (True,),
+            lambda: (
+                conn.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                    (claimer_pid,),
+                ).fetchone()
+                == (True,)
+            ),
             timeout=30,
             message="the claim waiting on the other writer's row",
         )
@@ -203,8 +205,7 @@ def test_a_period_another_replica_writes_meanwhile_is_left_to_it(
     assert claims.existing == [key] and len(claims.inserted) == COUNT - 1
     assert key not in claims.inserted
     rows = conn.execute(
-        "SELECT outcome, inserted_by, job_id FROM pgbeat_schedule_history"
-        " WHERE schedule = 'beat_7'"
+        "SELECT outcome, inserted_by, job_id FROM pgbeat_schedule_history WHERE schedule = 'beat_7'"
     ).fetchall()
     assert rows == [("skipped", "other", None)]
     counted = conn.execute(
