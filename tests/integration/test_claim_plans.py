@@ -214,3 +214,33 @@ def test_a_period_another_replica_writes_meanwhile_is_left_to_it(
         (key,),
     ).fetchone()
     assert counted == (COUNT - 1, COUNT - 1, 0)
+
+
+def test_of_many_periods_the_one_whose_job_exists_without_history_keeps_that_job(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The jobs' insert returns a count: when it falls short (a period's job inserted by an
+    older pgbeat, without a history row), the claim asks which of its jobs went in, and
+    only that period counts as existing, its history row pointed at the job found (beat_3:
+    overlap "allow", so the live job does not make it skip)."""
+    fire = next_minute(conn)
+    insert_schedules(database_url, beats(COUNT))
+    key = "beat_3@" + fire.strftime("%Y-%m-%dT%H:%M:%SZ")
+    row = conn.execute(
+        "INSERT INTO jobs (kind, payload, unique_key, run_at) VALUES ('beat', '{}', %s, %s)"
+        " RETURNING id",
+        (key, fire),
+    ).fetchone()
+    assert row is not None
+    claims = batch_at(conn, fire).claim(conn, "this")
+    assert claims.existing == [key] and len(claims.inserted) == COUNT - 1
+    history = conn.execute(
+        "SELECT outcome, job_id FROM pgbeat_schedule_history WHERE schedule = 'beat_3'"
+    ).fetchall()
+    assert history == [("enqueued", row[0])]
+    counted = conn.execute(
+        "SELECT count(*), count(DISTINCT unique_key), count(*) FILTER"
+        " (WHERE h.job_id IS NULL) FROM jobs AS j"
+        " LEFT JOIN pgbeat_schedule_history AS h ON h.job_id = j.id"
+    ).fetchone()
+    assert counted == (COUNT, COUNT, 0)
