@@ -1,7 +1,8 @@
 """One tick's periods as the columns of the claim statements, and what became of each.
 
-One transaction: the claim (``HISTORY_CLAIM_PERIODS``) decides every period's outcome in
-the history, then ``PERIOD_JOBS_INSERT`` inserts the jobs of the periods it enqueued, then
+One transaction: the claim (``HISTORY_CLAIM_NEW_PERIODS``, or ``HISTORY_CLAIM_PERIODS``
+when some period has a history row already) decides every period's outcome in the
+history, then ``PERIOD_JOBS_INSERT`` inserts the jobs of the periods it enqueued, then
 the schedules it paused for failures are paused and, under ``cancel_other``, the jobs the
 new ones replace are cancelled. Two statements rather than one that joins the claim's rows
 back to the periods: such a join of two CTEs is what the planner turned into a nested loop
@@ -128,10 +129,7 @@ class PeriodBatch:
         return self._written[fire]
 
     def claim(self, conn: psycopg.Connection[Any], replica: str) -> Claims:
-        """Claim the periods, insert the jobs of those enqueued, then pause and cancel.
-
-        Never prepared: a generic plan cannot see how many periods there are.
-        """
+        """Claim the periods, insert the jobs of those enqueued, then pause and cancel."""
         claims = Claims()
         if not self.unique_keys:
             return claims
@@ -142,12 +140,11 @@ class PeriodBatch:
                 conn.execute(
                     history_sql.HISTORY_LOCK_OVERLAP, {"names": text_array(sorted(self._overlap))}
                 )
-            rows = conn.execute(
-                history_sql.HISTORY_CLAIM_PERIODS, self._params(replica), prepare=False
-            )
+            rows = _claim_rows(conn, self._params(replica))
             decided = {(name, epoch): (out, job, why) for name, epoch, out, job, why in rows}
-            inserted = self._insert_jobs(conn, decided)
-            self._sort_out(conn, claims, decided, inserted)
+            answers = [decided.get(period, _NONE) for period in self._periods()]
+            inserted = self._insert_jobs(conn, answers)
+            self._sort_out(conn, claims, answers, inserted)
             _apart(
                 conn,
                 "pause after failures",
@@ -156,18 +153,27 @@ class PeriodBatch:
             _apart(conn, "cancel_other", lambda: self._cancel_others(conn, claims, decided))
         return claims
 
+    def _periods(self) -> zip[tuple[str, float]]:
+        """Each period as the claim statement returns it: (schedule, fire time's epoch)."""
+        return zip(self._schedules, self._fire_floats, strict=True)
+
     def _insert_jobs(
-        self, conn: psycopg.Connection[Any], decided: dict[tuple[str, float], _Decision]
-    ) -> set[int]:
-        """Insert the jobs of the periods this claim enqueued; return their ids."""
-        ids: list[int | None] = []
-        for index, name in enumerate(self._schedules):
-            outcome, job_id, _ = decided.get((name, self._fire_floats[index]), _NONE)
-            ids.append(job_id if outcome == "enqueued" else None)
-        if not any(ids):
+        self, conn: psycopg.Connection[Any], answers: list[_Decision]
+    ) -> set[int] | None:
+        """Insert the jobs of the periods this claim enqueued; return their ids, or None
+        when it inserted every one (all but a rare case: see PERIOD_JOBS_INSERT)."""
+        ids = [job_id if outcome == "enqueued" else None for outcome, job_id, _ in answers]
+        wanted = [job_id for job_id in ids if job_id is not None]
+        if not wanted:
             return set()
-        rows = conn.execute(enqueue_sql.PERIOD_JOBS_INSERT, self.jobs_params(ids), prepare=False)
-        return {job_id for (job_id,) in rows}
+        row = conn.execute(enqueue_sql.PERIOD_JOBS_INSERT, self.jobs_params(ids), prepare=False)
+        (count,) = row.fetchone() or (0,)
+        if count == len(wanted):
+            return None
+        present = conn.execute(
+            enqueue_sql.PERIOD_JOBS_PRESENT, {"ids": number_array(map(str, wanted))}
+        )
+        return {job_id for (job_id,) in present}
 
     def jobs_params(self, ids: list[int | None]) -> dict[str, str]:
         """``PERIOD_JOBS_INSERT``'s parameters: each period's job id (None: no job now)
@@ -191,18 +197,22 @@ class PeriodBatch:
         self,
         conn: psycopg.Connection[Any],
         claims: Claims,
-        decided: dict[tuple[str, float], _Decision],
-        inserted: set[int],
+        answers: list[_Decision],
+        inserted: set[int] | None,
     ) -> None:
-        """File each period by what the statement decided; link the jobs others inserted."""
+        """File each period by what the statement decided (``answers``, in period order;
+        ``inserted``: the jobs inserted, None for all); link the jobs others inserted."""
         unlinked: list[int] = []
-        for index, key in enumerate(self.unique_keys):
-            name = self._schedules[index]
-            outcome, job_id, _ = decided.get((name, self._fire_floats[index]), _NONE)
-            new = job_id is not None and job_id in inserted
-            if outcome == "enqueued" and not new:
-                unlinked.append(index)
-            self._count(claims, index, key, outcome, new)
+        filed = {"skipped": claims.skipped, "buffered": claims.buffered, "missed": claims.missed}
+        for index, (outcome, job_id, _) in enumerate(answers):
+            key = self.unique_keys[index]
+            if outcome is not None and outcome in filed:
+                filed[outcome].append(key)
+            elif outcome is not None or self._missed[index] == "f":
+                new = job_id is not None and (inserted is None or job_id in inserted)
+                if outcome == "enqueued" and not new:
+                    unlinked.append(index)
+                self._count(claims, self._schedules[index], key, new)
         if unlinked:
             self._link(conn, unlinked)
         for keys in (claims.inserted, claims.existing, claims.skipped, claims.missed):
@@ -250,25 +260,16 @@ class PeriodBatch:
         rows = conn.execute(enqueue_sql.PERIOD_JOBS_CANCEL_OTHERS, params, prepare=False)
         claims.cancelled = sorted(job_id for job_id, _ in rows)
 
-    def _count(
-        self, claims: Claims, index: int, key: str, outcome: str | None, inserted: bool
-    ) -> None:
-        """File one period of the answer; ``outcome`` None: another writer decided it."""
-        if outcome == "skipped":
-            claims.skipped.append(key)
-        elif outcome == "buffered":
-            claims.buffered.append(key)
-        elif outcome == "missed":
-            claims.missed.append(key)
-        elif outcome is not None or self._missed[index] == "f":
-            name = self._schedules[index]
-            new, old = claims.counts.get(name, (0, 0))
-            if inserted:
-                claims.inserted.append(key)
-                claims.counts[name] = (new + 1, old)
-            else:
-                claims.existing.append(key)
-                claims.counts[name] = (new, old + 1)
+    @staticmethod
+    def _count(claims: Claims, name: str, key: str, inserted: bool) -> None:
+        """File one due period enqueued now or before (by this or another writer)."""
+        new, old = claims.counts.get(name, (0, 0))
+        if inserted:
+            claims.inserted.append(key)
+            claims.counts[name] = (new + 1, old)
+        else:
+            claims.existing.append(key)
+            claims.counts[name] = (new, old + 1)
 
     def _link(self, conn: psycopg.Connection[Any], indexes: list[int]) -> None:
         """Point history rows at the jobs another writer inserted for their periods."""
@@ -317,6 +318,20 @@ class PeriodBatch:
 _Decision = tuple[str | None, int | None, str | None]  # (outcome, job id, reason)
 _NONE: _Decision = (None, None, None)
 _RANKS = [str(rank) for rank in range(64)]
+
+
+def _claim_rows(conn: psycopg.Connection[Any], params: dict[str, str]) -> list[Any]:
+    """The claim's history rows: first as new periods only (no speculative insertion), then,
+    if some period has a row already (a race, a missed period found on time), with ON
+    CONFLICT. Either way the rows this claim wrote; never prepared (a generic plan cannot
+    see how many periods there are)."""
+    try:
+        with conn.transaction():  # a savepoint: the refused first try writes nothing
+            first = history_sql.HISTORY_CLAIM_NEW_PERIODS
+            return conn.execute(first, params, prepare=False).fetchall()
+    except psycopg.errors.UniqueViolation:
+        pass
+    return conn.execute(history_sql.HISTORY_CLAIM_PERIODS, params, prepare=False).fetchall()
 
 
 def _take_turn(conn: psycopg.Connection[Any]) -> None:

@@ -14,7 +14,8 @@ from typing import LiteralString
 
 # -- the claim of a tick ---------------------------------------------------------------------
 
-# Claims the periods of one tick in pgbeat_schedule_history and decides each one's outcome.
+# HISTORY_CLAIM_PERIODS (composed below from this body, its ON CONFLICT and its RETURNING):
+# claims the periods of one tick in pgbeat_schedule_history and decides each one's outcome.
 # Each period (schedule, fire time, kind, the definition hash it was computed from, whether
 # the catch-up policy dropped it, its rank among its schedule's due periods of this tick)
 # joins its schedule's row (primary key): a period of a definition that changed or went
@@ -25,7 +26,9 @@ from typing import LiteralString
 # copy still holds a deleted schedule that was created again must not catch up the deleted
 # span. A period inside the row's last pause (paused_at, resumed_at] is skipped (paused)
 # like one of a current pause. Periods already decided are dropped first, one probe each
-# (pgbeat_schedule_history_period): a replica that comes second does little. Outcomes:
+# (pgbeat_schedule_history_period): a replica that comes second does little. OFFSET 0 keeps
+# that probe a probe: as an anti-join the planner may hash the whole history instead, on
+# analyzed tables, so that the history's size, not the tick's, sets the cost. Outcomes:
 # skipped (paused); missed (catch-up); skipped (failures: the schedule's last
 # pause_after_failures enqueued periods whose jobs have ended all ended failed and were
 # claimed after its last resume, probed newest first on pgbeat_schedule_history_period: a
@@ -44,11 +47,15 @@ from typing import LiteralString
 # missed period that another replica then finds on time becomes enqueued. A period of a
 # schedule with a deadline that is enqueued, buffered or missed is watched from here on:
 # due_by is its fire time plus the deadline, and HISTORY_JUDGE_DEADLINES judges it then
-# (skipped periods are not watched: no job was wanted). Rows go in
-# (schedule, fire time) order so that replicas lock them alike. No join between two CTEs
-# anywhere: each scans the one before it once, so the plan is linear whatever the
-# statistics say (tests/integration/test_schedule_scale.py checks the plan).
-HISTORY_CLAIM_PERIODS: LiteralString = """
+# (skipped periods are not watched: no job was wanted). Rows go in (schedule, fire time)
+# order so that replicas lock them alike. busy and reasoned end in OFFSET 0 so that each
+# period's reason and live check are computed once, not once per column that reads them.
+# Every row's inserted_at is the statement's start: one value per tick keeps the BRIN
+# index on it (pgbeat_schedule_history_age) from rewriting its range's summary at each
+# row. No join between two CTEs anywhere: each scans the one before it once, so the plan
+# is linear whatever the statistics say
+# (tests/integration/test_schedule_scale.py and test_claim_plans.py check the plan).
+_CLAIM_ROWS: LiteralString = """
 WITH period AS MATERIALIZED (
     SELECT p.*, s.overlap, s.catch_up, s.pause_after_failures, s.resumed_at, s.deadline,
            s.definition_hash = p.definition_hash AS current,
@@ -67,6 +74,7 @@ WITH period AS MATERIALIZED (
         SELECT FROM pgbeat_schedule_history AS done
         WHERE done.schedule = p.schedule AND done.fire_at = to_timestamp(p.fire_epoch)
           AND done.outcome <> 'manual' AND (done.outcome <> 'missed' OR p.missed)
+        OFFSET 0
     )
 ), busy AS (
     SELECT period.*,
@@ -83,6 +91,7 @@ WITH period AS MATERIALIZED (
                WHERE b.schedule = period.schedule AND b.outcome = 'buffered')
                ELSE false END AS waiting
     FROM period WHERE current AND NOT before_creation
+    OFFSET 0
 ), reasoned AS (
     SELECT busy.*, CASE
         WHEN paused THEN 'paused'
@@ -104,31 +113,47 @@ WITH period AS MATERIALIZED (
         WHEN overlap = 'buffer_one' AND rank + (live OR waiting)::int = 1 THEN 'waits'
     END AS reason
     FROM busy
+    ORDER BY schedule, fire_epoch
+    OFFSET 0
 )
 INSERT INTO pgbeat_schedule_history AS h (schedule, fire_at, outcome, reason, job_id,
-                                         inserted_by, due_by, deadline_state)
+                                         inserted_at, inserted_by, due_by, deadline_state)
 SELECT schedule, to_timestamp(fire_epoch),
        CASE WHEN reason IS NULL THEN 'enqueued' WHEN reason = 'waits' THEN 'buffered'
             WHEN missed AND NOT paused THEN 'missed' ELSE 'skipped' END,
        CASE WHEN reason = 'waits' THEN 'overlap' ELSE reason END,
        CASE WHEN reason IS NULL OR reason = 'waits'
             THEN nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) END,
-       %(by)s,
+       statement_timestamp(), %(by)s,
        CASE WHEN reason IS NULL OR reason = 'waits' OR (missed AND NOT paused)
             THEN to_timestamp(fire_epoch) + deadline END,
        CASE WHEN deadline IS NOT NULL
              AND (reason IS NULL OR reason = 'waits' OR (missed AND NOT paused))
             THEN 'watching' END
-FROM reasoned
-ORDER BY schedule, fire_epoch
+FROM reasoned"""
+
+# The first writer of a period decides it (pgbeat_schedule_history_period); past that, a
+# missed period found on time becomes enqueued.
+_CLAIM_CONFLICT: LiteralString = """
 ON CONFLICT (schedule, fire_at) WHERE outcome <> 'manual' DO UPDATE
     SET outcome = excluded.outcome, reason = NULL, job_id = excluded.job_id,
         inserted_at = excluded.inserted_at, inserted_by = excluded.inserted_by,
         due_by = coalesce(h.due_by, excluded.due_by),
         deadline_state = coalesce(h.deadline_state, excluded.deadline_state)
-    WHERE h.outcome = 'missed' AND excluded.outcome = 'enqueued'
+    WHERE h.outcome = 'missed' AND excluded.outcome = 'enqueued'"""
+
+_CLAIM_RETURNING: LiteralString = """
 RETURNING h.schedule, extract(epoch FROM h.fire_at)::float8 AS fire_epoch, h.outcome,
           h.job_id, h.reason"""
+
+HISTORY_CLAIM_PERIODS: LiteralString = _CLAIM_ROWS + _CLAIM_CONFLICT + _CLAIM_RETURNING
+
+# The claim as a first try: the same rows with no ON CONFLICT, refused with a unique
+# violation (nothing written) when any period has a history row already, which the
+# anti-join above leaves to a race with another replica or a missed period found on time;
+# the caller then runs HISTORY_CLAIM_PERIODS. Without the speculative insertion's check
+# and confirmation of each row, a tick of new periods costs less (docs/benchmarks.md).
+HISTORY_CLAIM_NEW_PERIODS: LiteralString = _CLAIM_ROWS + _CLAIM_RETURNING
 
 # overlap = "buffer_one": the waiting period of each schedule whose live jobs have all ended
 # becomes enqueued and gets its job, due at its fire time (the waiting rows by
@@ -218,9 +243,12 @@ FROM (SELECT DISTINCT unnest(%(names)s::text[]) AS name ORDER BY 1) AS locked"""
 # for longer than it then runs for; and no sequential scan where an index can probe. On a
 # table analyzed while empty (a new deployment's jobs table) the planner costs a scan at
 # nothing, and the jobs insert's probe for an existing job then scanned, at each of 10,000
-# periods, the rows the statement had inserted so far: quadratic (docs/benchmarks.md).
+# periods, the rows the statement had inserted so far: quadratic (docs/benchmarks.md). And
+# room to sort and hash a large tick in memory: at the default 4 MB, 50,000 periods spilled
+# the claim's arrays, its CTE and its sort to temporary files.
 HISTORY_CLAIM_SETTINGS: LiteralString = """
-SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)"""
+SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true),
+       set_config('work_mem', '64MB', true)"""
 
 # Makes the claims of replicas take turns (a transaction-level advisory lock; the key is
 # "pgbeat.c" as a bigint), waiting 2 s at most: at a fire time every replica claims the same

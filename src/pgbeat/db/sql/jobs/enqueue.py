@@ -129,22 +129,33 @@ RETURNING id"""
 # rows took get an id, so a conflict is rare (a period's job inserted without history, by
 # an older pgbeat): ON CONFLICT alone, whose own check of jobs_unique comes before each
 # insert. A NOT EXISTS probe of the same index before it doubled that check for every row
-# (figures in docs/benchmarks.md).
+# (figures in docs/benchmarks.md). Returns how many it inserted, not their ids: every one
+# in all but that rare case (PERIOD_JOBS_PRESENT then says which), and 10,000 ids read back
+# one row each cost the scheduler more than the count.
 PERIOD_JOBS_INSERT: LiteralString = """
-INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
-                       queue, priority, tags)
-OVERRIDING SYSTEM VALUE
-SELECT p.id, p.kind, %(payloads)s::jsonb -> (p.template - 1), to_timestamp(p.run_epoch),
-       p.unique_key, (%(max_attempts)s::int[])[p.template],
-       to_timestamp(p.run_epoch + (%(keep_seconds)s::float8[])[p.template]),
-       %(queues)s::jsonb ->> (p.template - 1), (%(priorities)s::smallint[])[p.template],
-       (%(tags)s::jsonb ->> (p.template - 1))::text[]
-FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
-            %(unique_keys)s::text[], %(templates)s::int[])
-     AS p(id, kind, run_epoch, unique_key, template)
-WHERE p.id IS NOT NULL
-ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-RETURNING j.id"""
+WITH inserted AS (
+    INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
+                           queue, priority, tags)
+    OVERRIDING SYSTEM VALUE
+    SELECT p.id, p.kind, %(payloads)s::jsonb -> (p.template - 1), to_timestamp(p.run_epoch),
+           p.unique_key, (%(max_attempts)s::int[])[p.template],
+           to_timestamp(p.run_epoch + (%(keep_seconds)s::float8[])[p.template]),
+           %(queues)s::jsonb ->> (p.template - 1), (%(priorities)s::smallint[])[p.template],
+           (%(tags)s::jsonb ->> (p.template - 1))::text[]
+    FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
+                %(unique_keys)s::text[], %(templates)s::int[])
+         AS p(id, kind, run_epoch, unique_key, template)
+    WHERE p.id IS NOT NULL
+    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING j.id
+)
+SELECT count(*) FROM inserted"""
+
+# Which of these job ids exist (primary key): after a PERIOD_JOBS_INSERT that inserted fewer
+# jobs than it was given, the ones it inserted (each id was drawn for it from the sequence,
+# so no other writer has a job of that id).
+PERIOD_JOBS_PRESENT: LiteralString = """
+SELECT id FROM jobs WHERE id = ANY(%(ids)s::bigint[])"""
 
 # overlap = "cancel_other": once a claim enqueued a new period of these schedules, their
 # other live jobs give way (jobs_live_schedule). A running one is asked to stop
