@@ -12,37 +12,18 @@ line per run; tests/integration/test_workflow_processes.py runs it small.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
-import signal
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
 import pgbeat
 from tests.apps.workflow_app import SETUP
-from tests.helpers import CliProcess, start_cli, wait_for
+from tests.chaos import races
 
-ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.workflow_app:registry"
-
-
-@contextmanager
-def workers(url: str, count: int, flags: list[str]) -> Iterator[list[CliProcess]]:
-    started = [start_cli(["worker", APP, *flags], url, cwd=ROOT) for _ in range(count)]
-    try:
-        yield started
-    finally:
-        for process in started:
-            if process.returncode is None:
-                process.stop(timeout=60)
 
 
 @dataclass(frozen=True)
@@ -129,28 +110,13 @@ def workflow_race(url: str, race: WorkflowRace) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP.encode())
         steps = enqueue(conn, race)
-        flags = ["--concurrency", str(race.slots), "--lease", "3s", "--timeout", "2s"]
-        started = time.monotonic()
-        killed = 0
-        with workers(url, race.processes, flags) as fleet:
-            if race.kill:
-                victim = fleet[0]
-                wait_for(
-                    lambda: live_steps(conn) <= steps * 3 // 4 and busy(conn, victim.pid),
-                    timeout=race.timeout,
-                    interval=0.005,
-                    message="the victim running a step",
-                )
-                os.kill(victim.pid, signal.SIGKILL)
-                victim.wait(10)
-                killed = 1
-            wait_for(
-                lambda: live_steps(conn) == 0,
-                timeout=race.timeout,
-                interval=0.1,
-                message="every workflow finished",
-            )
-        seconds = time.monotonic() - started
+        killed, seconds = races.drain(
+            url,
+            races.Drain(APP, race.processes, race.slots, race.kill, race.timeout),
+            lambda pid: live_steps(conn) <= steps * 3 // 4 and busy(conn, pid),
+            lambda: live_steps(conn) == 0,
+            "workflow step",
+        )
         row = conn.execute(AUDIT).fetchone()
         assert row is not None
         names = ("early", "twice", "rerun", "unfinished", "wrongly_cancelled")
@@ -166,36 +132,26 @@ def workflow_race(url: str, race: WorkflowRace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos.workflow_race")
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--slots", type=int, default=20)
-    parser.add_argument("--diamonds", type=int, default=300)
-    parser.add_argument("--fan-outs", type=int, default=50)
-    parser.add_argument("--width", type=int, default=200)
-    args = parser.parse_args(argv)
-    if not args.database_url:
-        parser.error("give --database-url or DATABASE_URL (a server to create databases on)")
-    from tests.chaos.harness import fresh_database
+    options = races.parser("python -m tests.chaos.workflow_race", slots=20)
+    options.add_argument("--diamonds", type=int, default=300)
+    options.add_argument("--fan-outs", type=int, default=50)
+    options.add_argument("--width", type=int, default=200)
 
-    failed = 0
-    for run in range(args.runs):
+    def one_run(url: str, args: argparse.Namespace, kill: bool) -> tuple[dict[str, Any], bool]:
         race = WorkflowRace(
             args.processes,
             args.slots,
             args.diamonds,
             args.fan_outs,
             args.width,
-            kill=run == 0,
+            kill=kill,
             timeout=900,
         )
-        with fresh_database(args.database_url) as url:
-            result = workflow_race(url, race)
+        result = workflow_race(url, race)
         bad = result["early"] + result["unfinished"] + result["wrongly_cancelled"]
-        failed += bad > 0 or (result["twice"] > 0 and not race.kill)
-        print(json.dumps({"run": run, **result}), flush=True)
-    return 1 if failed else 0
+        return result, bad > 0 or (result["twice"] > 0 and not race.kill)
+
+    return races.run_races(options, argv, one_run)
 
 
 if __name__ == "__main__":
