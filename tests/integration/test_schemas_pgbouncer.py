@@ -17,20 +17,10 @@ from psycopg import sql
 from pgbeat.db.schemas import with_schema
 from tests.apps.steer_app import SETUP
 from tests.helpers import run_cli, start_cli, wait_for
-from tests.pgbouncer import Pgbouncer, unavailable_reason
+from tests.pgbouncer import Pgbouncer
 
 ROOT = str(Path(__file__).resolve().parents[2])
 POOLED = {"PGBEAT_POOLER": "transaction"}
-
-
-@pytest.fixture(scope="module")
-def bouncer(server_url: str) -> Iterator[Pgbouncer]:
-    reason = unavailable_reason(server_url)
-    if reason:
-        pytest.skip(reason)
-    bouncer = Pgbouncer(server_url, pool_size=10)
-    yield bouncer
-    bouncer.close()
 
 
 @pytest.fixture
