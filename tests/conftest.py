@@ -24,6 +24,7 @@ import pytest
 
 import pgbeat
 from pgbeat.db.migrate import apply_migrations
+from tests import recycling
 from tests.helpers import (
     create_database,
     drop_database,
@@ -66,11 +67,13 @@ def template_name(server_url: str) -> Iterator[str]:
 
 
 class DatabaseSupply:
-    """Clones of the template made ahead of the tests that take them, and dropped after them.
+    """Fresh databases made ahead of the tests that take them, and reused or dropped after.
 
-    Creating and dropping a database is most of a short test's time; a thread does both
-    while the previous test runs, keeping ``ahead`` clones ready. Each test still gets a
-    database no other test has touched.
+    Creating and dropping a database is most of a short test's time, and far more on a busy
+    server (tests/recycling.py says why); a thread does it while the previous test runs,
+    keeping ``ahead`` databases ready. A database whose test changed only rows is made
+    fresh again in place (recycling.reset) and handed out again; any other is dropped. Each
+    test still gets a database that looks as a fresh clone does, and no test's rows.
     """
 
     def __init__(self, server_url: str, template: str, ahead: int = 2) -> None:
@@ -79,6 +82,9 @@ class DatabaseSupply:
         self._ready: queue.Queue[str | BaseException] = queue.Queue()
         self._work: queue.Queue[str | None] = queue.Queue()  # names to drop; None: make one
         self._stopped = False
+        self._reusable: list[str] = []  # reset in place, waiting for a test
+        self._fresh: recycling.Fresh | None = None  # None: never reset in place
+        self._fresh_read = False
         self._thread = threading.Thread(target=self._run, name="database-supply", daemon=True)
         for _ in range(ahead):
             self._work.put(None)
@@ -94,12 +100,32 @@ class DatabaseSupply:
                     continue
                 try:
                     if item is None:
-                        self._ready.put(create_database(admin, self._template))
-                    else:
+                        self._ready.put(self._fresh_one(admin))
+                    elif self._stopped or not self._reset(admin, item):
                         drop_database(admin, item)
+                    else:
+                        self._reusable.append(item)
                 except Exception as exc:  # handed to the test that waits for a database
                     if item is None:
                         self._ready.put(exc)
+
+    def _fresh_one(self, admin: psycopg.Connection[Any]) -> str:
+        """A database reset after its last test, else a new clone of the template."""
+        if self._reusable:
+            return self._reusable.pop()
+        name = create_database(admin, self._template)
+        if not self._fresh_read:  # the first clone shows what fresh looks like
+            self._fresh = recycling.Fresh.read(with_database(self._server_url, name))
+            self._fresh_read = True
+        return name
+
+    def _reset(self, admin: psycopg.Connection[Any], name: str) -> bool:
+        if self._fresh is None:
+            return False
+        try:
+            return recycling.reset(admin, with_database(self._server_url, name), name, self._fresh)
+        except psycopg.Error:
+            return False  # dropped instead: a test left it in a state TRUNCATE cannot undo
 
     def take(self) -> str:
         """A fresh database's name; the next one starts being made at once."""
@@ -123,6 +149,8 @@ class DatabaseSupply:
                 item = self._ready.get_nowait()
                 if isinstance(item, str):
                     drop_database(admin, item)
+            for name in self._reusable:
+                drop_database(admin, name)
 
 
 @pytest.fixture(scope="session")
