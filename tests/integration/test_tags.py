@@ -16,7 +16,7 @@ import pgbeat
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.errors import ConfigError
-from pgbeat.jobs import actions
+from pgbeat.jobs import reads
 from pgbeat.scheduling.file import build_schedule
 from pgbeat.scheduling.state import run_schedule_now
 from pgbeat.testing import drain
@@ -111,7 +111,7 @@ def test_list_jobs_finds_a_tag_among_many(conn: psycopg.Connection[Any]) -> None
     )
     pgbeat.enqueue_many(conn, [pgbeat.NewJob("bulk") for _ in range(20_000)])
     conn.execute("ANALYZE jobs")
-    assert len(actions.list_jobs(conn, status=None, kind=None, limit=50, tag="tenant:7")) == 4
+    assert len(reads.list_jobs(conn, status=None, kind=None, limit=50, tag="tenant:7")) == 4
 
 
 def test_the_index_serves_the_list_statements(conn: psycopg.Connection[Any]) -> None:
