@@ -72,7 +72,8 @@ class DatabaseSupply:
     Creating and dropping a database is most of a short test's time, and far more on a busy
     server (tests/recycling.py says why); a thread does it while the previous test runs,
     keeping ``ahead`` databases ready. A database whose test changed only rows is made
-    fresh again in place (recycling.reset) and handed out again; any other is dropped. Each
+    fresh again in place (recycling.reset) and handed out again; any other is dropped
+    while no test waits for a database (a drop waits for a checkpoint). Each
     test still gets a database that looks as a fresh clone does, and no test's rows.
     """
 
@@ -83,6 +84,7 @@ class DatabaseSupply:
         self._work: queue.Queue[str | None] = queue.Queue()  # names to drop; None: make one
         self._stopped = False
         self._reusable: list[str] = []  # reset in place, waiting for a test
+        self._to_drop: list[str] = []  # dropped when no test waits
         self._fresh: recycling.Fresh | None = None  # None: never reset in place
         self._fresh_read = False
         self._thread = threading.Thread(target=self._run, name="database-supply", daemon=True)
@@ -93,7 +95,11 @@ class DatabaseSupply:
     def _run(self) -> None:
         with psycopg.connect(self._server_url, autocommit=True) as admin:
             while True:
-                item = self._work.get()
+                try:  # a drop (a checkpoint) waits while a test may want a database
+                    item = self._work.get(timeout=0.05 if self._to_drop else None)
+                except queue.Empty:
+                    drop_database(admin, self._to_drop.pop())
+                    continue
                 if item is None and self._stopped:
                     if self._work.empty():
                         return
@@ -102,7 +108,7 @@ class DatabaseSupply:
                     if item is None:
                         self._ready.put(self._fresh_one(admin))
                     elif self._stopped or not self._reset(admin, item):
-                        drop_database(admin, item)
+                        self._to_drop.append(item)
                     else:
                         self._reusable.append(item)
                 except Exception as exc:  # handed to the test that waits for a database
@@ -136,7 +142,7 @@ class DatabaseSupply:
         return item
 
     def give_back(self, name: str) -> None:
-        """Drop ``name`` in the background."""
+        """Reset ``name`` for the next test, or drop it, in the background."""
         self._work.put(name)
 
     def close(self) -> None:
@@ -149,7 +155,7 @@ class DatabaseSupply:
                 item = self._ready.get_nowait()
                 if isinstance(item, str):
                     drop_database(admin, item)
-            for name in self._reusable:
+            for name in self._reusable + self._to_drop:
                 drop_database(admin, name)
 
 
