@@ -7,6 +7,7 @@ fresh database cloned from a migrated template, so tests never see each other's 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -150,13 +151,24 @@ class DatabaseSupply:
         self._stopped = True
         self._work.put(None)
         self._thread.join(timeout=120)
-        with psycopg.connect(self._server_url, autocommit=True) as admin:
-            while not self._ready.empty():
-                item = self._ready.get_nowait()
-                if isinstance(item, str):
-                    drop_database(admin, item)
-            for name in self._reusable + self._to_drop:
-                drop_database(admin, name)
+        names = self._reusable + self._to_drop
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if isinstance(item, str):
+                names.append(item)
+        drop_at_once(self._server_url, names)
+
+
+def drop_at_once(server_url: str, names: list[str]) -> None:
+    """Drop these databases side by side: each DROP DATABASE waits for a checkpoint, and
+    drops waiting together share one instead of taking turns."""
+
+    def drop(name: str) -> None:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            drop_database(admin, name)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        list(pool.map(drop, names))
 
 
 @pytest.fixture(scope="session")

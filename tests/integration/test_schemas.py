@@ -24,7 +24,7 @@ import pgbeat
 from pgbeat.cli.main import build_parser
 from pgbeat.db import migrate, schemas
 from pgbeat.errors import UserError
-from tests.helpers import run_cli, start_cli, wait_for
+from tests.helpers import run_cli, run_cli_here, start_cli, wait_for
 from tests.pgbouncer import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,8 +123,8 @@ def test_every_command_takes_the_schema_flag() -> None:
     ],
 )
 def test_a_command_refuses_a_schema_that_does_not_exist(database_url: str, args: list[str]) -> None:
-    by_flag = run_cli([*args, "--schema", "nowhere"], database_url)
-    by_env = run_cli(args, database_url, PGBEAT_SCHEMA="nowhere")
+    by_flag = run_cli_here([*args, "--schema", "nowhere"], database_url)
+    by_env = run_cli_here(args, database_url, PGBEAT_SCHEMA="nowhere")
     for done in (by_flag, by_env):
         assert done.returncode == 1
         assert "schema 'nowhere' does not exist" in done.stdout + done.stderr
@@ -133,8 +133,8 @@ def test_a_command_refuses_a_schema_that_does_not_exist(database_url: str, args:
 
 @pytest.mark.parametrize("name", ["App", "1app", "pg_app", "a-b", "a b", "a" * 64, "a;drop"])
 def test_a_bad_schema_name_is_refused_in_one_line(database_url: str, name: str) -> None:
-    by_flag = run_cli(["jobs", "list", "--schema", name], database_url)
-    by_env = run_cli(["jobs", "list"], database_url, PGBEAT_SCHEMA=name)
+    by_flag = run_cli_here(["jobs", "list", "--schema", name], database_url)
+    by_env = run_cli_here(["jobs", "list"], database_url, PGBEAT_SCHEMA=name)
     for done in (by_flag, by_env):
         assert done.returncode == 1
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
