@@ -97,6 +97,16 @@ def run_cli_here(
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
+def lock_waiters(conn: psycopg.Connection[Any]) -> int:
+    """How many sessions on ``conn``'s database wait for a lock: the way to know a racing
+    statement reached its wait, without sleeping."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database()"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 class CliProcess:
     """A background ``pgbeat`` process whose output is collected as it comes."""
 

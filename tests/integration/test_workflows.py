@@ -20,7 +20,7 @@ import pytest
 import pgbeat
 from pgbeat.jobs.workflows import repair_workflows
 from pgbeat.testing import drain
-from tests.helpers import run_cli_here, wait_for
+from tests.helpers import lock_waiters, run_cli_here, wait_for
 
 
 def recording_registry(ran: list[str], fail: tuple[str, ...] = ()) -> pgbeat.Registry:
@@ -385,13 +385,7 @@ def test_two_concurrent_calls_with_one_key_insert_once(
         thread = threading.Thread(target=second)
         thread.start()
         wait_for(  # the second waits on the first's uncommitted key
-            lambda: (
-                conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND datname = current_database()"
-                ).fetchone()
-                == (1,)
-            ),
+            lambda: lock_waiters(conn) == 1,
             message="the second call waiting on the key",
         )
         first.commit()
