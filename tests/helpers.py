@@ -107,6 +107,21 @@ def lock_waiters(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def run_python(script: str, url: str, timeout: float = 120) -> str:
+    """``python -c SCRIPT URL`` in a process of its own (a fresh interpreter: nothing this
+    one imported or configured), which must exit 0; what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, url],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 class CliProcess:
     """A background ``pgbeat`` process whose output is collected as it comes."""
 
