@@ -98,6 +98,15 @@ SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
                 ELSE '' END) END
 FROM ended"""
 
+# A stopped or released run keeps its error unless asked to stop (stop, release; each
+# goes on with its own ELSE).
+_ERROR_KEPT_UNLESS_ASKED: LiteralString = """
+        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN last_error"""
+
+# The fence and tail of the outcomes of a run its worker stopped (stop, release).
+_STOPPED_ENDED: LiteralString = _STILL_RUNNING + _CANCELLED_ENDED
+
 # Marks finished runs done, with their return values (primary key). %(results)s is one
 # JSON object from job id (as text) to its result, NULL when no run returned anything: a
 # lookup in it is a binary search, where a subscript of a jsonb[] walks the array.
@@ -166,9 +175,8 @@ WITH ended AS (
 # else, the cancel being only a notification anyone may send, released like JOBS_RELEASE.
 JOBS_STOP: LiteralString = (
     _RELEASED_UNLESS_ASKED
+    + _ERROR_KEPT_UNLESS_ASKED
     + """
-        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                          THEN last_error
                           ELSE coalesce(last_error || '; ', '')
                                || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
                           END,"""
@@ -176,8 +184,7 @@ JOBS_STOP: LiteralString = (
     + _STARTED_CLEARED
     + """,
         locked_until = NULL"""
-    + _STILL_RUNNING
-    + _CANCELLED_ENDED
+    + _STOPPED_ENDED
 )
 
 # Returns running jobs to pending at shutdown without charging the attempt (primary key);
@@ -186,14 +193,12 @@ JOBS_STOP: LiteralString = (
 # whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
 JOBS_RELEASE: LiteralString = (
     _RELEASED_UNLESS_ASKED
+    + _ERROR_KEPT_UNLESS_ASKED
     + """
-        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                          THEN last_error
                           ELSE concat_ws('; ', last_error, 'released at shutdown') END,
         locked_until = NULL, attempts = greatest(attempts - 1, 0),"""
     + _STARTED_CLEARED
-    + _STILL_RUNNING
-    + _CANCELLED_ENDED
+    + _STOPPED_ENDED
 )
 
 # Extends the leases of the runs a worker still has, one statement per renewal round
