@@ -38,7 +38,7 @@ def in_schema(url: str, schema: str) -> str:
 def two_apps(database_url: str) -> tuple[str, str]:
     """``app_a`` and ``app_b`` migrated beside ``public`` in one database."""
     for schema in ("app_a", "app_b"):
-        done = run_cli(["migrate", "--schema", schema], database_url)
+        done = run_cli_here(["migrate", "--schema", schema], database_url)
         assert done.returncode == 0, done.stderr
     return in_schema(database_url, "app_a"), in_schema(database_url, "app_b")
 
@@ -51,7 +51,7 @@ def count(url: str, table: str = "jobs") -> int:
 
 
 def test_migrate_schema_creates_it_and_installs_every_table_there(database_url: str) -> None:
-    done = run_cli(["migrate", "--schema", "billing"], database_url)
+    done = run_cli_here(["migrate", "--schema", "billing"], database_url)
     assert done.returncode == 0, done.stderr
     assert "created schema billing" in done.stdout
     with psycopg.connect(database_url) as conn:
@@ -66,7 +66,7 @@ def test_migrate_schema_creates_it_and_installs_every_table_there(database_url: 
         versions = [r[0] for r in conn.execute("SELECT version FROM billing.pgbeat_migrations")]
     assert billing == public  # the same tables, none of them shared
     assert versions == [m.version for m in migrate.available_migrations()]
-    again = run_cli(["migrate"], database_url, PGBEAT_SCHEMA="billing")
+    again = run_cli_here(["migrate"], database_url, PGBEAT_SCHEMA="billing")
     assert (again.returncode, again.stdout.strip()) == (0, "schema is up to date")
 
 
@@ -145,15 +145,17 @@ def test_the_cli_with_the_flag_or_the_env_works_in_that_schema_only(
     database_url: str, two_apps: tuple[str, str]
 ) -> None:
     a_url, b_url = two_apps
-    by_flag = run_cli(["enqueue", "only_a", "--schema", "app_a"], database_url)
-    by_env = run_cli(["enqueue", "only_b"], database_url, PGBEAT_SCHEMA="app_b")
+    by_flag = run_cli_here(["enqueue", "only_a", "--schema", "app_a"], database_url)
+    by_env = run_cli_here(["enqueue", "only_b"], database_url, PGBEAT_SCHEMA="app_b")
     assert by_flag.returncode == by_env.returncode == 0, by_flag.stderr + by_env.stderr
-    listed_a = run_cli(["jobs", "list", "--schema", "app_a"], database_url).stdout
-    listed_b = run_cli(["jobs", "list"], database_url, PGBEAT_SCHEMA="app_b").stdout
+    listed_a = run_cli_here(["jobs", "list", "--schema", "app_a"], database_url).stdout
+    listed_b = run_cli_here(["jobs", "list"], database_url, PGBEAT_SCHEMA="app_b").stdout
     assert "only_a" in listed_a and "only_b" not in listed_a
     assert "only_b" in listed_b and "only_a" not in listed_b
     assert (count(a_url), count(b_url), count(database_url)) == (1, 1, 0)
-    flag_wins = run_cli(["jobs", "list", "--schema", "app_a"], database_url, PGBEAT_SCHEMA="app_b")
+    flag_wins = run_cli_here(
+        ["jobs", "list", "--schema", "app_a"], database_url, PGBEAT_SCHEMA="app_b"
+    )
     assert "only_a" in flag_wins.stdout
 
 
@@ -288,7 +290,7 @@ def test_a_lock_held_in_one_schema_does_not_block_the_other(
 
 
 def test_migrate_print_schema_installs_into_the_schema(database_url: str) -> None:
-    script = run_cli(["migrate", "--print", "--schema", "printed"], None)
+    script = run_cli_here(["migrate", "--print", "--schema", "printed"], None)
     assert script.returncode == 0, script.stderr
     assert script.stdout.startswith(
         'CREATE SCHEMA IF NOT EXISTS "printed";\nSET search_path TO "printed";'
@@ -302,7 +304,7 @@ def test_migrate_print_schema_installs_into_the_schema(database_url: str) -> Non
         check=False,
     )
     assert applied.returncode == 0, applied.stderr
-    up_to_date = run_cli(["migrate", "--schema", "printed"], database_url)
+    up_to_date = run_cli_here(["migrate", "--schema", "printed"], database_url)
     assert up_to_date.stdout.strip() == "schema is up to date"
 
 
@@ -364,9 +366,9 @@ def test_the_least_privilege_script_applies_to_a_schema(
         assert owner == (f"pgbeat_admin_{suffix}",)
     as_login = psycopg.conninfo.make_conninfo(database_url, user=login)
     try:
-        done = run_cli(["enqueue", "from_web", "--schema", "app_a"], as_login)
+        done = run_cli_here(["enqueue", "from_web", "--schema", "app_a"], as_login)
         assert done.returncode == 0, done.stderr
-        refused = run_cli(["enqueue", "from_web", "--schema", "app_b"], as_login)
+        refused = run_cli_here(["enqueue", "from_web", "--schema", "app_b"], as_login)
         assert refused.returncode == 1 and "permission denied" in refused.stderr
         assert count(a_url) == 1 and count(two_apps[1]) == 0
     finally:
