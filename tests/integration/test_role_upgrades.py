@@ -16,7 +16,7 @@ from psycopg import sql
 
 from pgbeat.db import migrate, roles
 from pgbeat.db.sql import migrations as migration_sql
-from tests.helpers import run_cli
+from tests.helpers import run_cli, run_cli_here
 from tests.integration.test_least_privilege import role_url, roles_run_a_job_each
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -64,8 +64,8 @@ def test_migrate_keeps_a_least_privilege_deployment_working(
 
 
 def test_pgbeat_roles_prints_the_documented_script() -> None:
-    printed = run_cli(["roles", "--print"], None)
+    printed = run_cli_here(["roles", "--print"], None)
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout == (Path(ROOT) / "docs" / "least-privilege.sql").read_text()
-    bad = run_cli(["roles", "--print", "--suffix", "x; DROP"], None)
+    bad = run_cli_here(["roles", "--print", "--suffix", "x; DROP"], None)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1, bad.stderr
