@@ -122,8 +122,11 @@ class DatabaseSupply:
             return self._reusable.pop()
         name = create_database(admin, self._template)
         if not self._fresh_read:  # the first clone shows what fresh looks like
-            self._fresh = recycling.Fresh.read(with_database(self._server_url, name))
             self._fresh_read = True
+            try:
+                self._fresh = recycling.Fresh.read(with_database(self._server_url, name))
+            except psycopg.Error:  # not readable so (a server's rights): never reset in place
+                self._fresh = None
         return name
 
     def _reset(self, admin: psycopg.Connection[Any], name: str) -> bool:
