@@ -6,7 +6,7 @@ jobs table (the jobs_tags index, migration 0016).
 Fills a fresh database with --rows finished jobs (inserted by SQL, as history would
 leave them): a tenth tagged `tenant:<n>` over 1,000 tenants (a rare tag: ~500 jobs each at
 5,000,000 rows), a twentieth also `billing` (a common tag), the rest untagged. Then, for
-each tag, the median of 5 runs of the CLI's statement (actions.list_jobs, 50 rows) and of
+each tag, the median of 5 runs of the CLI's statement (reads.list_jobs, 50 rows) and of
 the dashboard's first page (ui/jobs_data.jobs_page: 50 rows and the capped count).
 docs/tags.md has the figures.
 """
@@ -24,7 +24,7 @@ import psycopg
 
 import pgbeat
 from bench import database, machine
-from pgbeat.jobs import actions
+from pgbeat.jobs import reads
 from pgbeat.ui import jobs_data
 from pgbeat.ui.filters import JobFilter
 
@@ -71,9 +71,7 @@ def main() -> None:
         for tag in ("tenant:7", "billing", "absent"):
             results[tag] = {
                 "jobs list --tag (ms)": median_ms(
-                    lambda tag=tag: actions.list_jobs(
-                        conn, status=None, kind=None, limit=50, tag=tag
-                    )
+                    lambda tag=tag: reads.list_jobs(conn, status=None, kind=None, limit=50, tag=tag)
                 ),
                 "dashboard page (ms)": median_ms(
                     lambda tag=tag: jobs_data.jobs_page(

@@ -7,6 +7,7 @@ fresh database cloned from a migrated template, so tests never see each other's 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -24,6 +25,7 @@ import pytest
 
 import pgbeat
 from pgbeat.db.migrate import apply_migrations
+from tests import recycling
 from tests.helpers import (
     create_database,
     drop_database,
@@ -66,11 +68,14 @@ def template_name(server_url: str) -> Iterator[str]:
 
 
 class DatabaseSupply:
-    """Clones of the template made ahead of the tests that take them, and dropped after them.
+    """Fresh databases made ahead of the tests that take them, and reused or dropped after.
 
-    Creating and dropping a database is most of a short test's time; a thread does both
-    while the previous test runs, keeping ``ahead`` clones ready. Each test still gets a
-    database no other test has touched.
+    Creating and dropping a database is most of a short test's time, and far more on a busy
+    server (tests/recycling.py says why); a thread does it while the previous test runs,
+    keeping ``ahead`` databases ready. A database whose test changed only rows is made
+    fresh again in place (recycling.reset) and handed out again; any other is dropped
+    while no test waits for a database (a drop waits for a checkpoint). Each
+    test still gets a database that looks as a fresh clone does, and no test's rows.
     """
 
     def __init__(self, server_url: str, template: str, ahead: int = 2) -> None:
@@ -79,6 +84,10 @@ class DatabaseSupply:
         self._ready: queue.Queue[str | BaseException] = queue.Queue()
         self._work: queue.Queue[str | None] = queue.Queue()  # names to drop; None: make one
         self._stopped = False
+        self._reusable: list[str] = []  # reset in place, waiting for a test
+        self._to_drop: list[str] = []  # dropped when no test waits
+        self._fresh: recycling.Fresh | None = None  # None: never reset in place
+        self._fresh_read = False
         self._thread = threading.Thread(target=self._run, name="database-supply", daemon=True)
         for _ in range(ahead):
             self._work.put(None)
@@ -87,19 +96,46 @@ class DatabaseSupply:
     def _run(self) -> None:
         with psycopg.connect(self._server_url, autocommit=True) as admin:
             while True:
-                item = self._work.get()
+                try:  # a drop (a checkpoint) waits while a test may want a database
+                    item = self._work.get(timeout=0.05 if self._to_drop else None)
+                except queue.Empty:
+                    drop_database(admin, self._to_drop.pop())
+                    continue
                 if item is None and self._stopped:
                     if self._work.empty():
                         return
                     continue
                 try:
                     if item is None:
-                        self._ready.put(create_database(admin, self._template))
+                        self._ready.put(self._fresh_one(admin))
+                    elif self._stopped or not self._reset(admin, item):
+                        self._to_drop.append(item)
                     else:
-                        drop_database(admin, item)
+                        self._reusable.append(item)
                 except Exception as exc:  # handed to the test that waits for a database
                     if item is None:
                         self._ready.put(exc)
+
+    def _fresh_one(self, admin: psycopg.Connection[Any]) -> str:
+        """A database reset after its last test, else a new clone of the template."""
+        if self._reusable:
+            return self._reusable.pop()
+        name = create_database(admin, self._template)
+        if not self._fresh_read:  # the first clone shows what fresh looks like
+            self._fresh_read = True
+            try:
+                self._fresh = recycling.Fresh.read(with_database(self._server_url, name))
+            except psycopg.Error:  # not readable so (a server's rights): never reset in place
+                self._fresh = None
+        return name
+
+    def _reset(self, admin: psycopg.Connection[Any], name: str) -> bool:
+        if self._fresh is None:
+            return False
+        try:
+            return recycling.reset(admin, with_database(self._server_url, name), name, self._fresh)
+        except psycopg.Error:
+            return False  # dropped instead: a test left it in a state TRUNCATE cannot undo
 
     def take(self) -> str:
         """A fresh database's name; the next one starts being made at once."""
@@ -110,7 +146,7 @@ class DatabaseSupply:
         return item
 
     def give_back(self, name: str) -> None:
-        """Drop ``name`` in the background."""
+        """Reset ``name`` for the next test, or drop it, in the background."""
         self._work.put(name)
 
     def close(self) -> None:
@@ -118,11 +154,24 @@ class DatabaseSupply:
         self._stopped = True
         self._work.put(None)
         self._thread.join(timeout=120)
-        with psycopg.connect(self._server_url, autocommit=True) as admin:
-            while not self._ready.empty():
-                item = self._ready.get_nowait()
-                if isinstance(item, str):
-                    drop_database(admin, item)
+        names = self._reusable + self._to_drop
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if isinstance(item, str):
+                names.append(item)
+        drop_at_once(self._server_url, names)
+
+
+def drop_at_once(server_url: str, names: list[str]) -> None:
+    """Drop these databases side by side: each DROP DATABASE waits for a checkpoint, and
+    drops waiting together share one instead of taking turns."""
+
+    def drop(name: str) -> None:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            drop_database(admin, name)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        list(pool.map(drop, names))
 
 
 @pytest.fixture(scope="session")

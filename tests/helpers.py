@@ -3,6 +3,8 @@ one way to make a throwaway database, and the one way to run a worker in a threa
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -68,6 +70,56 @@ def run_cli(
         cwd=cwd,
         check=False,
     )
+
+
+def run_cli_here(
+    args: Sequence[str], database_url: str | None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``pgbeat ARGS`` run by ``main()`` in this process, its exit code and output captured
+    as ``run_cli`` gives them: no interpreter to start (a tenth of a second where a process
+    takes one or more on a busy machine). For what only a process shows (signals, pipes,
+    encodings, ``python -m pgbeat`` itself) use ``run_cli``."""
+    from pgbeat.cli.main import main  # here: most tests never load the CLI
+
+    saved = dict(os.environ)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(cli_env(database_url, **env))
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exit_:  # argparse: usage errors
+                code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def lock_waiters(conn: psycopg.Connection[Any]) -> int:
+    """How many sessions on ``conn``'s database wait for a lock: the way to know a racing
+    statement reached its wait, without sleeping."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database()"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def run_python(script: str, url: str, timeout: float = 120) -> str:
+    """``python -c SCRIPT URL`` in a process of its own (a fresh interpreter: nothing this
+    one imported or configured), which must exit 0; what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, url],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 class CliProcess:

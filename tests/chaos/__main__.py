@@ -230,24 +230,22 @@ def run(args: argparse.Namespace) -> list[ScenarioResult]:
 
 def partition(scenario: Callable[[], ScenarioResult]) -> Callable[[], ScenarioResult]:
     """A partition scenario, or a skipped result that says why (no root, no ip netns)."""
-
-    def go() -> ScenarioResult:
-        reason = unavailable_reason()
-        if reason is None:
-            return scenario()
-        return ScenarioResult("network partitions", {}, {"recovery": f"skipped: {reason}"})
-
-    return go
+    return _unless(unavailable_reason, "network partitions", scenario)
 
 
 def clusters(scenario: Callable[[], ScenarioResult]) -> Callable[[], ScenarioResult]:
     """A failover scenario (two clusters of its own), or a skipped result that says why."""
+    return _unless(clusters_unavailable, "primary failover", scenario)
 
+
+def _unless(
+    unavailable: Callable[[], str | None], name: str, scenario: Callable[[], ScenarioResult]
+) -> Callable[[], ScenarioResult]:
     def go() -> ScenarioResult:
-        reason = clusters_unavailable()
+        reason = unavailable()
         if reason is None:
             return scenario()
-        return ScenarioResult("primary failover", {}, {"recovery": f"skipped: {reason}"})
+        return ScenarioResult(name, {}, {"recovery": f"skipped: {reason}"})
 
     return go
 

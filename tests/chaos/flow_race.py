@@ -9,17 +9,12 @@ and prints one JSON line per run; tests/integration/test_flow_processes.py runs 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
-import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -34,9 +29,9 @@ from tests.apps.flow_app import (
     most_starts_in_window,
     spans,
 )
-from tests.helpers import CliProcess, start_cli, wait_for
+from tests.chaos import races
+from tests.helpers import CliProcess, wait_for
 
-ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.flow_app:registry"
 
 
@@ -56,15 +51,9 @@ class KeyRace:
     lease: str = "3s"  # the workers' lease (a killed worker's jobs are reaped after it)
 
 
-@contextmanager
-def workers(url: str, count: int, flags: list[str]) -> Iterator[list[CliProcess]]:
-    started = [start_cli(["worker", APP, *flags], url, cwd=ROOT) for _ in range(count)]
-    try:
-        yield started
-    finally:
-        for process in started:
-            if process.returncode is None:
-                process.stop(timeout=60)
+def workers(url: str, count: int, flags: list[str]) -> AbstractContextManager[list[CliProcess]]:
+    """``count`` worker processes of the flow app."""
+    return races.workers(url, APP, count, flags)
 
 
 def done_count(conn: psycopg.Connection[Any]) -> int:
@@ -116,28 +105,13 @@ def key_race(url: str, race: KeyRace) -> dict[str, Any]:
                 for i in order
             ],
         )
-        flags = ["--concurrency", str(race.slots), "--lease", race.lease, "--timeout", "2s"]
-        started = time.monotonic()
-        killed = 0
-        with workers(url, race.processes, flags) as fleet:
-            if race.kill:
-                victim = fleet[0]
-                wait_for(  # mid-run, with the victim inside a handler
-                    lambda: done_count(conn) >= race.jobs // 4 and busy(conn, victim.pid),
-                    timeout=race.timeout,
-                    interval=0.005,
-                    message="the victim running a job",
-                )
-                os.kill(victim.pid, signal.SIGKILL)
-                victim.wait(10)
-                killed = 1
-            wait_for(
-                lambda: done_count(conn) == race.jobs,
-                timeout=race.timeout,
-                interval=0.1,
-                message="every job done",
-            )
-        seconds = time.monotonic() - started
+        killed, seconds = races.drain(
+            url,
+            races.Drain(APP, race.processes, race.slots, race.kill, race.timeout, race.lease),
+            lambda pid: done_count(conn) >= race.jobs // 4 and busy(conn, pid),
+            lambda: done_count(conn) == race.jobs,
+            "job",
+        )
         found = spans(conn)
         audit = conn.execute("SELECT queue, limit_key, started_at FROM starts_audit")
         claims = [Span(0, queue, key, 0, at, at) for queue, key, at in audit]
@@ -212,43 +186,33 @@ def rate_race(url: str, rate: str, jobs: int, processes: int) -> tuple[int, floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos.flow_race")
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--slots", type=int, default=50)
-    parser.add_argument("--jobs", type=int, default=20_000)
-    parser.add_argument("--keys", type=int, default=500)
-    parser.add_argument("--fair", action="store_true", help="a fair queue (keys in turn)")
-    parser.add_argument("--key-rate", help="the queue's key_rate too, e.g. 1/2s")
-    parser.add_argument(
+    options = races.parser("python -m tests.chaos.flow_race", slots=50)
+    options.add_argument("--jobs", type=int, default=20_000)
+    options.add_argument("--keys", type=int, default=500)
+    options.add_argument("--fair", action="store_true", help="a fair queue (keys in turn)")
+    options.add_argument("--key-rate", help="the queue's key_rate too, e.g. 1/2s")
+    options.add_argument(
         "--lease", default="3s", help="longer on a loaded machine: a claim waiting for the"
         " queue's lock past the lease loses its running jobs' leases (re-run: not a violation,"
         " but the audit cannot tell)",
     )  # fmt: skip
-    args = parser.parse_args(argv)
-    if not args.database_url:
-        parser.error("give --database-url or DATABASE_URL (a server to create databases on)")
-    from tests.chaos.harness import fresh_database
 
-    failed = 0
-    for run in range(args.runs):
+    def one_run(url: str, args: argparse.Namespace, kill: bool) -> tuple[dict[str, Any], bool]:
         race = KeyRace(
             args.processes,
             args.slots,
             args.jobs,
             args.keys,
-            kill=run == 0,
+            kill=kill,
             timeout=900,
             fair=args.fair,
             key_rate=args.key_rate,
             lease=args.lease,
         )
-        with fresh_database(args.database_url) as url:
-            result = key_race(url, race)
-        failed += result["overlaps"] > 0 or result["key_rate_excess"] > 0
-        print(json.dumps({"run": run, **result}), flush=True)
-    return 1 if failed else 0
+        result = key_race(url, race)
+        return result, result["overlaps"] > 0 or result["key_rate_excess"] > 0
+
+    return races.run_races(options, argv, one_run)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from tests.integration.ui_support import (
     sync_schedules,
     write_schedules,
 )
+from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 DJANGO_PROJECT = Path(__file__).resolve().parents[1] / "django_project"
 
@@ -74,6 +75,18 @@ def browser() -> Iterator[Any]:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture(scope="module")
+def bouncer(server_url: str) -> Iterator[Pgbouncer]:
+    """A pgbouncer in transaction mode in front of the test server, for one module (skips
+    where pgbouncer is not installed)."""
+    reason = unavailable_reason(server_url)
+    if reason:
+        pytest.skip(reason)
+    bouncer = Pgbouncer(server_url, pool_size=10)
+    yield bouncer
+    bouncer.close()
 
 
 @pytest.fixture(scope="module")

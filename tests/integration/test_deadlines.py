@@ -22,7 +22,7 @@ from pgbeat.errors import ScheduleError
 from pgbeat.observe.metrics import PrometheusMetrics
 from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import plan_nodes, run_cli
+from tests.helpers import plan_nodes, run_cli_here
 from tests.integration.test_schedule_state import SECOND, whole_second_after
 
 
@@ -177,13 +177,13 @@ def test_history_json_and_status_show_late_schedules(
     found = deadlines.late_schedules(conn, t0 + 2 * SECOND)
     assert [late.schedule for late in found] == ["late1"]
 
-    result = run_cli(["schedules", "history", "late1", "--json"], database_url)
+    result = run_cli_here(["schedules", "history", "late1", "--json"], database_url)
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     late_rows = [row for row in rows if row["late"]]
     assert late_rows and all(row["late_at"] and row["late_status"] for row in late_rows)
 
-    status = run_cli(["status"], database_url)
+    status = run_cli_here(["status"], database_url)
     assert status.returncode == 1
     late_lines = [line for line in status.stdout.splitlines() if "is late" in line]
     assert [line.split()[2] for line in late_lines] == ["late1:"]
@@ -279,19 +279,19 @@ def test_the_judging_reads_the_watched_periods_by_index_not_the_history(
 def test_schedules_check_refuses_a_bad_deadline_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "schedules.toml"
     path.write_text('[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "soon"\n')
-    result = run_cli(["schedules", "check", str(path)], None)
+    result = run_cli_here(["schedules", "check", str(path)], None)
     assert result.returncode == 1
     [line] = (result.stdout + result.stderr).strip().splitlines()
     assert "schedule 'backup': deadline: bad duration 'soon'" in line, line
     path.write_text('[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "30m"\non_late = "a"\n')
-    assert run_cli(["schedules", "check", str(path)], None).returncode == 0
+    assert run_cli_here(["schedules", "check", str(path)], None).returncode == 0
 
 
 def test_schedules_list_json_shows_the_deadline(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     pgbeat.upsert_schedule(conn, "backup", cron="0 2 * * *", deadline="30m", on_late="alert")
-    result = run_cli(["schedules", "list", "--json"], database_url)
+    result = run_cli_here(["schedules", "list", "--json"], database_url)
     assert result.returncode == 0, result.stderr
     [row] = json.loads(result.stdout)
     assert (row["deadline"], row["on_late"]) == ("30m", "alert")

@@ -7,10 +7,6 @@ handlers of the installed apps' ``jobs.py``.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from typing import Any
 
 import psycopg
@@ -18,13 +14,9 @@ import pytest
 
 import pgbeat
 from pgbeat.db.migrate import available_migrations
-from tests.helpers import wait_for
-from tests.integration.conftest import DJANGO_PROJECT
+from tests.integration.django_support import manage_py, project_env, run_worker
 
 pytest.importorskip("django")
-
-PROJECT = DJANGO_PROJECT
-ROOT = PROJECT.parents[1]
 
 
 def committed(conn: psycopg.Connection[Any]) -> tuple[list[str], int]:
@@ -87,31 +79,11 @@ def test_manage_py_pgbeat_worker_runs_the_apps_handlers(
     with transaction.atomic():
         order = Order.objects.create(email="a@example.com")
         pgbeat.enqueue(connection, "order_confirmation", {"order_id": order.id})
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTHONPATH")}
-    worker = subprocess.Popen(
-        [sys.executable, str(PROJECT / "manage.py"), "pgbeat_worker", "--poll", "200ms"],
-        cwd=str(ROOT.parent),  # anywhere: manage.py finds its project, as in a deployment
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    output = run_worker(
+        manage_py("pgbeat_worker", "--poll", "200ms"),
+        project_env(),
+        lambda: Order.objects.get(id=order.id).confirmed,
+        timeout=30,
     )
-    try:
-        wait_for(
-            lambda: worker.poll() is not None or Order.objects.get(id=order.id).confirmed,
-            timeout=30,
-            interval=0.1,
-            message="the worker to confirm the order",
-        )
-        assert worker.poll() is None, "the worker exited early"
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            output, _ = worker.communicate(timeout=30)
-        except subprocess.TimeoutExpired:  # never leave it running; say what it printed
-            worker.kill()
-            output, _ = worker.communicate(timeout=10)
-            raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{output}") from None
-    assert worker.returncode == 0, output
     status = django_db.execute("SELECT status FROM jobs").fetchone()
     assert status == ("done",), output

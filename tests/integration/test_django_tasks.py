@@ -7,23 +7,18 @@ tasks, results and errors read back as the framework defines them, and ``manage.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import subprocess
 import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.helpers import wait_for
 from tests.integration.conftest import DJANGO_PROJECT
+from tests.integration.django_support import manage_py, project_env, run_worker
 
 pytest.importorskip("django")
-
-ROOT = DJANGO_PROJECT.parents[1]
 
 
 def job_rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -113,35 +108,6 @@ def test_aenqueue_and_aget_result(django_db: psycopg.Connection[Any]) -> None:
     assert django_db.execute("SELECT count(*) FROM jobs WHERE id = %s", (int(job_id),)).fetchone()
 
 
-def _run_worker(command: Sequence[str], env: dict[str, str], done: Any) -> str:
-    worker = subprocess.Popen(
-        command,
-        cwd=str(ROOT.parent),  # anywhere: the project is found by its path, as in a deployment
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for(
-            lambda: worker.poll() is not None or done(),
-            timeout=60,
-            interval=0.1,
-            message="the worker to run the tasks",
-        )
-        assert worker.poll() is None, "the worker exited early"
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            output, _ = worker.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            output, _ = worker.communicate(timeout=10)
-            raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{output}") from None
-    assert worker.returncode == 0, output
-    return output
-
-
 def _all_finished(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute("SELECT count(*) FROM jobs WHERE status IN ('pending', 'running')")
     return row.fetchone() == (0,)
@@ -163,15 +129,8 @@ def test_manage_py_pgbeat_worker_runs_tasks_and_results_report_them(
         "describe": describe.enqueue("hi"),
         "add_later": add_later.enqueue(1, 2),
     }
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTHONPATH")}
-    command = [
-        sys.executable,
-        str(DJANGO_PROJECT / "manage.py"),
-        "pgbeat_worker",
-        "--poll",
-        "200ms",
-    ]
-    _run_worker(command, env, lambda: _all_finished(django_db))
+    command = manage_py("pgbeat_worker", "--poll", "200ms")
+    run_worker(command, project_env(), lambda: _all_finished(django_db))
     for result in results.values():
         result.refresh()
     assert {name: r.status for name, r in results.items()} == {
@@ -208,25 +167,23 @@ def test_pgbeat_worker_runs_them_with_the_tasks_registry(
     from shop.tasks import add
 
     result = add.enqueue(20, 22)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env |= {
+    env = project_env() | {
         "DJANGO_SETTINGS_MODULE": "shopsite.settings",
         "PYTHONPATH": str(DJANGO_PROJECT),
         "DATABASE_URL": django_database,
     }
     command = [sys.executable, "-m", "pgbeat", "worker", "pgbeat.contrib.django.handlers:registry"]
-    _run_worker([*command, "--poll", "200ms"], env, lambda: _all_finished(django_db))
+    run_worker([*command, "--poll", "200ms"], env, lambda: _all_finished(django_db))
     result.refresh()
     assert (result.status, result.return_value) == ("SUCCESSFUL", 42)
 
 
 @pytest.mark.slow
 def test_manage_py_test_runs_the_projects_task_tests(django_database: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTHONPATH")}
     tested = subprocess.run(
         [sys.executable, "manage.py", "test", "shop", "--noinput"],
         cwd=str(DJANGO_PROJECT),
-        env=env,
+        env=project_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -15,7 +15,7 @@ import pytest
 import pgbeat
 from pgbeat.jobs import queues
 from pgbeat.worker.claiming import Claimer
-from tests.helpers import run_cli, running_worker, wait_for
+from tests.helpers import run_cli_here, running_worker, wait_for
 
 LEASE = timedelta(minutes=5)
 
@@ -93,12 +93,12 @@ def test_no_fair_returns_the_queue_to_claim_order(conn: psycopg.Connection[Any])
 
 
 def test_fair_from_the_cli(database_url: str, conn: psycopg.Connection[Any]) -> None:
-    assert run_cli(["queues", "set", "api", "--fair"], database_url).returncode == 0
-    listed = run_cli(["queues", "list", "--json"], database_url)
+    assert run_cli_here(["queues", "set", "api", "--fair"], database_url).returncode == 0
+    listed = run_cli_here(["queues", "list", "--json"], database_url)
     assert [(row["name"], row["fair"]) for row in json.loads(listed.stdout)] == [("api", True)]
-    assert run_cli(["queues", "set", "api", "--no-fair"], database_url).returncode == 0
+    assert run_cli_here(["queues", "set", "api", "--no-fair"], database_url).returncode == 0
     assert queues.list_queues(conn).queues[0].settings.fair is False
-    both = run_cli(["queues", "set", "api", "--fair", "--no-fair"], database_url)
+    both = run_cli_here(["queues", "set", "api", "--fair", "--no-fair"], database_url)
     assert both.returncode != 0
     with pytest.raises(TypeError, match="fair"):
         pgbeat.configure_queue(conn, "api", fair="yes")  # type: ignore[call-overload]
@@ -135,7 +135,9 @@ def test_a_worker_that_saw_a_rate_spent_obeys_a_raised_rate_at_once(
 
     with running_worker(database_url, registry):
         wait_for(lambda: done() == 1, message="the rate's one start")
-        assert run_cli(["queues", "set", "api", "--rate", "100/1s"], database_url).returncode == 0
+        assert (
+            run_cli_here(["queues", "set", "api", "--rate", "100/1s"], database_url).returncode == 0
+        )
         wait_for(lambda: done() == 5, timeout=10, message="the rest, after the change")
 
 
@@ -177,9 +179,9 @@ def test_a_row_from_before_the_constraints_stops_nothing(
     ]
     [state] = [s for s in queues.list_queues(conn).queues if s.settings.name == "broken"]
     assert state.settings.rate is None and state.settings.problem is not None
-    listed = run_cli(["queues", "list"], database_url)
+    listed = run_cli_here(["queues", "list"], database_url)
     assert listed.returncode == 0 and "invalid" in listed.stdout, listed.stderr
-    assert run_cli(["queues", "list", "--json"], database_url).returncode == 0
+    assert run_cli_here(["queues", "list", "--json"], database_url).returncode == 0
 
 
 def test_the_key_walk_is_bounded_and_goes_on_from_claim_to_claim(

@@ -6,9 +6,6 @@ with tracing configured (the worker reads meta's two trace keys as text, never d
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -19,6 +16,7 @@ import psycopg
 import pytest
 
 import pgbeat
+from tests.helpers import run_python
 
 
 class Unencodable(dict[str, Any]):
@@ -105,14 +103,6 @@ def test_odd_meta_never_stops_a_traced_worker(
         conn.execute(
             "INSERT INTO jobs (kind, payload, meta) VALUES ('traced', '{}', %s::jsonb)", (meta,)
         )
-    done = subprocess.run(
-        [sys.executable, "-c", TRACED_WORKER, database_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    run_python(TRACED_WORKER, database_url)
     statuses = conn.execute("SELECT status FROM jobs").fetchall()
     assert statuses == [("done",)] * len(metas)

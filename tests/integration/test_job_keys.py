@@ -17,7 +17,7 @@ import pytest
 
 import pgbeat
 from pgbeat.job import Job
-from pgbeat.jobs import actions
+from pgbeat.jobs import actions, reads
 from pgbeat.worker import operations
 from tests.helpers import run_cli, running_worker, wait_for
 
@@ -500,7 +500,7 @@ def test_cancelled_is_no_failure_and_is_purged(conn: psycopg.Connection[Any]) ->
     stats = actions.stats(conn)
     assert stats.totals()["cancelled"] == 1
     assert stats.totals()["failed"] == 0 and stats.failed_last_hour == 0
-    assert actions.list_jobs(conn, status="failed", kind=None, limit=10) == []
+    assert reads.list_jobs(conn, status="failed", kind=None, limit=10) == []
     conn.execute("UPDATE jobs SET finished_at = now() - interval '2 days'")
     assert actions.purge_jobs(conn, timedelta(days=1)) == 1
 

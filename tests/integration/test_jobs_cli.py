@@ -12,7 +12,7 @@ import pytest
 import pgbeat
 from pgbeat.jobs import actions
 from pgbeat.worker import operations
-from tests.helpers import run_cli, statuses
+from tests.helpers import run_cli_here, statuses
 
 
 def set_status(
@@ -43,7 +43,7 @@ def test_stats(database_url: str, conn: psycopg.Connection[Any]) -> None:
     conn.execute("UPDATE jobs SET finished_at = now() WHERE id = %s", (failed,))
     conn.execute("UPDATE jobs SET run_at = now() - interval '90 seconds' WHERE kind = 'email'")
 
-    result = run_cli(["jobs", "stats", "--json"], database_url)
+    result = run_cli_here(["jobs", "stats", "--json"], database_url)
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
     assert stats["by_status"] == {
@@ -61,7 +61,7 @@ def test_stats(database_url: str, conn: psycopg.Connection[Any]) -> None:
     assert 89 <= stats["oldest_due_age_seconds"] < 200
     assert stats["failed_last_hour"] == 1
 
-    text = run_cli(["jobs", "stats"], database_url)
+    text = run_cli_here(["jobs", "stats"], database_url)
     assert text.returncode == 0
     assert "pending: 4" in text.stdout and "email" in text.stdout
 
@@ -72,20 +72,22 @@ def test_list_and_show(database_url: str, conn: psycopg.Connection[Any]) -> None
     second = pgbeat.enqueue(conn, "report", {"day": "2026-11-30"}, unique_key="r1")
     set_status(conn, second, "failed", last_error="ValueError: boom\n  File x")
 
-    listed = run_cli(["jobs", "list", "--json"], database_url)
+    listed = run_cli_here(["jobs", "list", "--json"], database_url)
     assert [row["id"] for row in json.loads(listed.stdout)] == [second, first]
-    failed_only = run_cli(["jobs", "list", "--status", "failed", "--json"], database_url)
+    failed_only = run_cli_here(["jobs", "list", "--status", "failed", "--json"], database_url)
     assert [row["id"] for row in json.loads(failed_only.stdout)] == [second]
-    by_kind = run_cli(["jobs", "list", "--kind", "email", "--limit", "1", "--json"], database_url)
+    by_kind = run_cli_here(
+        ["jobs", "list", "--kind", "email", "--limit", "1", "--json"], database_url
+    )
     assert [row["id"] for row in json.loads(by_kind.stdout)] == [first]
-    text = run_cli(["jobs", "list"], database_url)
+    text = run_cli_here(["jobs", "list"], database_url)
     assert "ValueError: boom" in text.stdout and "File x" not in text.stdout
 
-    shown = json.loads(run_cli(["jobs", "show", str(second), "--json"], database_url).stdout)
+    shown = json.loads(run_cli_here(["jobs", "show", str(second), "--json"], database_url).stdout)
     assert shown["payload"] == {"day": "2026-11-30"}
     assert shown["unique_key"] == "r1"
     assert shown["last_error"].startswith("ValueError: boom")
-    text_show = run_cli(["jobs", "show", str(second)], database_url)
+    text_show = run_cli_here(["jobs", "show", str(second)], database_url)
     assert "status: failed" in text_show.stdout
 
 
@@ -94,14 +96,14 @@ def test_retry_one_and_all_failed(database_url: str, conn: psycopg.Connection[An
     ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("a"), pgbeat.NewJob("a"), pgbeat.NewJob("b")])
     for job_id in ids:
         set_status(conn, job_id, "failed", attempts=8)
-    result = run_cli(["jobs", "retry", str(ids[0])], database_url)
+    result = run_cli_here(["jobs", "retry", str(ids[0])], database_url)
     assert result.returncode == 0, result.stderr
     assert conn.execute(
         "SELECT status, attempts FROM jobs WHERE id = %s", (ids[0],)
     ).fetchone() == ("pending", 0)
-    result = run_cli(["jobs", "retry", "--failed", "--kind", "b"], database_url)
+    result = run_cli_here(["jobs", "retry", "--failed", "--kind", "b"], database_url)
     assert "1 failed jobs back to pending" in result.stdout
-    result = run_cli(["jobs", "retry", "--failed"], database_url)
+    result = run_cli_here(["jobs", "retry", "--failed"], database_url)
     assert "1 failed jobs back to pending" in result.stdout
     assert statuses(conn) == {"pending": 3}
 
@@ -110,13 +112,13 @@ def test_retry_one_and_all_failed(database_url: str, conn: psycopg.Connection[An
 def test_retry_refuses_a_running_job(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pgbeat.enqueue(conn, "a", {})
     (job,) = operations.claim_jobs(conn, 1, timedelta(minutes=5), None)
-    one_line_error(run_cli(["jobs", "retry", str(job.id)], database_url), "it is running")
+    one_line_error(run_cli_here(["jobs", "retry", str(job.id)], database_url), "it is running")
 
 
 @pytest.mark.slow
 def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
     pending = pgbeat.enqueue(conn, "a", {})
-    result = run_cli(["jobs", "cancel", str(pending)], database_url)
+    result = run_cli_here(["jobs", "cancel", str(pending)], database_url)
     assert result.returncode == 0, result.stderr
     row = conn.execute("SELECT status, last_error FROM jobs WHERE id = %s", (pending,)).fetchone()
     assert row is not None
@@ -125,14 +127,14 @@ def test_cancel(database_url: str, conn: psycopg.Connection[Any]) -> None:
     assert reason.startswith("cancelled: pgbeat jobs cancel, by ") and "@" in reason
     running = pgbeat.enqueue(conn, "a", {})
     operations.claim_jobs(conn, 1, timedelta(minutes=5), None)
-    result = run_cli(["jobs", "cancel", str(running)], database_url)
+    result = run_cli_here(["jobs", "cancel", str(running)], database_url)
     assert result.returncode == 0, result.stderr
     assert "is running: its handler is told to stop" in result.stdout
     row = conn.execute(
         "SELECT status, cancel_requested_at IS NOT NULL FROM jobs WHERE id = %s", (running,)
     ).fetchone()
     assert row == ("running", True)  # its worker ends it cancelled
-    one_line_error(run_cli(["jobs", "cancel", str(pending)], database_url), "it is cancelled")
+    one_line_error(run_cli_here(["jobs", "cancel", str(pending)], database_url), "it is cancelled")
 
 
 @pytest.mark.slow
@@ -160,9 +162,11 @@ def test_purge_keeps_young_jobs_and_guarded_scheduled_jobs(
         (guarded, pending),
     )
 
-    only_done = run_cli(["jobs", "purge", "--older-than", "7d", "--status", "done"], database_url)
+    only_done = run_cli_here(
+        ["jobs", "purge", "--older-than", "7d", "--status", "done"], database_url
+    )
     assert only_done.stdout.strip() == "deleted 1 jobs"
-    result = run_cli(["jobs", "purge", "--older-than", "7d"], database_url)
+    result = run_cli_here(["jobs", "purge", "--older-than", "7d"], database_url)
     assert result.stdout.strip() == "deleted 1 jobs"
     remaining = {row[0] for row in conn.execute("SELECT id FROM jobs")}
     assert remaining == {young_done, guarded, pending}
@@ -192,4 +196,4 @@ def test_purge_in_batches(conn: psycopg.Connection[Any]) -> None:
 )
 @pytest.mark.slow
 def test_bad_input_is_one_line(database_url: str, args: list[str], fragment: str) -> None:
-    one_line_error(run_cli(args, database_url), fragment)
+    one_line_error(run_cli_here(args, database_url), fragment)

@@ -240,10 +240,12 @@ def _done_by_source(conn: psycopg.Connection[Any]) -> tuple[int, bool]:
     return int(row[0]), bool(row[1])
 
 
-@pytest.mark.slow
-def test_real_processes_run_with_their_roles(
-    logins: dict[str, str], conn: psycopg.Connection[Any], tmp_path: Path
+def roles_run_a_job_each(
+    logins: dict[str, str], url: str, tmp_path: Path, timeout: float = 30
 ) -> None:
+    """The enqueue login enqueues a job, the worker login's ``pgbeat worker`` runs it, and
+    the scheduler login's ``pgbeat scheduler`` a period of schedule 'beat' (also run): both
+    end done, and neither process prints a traceback or a refusal."""
     enqueued = run_cli(["enqueue", "noop"], logins["enqueue"])
     assert enqueued.returncode == 0, enqueued.stderr
     schedules = tmp_path / "schedules.toml"
@@ -251,13 +253,23 @@ def test_real_processes_run_with_their_roles(
     worker = start_cli(["worker", "tests.apps.jobs_app:registry"], logins["worker"], cwd=ROOT)
     scheduler = start_cli(["scheduler", "--schedules", str(schedules)], logins["scheduler"])
     try:
-        wait_for(
-            lambda: _done_by_source(conn) == (1, True), timeout=30, message="jobs of both done"
-        )
+        with psycopg.connect(url, autocommit=True) as conn:
+            wait_for(
+                lambda: _done_by_source(conn) == (1, True),
+                timeout=timeout,
+                message="jobs of both done",
+            )
     finally:
         outputs = [worker.stop(), scheduler.stop()]
     assert not any("Traceback" in out or "permission denied" in out for out in outputs), outputs
     assert worker.returncode == 0 and scheduler.returncode == 0, outputs
+
+
+@pytest.mark.slow
+def test_real_processes_run_with_their_roles(
+    logins: dict[str, str], database_url: str, tmp_path: Path
+) -> None:
+    roles_run_a_job_each(logins, database_url, tmp_path)
     purged = run_cli(["jobs", "purge", "--older-than", "1ms"], logins["admin"])
     assert purged.returncode == 0 and "deleted" in purged.stdout, purged.stderr
 

@@ -16,7 +16,7 @@ from psycopg.pq import TransactionStatus
 
 import pgbeat
 from pgbeat.flow import parse_rate
-from tests.helpers import run_cli
+from tests.helpers import run_cli_here
 from tests.integration.ui_support import dashboard
 
 
@@ -24,7 +24,7 @@ def test_queues_list_escapes_control_characters(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     conn.execute("INSERT INTO jobs (kind, payload, queue) VALUES ('k', '{}', %s)", ("q\x1b[2J",))
-    listed = run_cli(["queues", "list"], database_url)
+    listed = run_cli_here(["queues", "list"], database_url)
     assert listed.returncode == 0, listed.stderr
     assert "\x1b" not in listed.stdout and "q\\x1b[2J" in listed.stdout
 
@@ -75,7 +75,7 @@ def test_odd_heartbeat_details_break_neither_status_nor_the_processes_page(
             (f"odd-{n}", details),
         )
     pgbeat.enqueue(conn, "k", {})
-    status = run_cli(["status", "--json"], database_url)
+    status = run_cli_here(["status", "--json"], database_url)
     assert "Traceback" not in status.stderr and status.stdout.startswith("{"), status.stderr
     with dashboard(database_url) as ui, httpx.Client(timeout=30) as client:
         page = client.get(f"{ui.url}/processes")

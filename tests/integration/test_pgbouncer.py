@@ -13,7 +13,6 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,16 +32,6 @@ from tests.helpers import run_cli, running_worker, statuses, wait_for
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 POOLED = "transaction"  # PGBEAT_POOLER for the CLI behind pgbouncer
-
-
-@pytest.fixture(scope="module")
-def bouncer(server_url: str) -> Iterator[Pgbouncer]:
-    reason = unavailable_reason(server_url)
-    if reason:
-        pytest.skip(reason)
-    bouncer = Pgbouncer(server_url, pool_size=10)
-    yield bouncer
-    bouncer.close()
 
 
 @pytest.fixture

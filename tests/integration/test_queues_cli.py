@@ -13,22 +13,22 @@ import psycopg
 import pytest
 
 import pgbeat
-from tests.helpers import run_cli, sorts_backlog
+from tests.helpers import run_cli_here, sorts_backlog
 from tests.integration.ui_support import dashboard
 
 
 @pytest.mark.slow  # runs the CLI in a subprocess
 def test_set_list_pause_resume(database_url: str, conn: psycopg.Connection[Any]) -> None:
-    result = run_cli(
+    result = run_cli_here(
         ["queues", "set", "api", "--concurrency", "5", "--key-rate", "10/1s"], database_url
     )
     assert result.returncode == 0, result.stderr
     assert "concurrency=5" in result.stdout and "key_rate=10/1s" in result.stdout
-    assert run_cli(["queues", "set", "api", "--rate", "100/10s"], database_url).returncode == 0
-    assert run_cli(["queues", "pause", "api"], database_url).returncode == 0
+    assert run_cli_here(["queues", "set", "api", "--rate", "100/10s"], database_url).returncode == 0
+    assert run_cli_here(["queues", "pause", "api"], database_url).returncode == 0
     pgbeat.enqueue(conn, "noop", queue="api")
     pgbeat.enqueue(conn, "noop", queue="mail")
-    listed = run_cli(["queues", "list", "--json"], database_url)
+    listed = run_cli_here(["queues", "list", "--json"], database_url)
     assert listed.returncode == 0, listed.stderr
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert rows["api"] == {
@@ -43,11 +43,14 @@ def test_set_list_pause_resume(database_url: str, conn: psycopg.Connection[Any])
         "running": 0,
     }
     assert rows["mail"]["paused"] is False and rows["mail"]["pending"] == 1
-    assert run_cli(["queues", "resume", "api"], database_url).returncode == 0
-    assert run_cli(["queues", "set", "api", "--concurrency", "none"], database_url).returncode == 0
+    assert run_cli_here(["queues", "resume", "api"], database_url).returncode == 0
+    assert (
+        run_cli_here(["queues", "set", "api", "--concurrency", "none"], database_url).returncode
+        == 0
+    )
     row = conn.execute("SELECT paused, concurrency, rate_count FROM pgbeat_queues").fetchone()
     assert row == (False, None, 100)
-    table = run_cli(["queues", "list"], database_url)
+    table = run_cli_here(["queues", "list"], database_url)
     assert table.returncode == 0 and "api" in table.stdout and "100/10s" in table.stdout
 
 
@@ -72,7 +75,7 @@ def test_set_list_pause_resume(database_url: str, conn: psycopg.Connection[Any])
 def test_bad_values_exit_1_with_one_line(
     database_url: str, conn: psycopg.Connection[Any], args: list[str]
 ) -> None:
-    result = run_cli(args, database_url)
+    result = run_cli_here(args, database_url)
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -82,7 +85,7 @@ def test_bad_values_exit_1_with_one_line(
 
 @pytest.mark.slow  # runs the CLI in a subprocess
 def test_enqueue_flags(database_url: str, conn: psycopg.Connection[Any]) -> None:
-    result = run_cli(
+    result = run_cli_here(
         ["enqueue", "noop", "--queue", "mail", "--priority", "-3", "--limit-key", "c:1"],
         database_url,
     )
@@ -108,7 +111,7 @@ def test_status_names_kinds_no_live_worker_claims(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     _new_kind_no_worker_takes(conn)
-    result = run_cli(["status", "--json"], database_url)
+    result = run_cli_here(["status", "--json"], database_url)
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["unserved_kinds"] == [{"kind": "new_kind", "queue": "mail", "pending": 1}]

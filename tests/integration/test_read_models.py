@@ -1,9 +1,10 @@
 """One home per read model: ``pgbeat status --json`` and the dashboard, over one database
 whose states are planted with SQL, give the same verdict for every schedule (its health,
-latest period, next fire) and for the fleet (live processes, the file in effect and the
-replicas behind it, the kinds no worker claims, retention's turn), late periods included.
+latest period, next fire), for the fleet (live processes, the file in effect and the
+replicas behind it, the kinds no worker claims, retention's turn), late periods included,
+and for the job list and a job's page (error lines, run time, attempts, schedule).
 
-scheduling/health.py and observe/fleet.py decide; the faces only render.
+scheduling/health.py, observe/fleet.py and jobs/reads.py decide; the faces only render.
 """
 
 from __future__ import annotations
@@ -31,6 +32,19 @@ SCHEDULE_ROW = re.compile(
 PROCESS_ROW = re.compile(r'<tr id="process-(\d+)" data-process-live="(yes|no)"( class="behind")?')
 UNSERVED = re.compile(r'<li><a href="[^"]*">([^<]+)</a> in queue ([^:]+): ([\d,]+) pending</li>')
 HOLDER = re.compile(r'<span class="holder">([^<]*)</span>')
+JOB_ROW = re.compile(
+    r'<tr id="job-(\d+)" data-status="([a-z]+)">.*?<td class="err" data-label="Error">(.*?)</td>',
+    re.S,
+)
+JOB_FIELDS = re.compile(
+    r'<section id="job-fields" data-live data-status="([a-z]+)" data-schedule="([^"]*)" '
+    r'data-run-seconds="([^"]*)">'
+)
+ATTEMPT_ROW = re.compile(
+    r'<tr class="recorded" data-attempt="(\d+)" data-started="([^"]*)">.*?'
+    r"(?:<summary>(.*?)</summary>.*?)?</td></tr>",
+    re.S,
+)
 
 
 def _plant(conn: psycopg.Connection[Any]) -> None:
@@ -210,3 +224,93 @@ def test_a_time_without_an_offset_is_read_in_the_schedules_zone_by_every_face(
     with pytest.raises(SystemExit):  # a time about no schedule: refused, one line
         cli_main(["enqueue", "k", "--at", bounds[0], "--database-url", database_url])
     assert "has no UTC offset" in capsys.readouterr().err
+
+
+def _plant_jobs(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Jobs in every state a face tells apart, by SQL: a schedule's done period with its run
+    time, a failed job with a traceback and recorded attempts, a look-alike key of no
+    schedule, and a row with a value Python cannot hold."""
+    pgbeat.upsert_schedule(conn, "nightly", every="1d")
+    ids: dict[str, int] = {}
+    for name, key in (
+        ("period", "nightly@2026-01-01T00:00:00Z"),
+        ("failed", None),
+        ("ghost", "ghost@2026-01-01T00:00:00Z"),
+        ("endless", None),
+    ):
+        job_id = pgbeat.enqueue(conn, f"k_{name}", {}, unique_key=key)
+        assert job_id is not None
+        ids[name] = job_id
+    conn.execute(
+        "UPDATE jobs SET status = 'done', attempts = 1, started_at = now() - interval '2.5 s',"
+        " finished_at = now() WHERE id = %s",
+        (ids["period"],),
+    )
+    conn.execute(
+        "UPDATE jobs SET status = 'failed', attempts = 2, finished_at = now(),"
+        " last_error = E'ValueError: boom\\n  File \"x.py\", line 1' WHERE id = %s",
+        (ids["failed"],),
+    )
+    conn.execute(
+        "INSERT INTO pgbeat_job_attempts (job_id, attempt, outcome, finished_at, duration_s,"
+        " worker, error) VALUES (%(id)s, 1, 'retry', now() - interval '1 minute', 1.5, 'w1',"
+        " E'OSError: first\\nmore'), (%(id)s, 2, 'failed', now(), 'NaN', 'w1',"
+        " E'ValueError: boom\\n  File')",
+        {"id": ids["failed"]},
+    )
+    conn.execute("UPDATE jobs SET created_at = 'infinity' WHERE id = %s", (ids["endless"],))
+    return ids
+
+
+def test_the_cli_and_the_dashboard_list_and_show_the_same_jobs(
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    ui: Dashboard,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ids = _plant_jobs(conn)
+    capsys.readouterr()
+    assert cli_main(["jobs", "list", "--json", "--database-url", database_url]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    with httpx.Client(timeout=10) as client:
+        jobs_page = client.get(f"{ui.url}/jobs").text
+        pages = {name: client.get(f"{ui.url}/jobs/{job_id}").text for name, job_id in ids.items()}
+    cli_rows = [(r["id"], r["status"], r["error_line"]) for r in listed]
+    ui_rows = [(int(i), st, html.unescape(err)) for i, st, err in JOB_ROW.findall(jobs_page)]
+    assert cli_rows == ui_rows
+    assert cli_rows == [
+        (ids["endless"], "pending", ""),
+        (ids["ghost"], "pending", ""),
+        (ids["failed"], "failed", "ValueError: boom"),
+        (ids["period"], "done", ""),
+    ]
+    assert [sorted(r.get("unreadable", {})) for r in listed] == [["created_at"], [], [], []]
+    for name, job_id in ids.items():
+        shown = json.loads(_show(database_url, job_id, capsys))
+        fields = JOB_FIELDS.search(pages[name])
+        assert fields is not None, pages[name]
+        status, schedule, run_seconds = fields.groups()
+        assert (shown["status"], shown["schedule"] or "") == (status, schedule), name
+        assert shown["run_seconds"] == (float(run_seconds) if run_seconds else None), name
+        cli_attempts = [
+            (a["attempt"], _second(a["started_at"]), a["error_line"])
+            for a in shown["recorded_attempts"]
+        ]
+        ui_attempts = [
+            (int(n), _second(started), html.unescape(error or ""))
+            for n, started, error in ATTEMPT_ROW.findall(pages[name])
+        ]
+        assert cli_attempts == ui_attempts, name
+    period = json.loads(_show(database_url, ids["period"], capsys))
+    assert (period["schedule"], period["run_seconds"]) == ("nightly", 2.5)
+    failed = json.loads(_show(database_url, ids["failed"], capsys))
+    assert failed["schedule"] is None and failed["run_seconds"] is None
+    first, second = failed["recorded_attempts"]
+    assert (first["error_line"], second["error_line"]) == ("OSError: first", "ValueError: boom")
+    assert first["started_at"] is not None and second["started_at"] is None  # NaN: no start
+    assert json.loads(_show(database_url, ids["ghost"], capsys))["schedule"] is None
+
+
+def _show(database_url: str, job_id: int, capsys: pytest.CaptureFixture[str]) -> str:
+    assert cli_main(["jobs", "show", str(job_id), "--json", "--database-url", database_url]) == 0
+    return capsys.readouterr().out

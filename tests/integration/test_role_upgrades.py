@@ -16,8 +16,8 @@ from psycopg import sql
 
 from pgbeat.db import migrate, roles
 from pgbeat.db.sql import migrations as migration_sql
-from tests.helpers import run_cli, start_cli, wait_for
-from tests.integration.test_least_privilege import role_url
+from tests.helpers import run_cli, run_cli_here
+from tests.integration.test_least_privilege import role_url, roles_run_a_job_each
 
 ROOT = str(Path(__file__).resolve().parents[2])
 OLDEST_WITH_ROLES = 7
@@ -52,17 +52,6 @@ def deployment(empty_database_url: str) -> Iterator[tuple[str, dict[str, str]]]:
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
-def done_jobs(url: str) -> tuple[int, bool]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FILTER (WHERE unique_key IS NULL),"
-            " coalesce(bool_or(unique_key LIKE 'beat@%%'), false)"
-            " FROM jobs WHERE status = 'done'"
-        ).fetchone()
-    assert row is not None
-    return int(row[0]), bool(row[1])
-
-
 @pytest.mark.slow
 def test_migrate_keeps_a_least_privilege_deployment_working(
     empty_database_url: str, deployment: tuple[str, dict[str, str]], tmp_path: Path
@@ -71,23 +60,12 @@ def test_migrate_keeps_a_least_privilege_deployment_working(
     migrated = run_cli(["migrate"], empty_database_url)
     assert migrated.returncode == 0, migrated.stderr
     assert f"roles updated: pgbeat_*{suffix}" in migrated.stdout
-    enqueued = run_cli(["enqueue", "noop"], logins["enqueue"])
-    assert enqueued.returncode == 0, enqueued.stderr
-    schedules = tmp_path / "schedules.toml"
-    schedules.write_text('[schedules.beat]\nevery = "1s"\nkind = "noop"\n')
-    worker = start_cli(["worker", "tests.apps.jobs_app:registry"], logins["worker"], cwd=ROOT)
-    scheduler = start_cli(["scheduler", "--schedules", str(schedules)], logins["scheduler"])
-    try:
-        wait_for(lambda: done_jobs(empty_database_url) == (1, True), timeout=60)
-    finally:
-        outputs = [worker.stop(), scheduler.stop()]
-    assert not any("permission denied" in out or "Traceback" in out for out in outputs), outputs
-    assert worker.returncode == 0 and scheduler.returncode == 0, outputs
+    roles_run_a_job_each(logins, empty_database_url, tmp_path, timeout=60)
 
 
 def test_pgbeat_roles_prints_the_documented_script() -> None:
-    printed = run_cli(["roles", "--print"], None)
+    printed = run_cli_here(["roles", "--print"], None)
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout == (Path(ROOT) / "docs" / "least-privilege.sql").read_text()
-    bad = run_cli(["roles", "--print", "--suffix", "x; DROP"], None)
+    bad = run_cli_here(["roles", "--print", "--suffix", "x; DROP"], None)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1, bad.stderr

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +12,7 @@ import pytest
 import pgbeat
 from pgbeat.scheduling import state
 from pgbeat.scheduling.scheduler import Scheduler
+from tests.helpers import run_cli_here
 from tests.integration.test_schedule_state import database_now
 
 HOUR = timedelta(hours=1)
@@ -104,14 +103,7 @@ def test_bad_ranges_are_refused_before_anything_is_written(
 
 
 def run_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": database_url}
-    return subprocess.run(
-        [sys.executable, "-m", "pgbeat", "schedules", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli_here(["schedules", *args], database_url)
 
 
 def test_the_cli_backfills_and_dry_runs(database_url: str, conn: psycopg.Connection[Any]) -> None:

@@ -16,7 +16,7 @@ from pgbeat.observe.metrics import Metrics
 from pgbeat.scheduling.catchup import due_periods
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler, TickResult
-from tests.helpers import wait_for
+from tests.helpers import lock_waiters, wait_for
 
 T0 = datetime(2026, 3, 1, 12, 0, 20, tzinfo=UTC)  # 20 s past a minute: nothing on the edge
 ODD_TEXTS = ["plain", 'say "hi"', "back\\slash", "comma, {brace}", "NULL", " spaced ", "ünï", ""]
@@ -173,13 +173,7 @@ def test_a_period_being_inserted_by_another_replica_is_not_inserted_twice(
         tick = threading.Thread(target=lambda: results.append(scheduler.tick(c, now)))
         tick.start()
         wait_for(
-            lambda: (
-                conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND datname = current_database()"
-                ).fetchone()
-                == (1,)
-            ),
+            lambda: lock_waiters(conn) == 1,
             message="the tick to wait for the other replica's insert",
         )
         other.commit()

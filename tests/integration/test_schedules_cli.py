@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import run_cli_here
 
 pytestmark = pytest.mark.slow  # every test runs pgbeat in a subprocess
 
@@ -34,7 +34,7 @@ def good_file(tmp_path: Path) -> Path:
 
 
 def test_check_accepts_a_valid_file(good_file: Path) -> None:
-    result = run_cli(["schedules", "check", str(good_file)], database_url=None)
+    result = run_cli_here(["schedules", "check", str(good_file)], database_url=None)
     assert result.returncode == 0, result.stderr
     assert "2 schedules OK" in result.stdout
 
@@ -47,7 +47,7 @@ def test_check_reports_every_problem_one_line_each(tmp_path: Path) -> None:
         '[schedules.c]\nevery = "1m"\ncron = "* * * * *"\n\n'
         '[schedules.d]\nevery = "1m"\ntimezon = "UTC"\n'
     )
-    result = run_cli(["schedules", "check", str(path)], database_url=None)
+    result = run_cli_here(["schedules", "check", str(path)], database_url=None)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 4, result.stderr
@@ -59,20 +59,20 @@ def test_check_reports_every_problem_one_line_each(tmp_path: Path) -> None:
 def test_check_names_the_line_of_a_toml_syntax_error(tmp_path: Path) -> None:
     path = tmp_path / "broken.toml"
     path.write_text('[schedules.a]\nevery = "1m"\ncron = \n')
-    result = run_cli(["schedules", "check", str(path)], database_url=None)
+    result = run_cli_here(["schedules", "check", str(path)], database_url=None)
     assert result.returncode == 1
     assert "line 3" in result.stderr
     assert result.stderr.count("\n") == 1
 
 
 def test_check_missing_file(tmp_path: Path) -> None:
-    result = run_cli(["schedules", "check", str(tmp_path / "none.toml")], database_url=None)
+    result = run_cli_here(["schedules", "check", str(tmp_path / "none.toml")], database_url=None)
     assert result.returncode == 1
     assert "none.toml" in result.stderr
 
 
 def test_next_json_crosses_the_spring_gap(good_file: Path) -> None:
-    result = run_cli(
+    result = run_cli_here(
         [
             "schedules",
             "next",
@@ -100,7 +100,7 @@ def test_next_json_crosses_the_spring_gap(good_file: Path) -> None:
 
 
 def test_next_text_shows_utc_and_local(good_file: Path) -> None:
-    result = run_cli(
+    result = run_cli_here(
         [
             "schedules",
             "next",
@@ -129,7 +129,7 @@ def test_next_text_shows_utc_and_local(good_file: Path) -> None:
     ],
 )
 def test_next_bad_input(good_file: Path, args: list[str], fragment: str) -> None:
-    result = run_cli([*args, "--schedules", str(good_file)], database_url=None)
+    result = run_cli_here([*args, "--schedules", str(good_file)], database_url=None)
     assert result.returncode == 1
     assert fragment in result.stderr
     assert result.stderr.count("\n") == 1

@@ -24,7 +24,7 @@ import pgbeat
 from pgbeat.cli.main import build_parser
 from pgbeat.db import migrate, schemas
 from pgbeat.errors import UserError
-from tests.helpers import run_cli, start_cli, wait_for
+from tests.helpers import run_cli, run_cli_here, start_cli, wait_for
 from tests.pgbouncer import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def in_schema(url: str, schema: str) -> str:
 def two_apps(database_url: str) -> tuple[str, str]:
     """``app_a`` and ``app_b`` migrated beside ``public`` in one database."""
     for schema in ("app_a", "app_b"):
-        done = run_cli(["migrate", "--schema", schema], database_url)
+        done = run_cli_here(["migrate", "--schema", schema], database_url)
         assert done.returncode == 0, done.stderr
     return in_schema(database_url, "app_a"), in_schema(database_url, "app_b")
 
@@ -51,7 +51,7 @@ def count(url: str, table: str = "jobs") -> int:
 
 
 def test_migrate_schema_creates_it_and_installs_every_table_there(database_url: str) -> None:
-    done = run_cli(["migrate", "--schema", "billing"], database_url)
+    done = run_cli_here(["migrate", "--schema", "billing"], database_url)
     assert done.returncode == 0, done.stderr
     assert "created schema billing" in done.stdout
     with psycopg.connect(database_url) as conn:
@@ -66,7 +66,7 @@ def test_migrate_schema_creates_it_and_installs_every_table_there(database_url: 
         versions = [r[0] for r in conn.execute("SELECT version FROM billing.pgbeat_migrations")]
     assert billing == public  # the same tables, none of them shared
     assert versions == [m.version for m in migrate.available_migrations()]
-    again = run_cli(["migrate"], database_url, PGBEAT_SCHEMA="billing")
+    again = run_cli_here(["migrate"], database_url, PGBEAT_SCHEMA="billing")
     assert (again.returncode, again.stdout.strip()) == (0, "schema is up to date")
 
 
@@ -123,8 +123,8 @@ def test_every_command_takes_the_schema_flag() -> None:
     ],
 )
 def test_a_command_refuses_a_schema_that_does_not_exist(database_url: str, args: list[str]) -> None:
-    by_flag = run_cli([*args, "--schema", "nowhere"], database_url)
-    by_env = run_cli(args, database_url, PGBEAT_SCHEMA="nowhere")
+    by_flag = run_cli_here([*args, "--schema", "nowhere"], database_url)
+    by_env = run_cli_here(args, database_url, PGBEAT_SCHEMA="nowhere")
     for done in (by_flag, by_env):
         assert done.returncode == 1
         assert "schema 'nowhere' does not exist" in done.stdout + done.stderr
@@ -133,8 +133,8 @@ def test_a_command_refuses_a_schema_that_does_not_exist(database_url: str, args:
 
 @pytest.mark.parametrize("name", ["App", "1app", "pg_app", "a-b", "a b", "a" * 64, "a;drop"])
 def test_a_bad_schema_name_is_refused_in_one_line(database_url: str, name: str) -> None:
-    by_flag = run_cli(["jobs", "list", "--schema", name], database_url)
-    by_env = run_cli(["jobs", "list"], database_url, PGBEAT_SCHEMA=name)
+    by_flag = run_cli_here(["jobs", "list", "--schema", name], database_url)
+    by_env = run_cli_here(["jobs", "list"], database_url, PGBEAT_SCHEMA=name)
     for done in (by_flag, by_env):
         assert done.returncode == 1
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -145,15 +145,17 @@ def test_the_cli_with_the_flag_or_the_env_works_in_that_schema_only(
     database_url: str, two_apps: tuple[str, str]
 ) -> None:
     a_url, b_url = two_apps
-    by_flag = run_cli(["enqueue", "only_a", "--schema", "app_a"], database_url)
-    by_env = run_cli(["enqueue", "only_b"], database_url, PGBEAT_SCHEMA="app_b")
+    by_flag = run_cli_here(["enqueue", "only_a", "--schema", "app_a"], database_url)
+    by_env = run_cli_here(["enqueue", "only_b"], database_url, PGBEAT_SCHEMA="app_b")
     assert by_flag.returncode == by_env.returncode == 0, by_flag.stderr + by_env.stderr
-    listed_a = run_cli(["jobs", "list", "--schema", "app_a"], database_url).stdout
-    listed_b = run_cli(["jobs", "list"], database_url, PGBEAT_SCHEMA="app_b").stdout
+    listed_a = run_cli_here(["jobs", "list", "--schema", "app_a"], database_url).stdout
+    listed_b = run_cli_here(["jobs", "list"], database_url, PGBEAT_SCHEMA="app_b").stdout
     assert "only_a" in listed_a and "only_b" not in listed_a
     assert "only_b" in listed_b and "only_a" not in listed_b
     assert (count(a_url), count(b_url), count(database_url)) == (1, 1, 0)
-    flag_wins = run_cli(["jobs", "list", "--schema", "app_a"], database_url, PGBEAT_SCHEMA="app_b")
+    flag_wins = run_cli_here(
+        ["jobs", "list", "--schema", "app_a"], database_url, PGBEAT_SCHEMA="app_b"
+    )
     assert "only_a" in flag_wins.stdout
 
 
@@ -288,7 +290,7 @@ def test_a_lock_held_in_one_schema_does_not_block_the_other(
 
 
 def test_migrate_print_schema_installs_into_the_schema(database_url: str) -> None:
-    script = run_cli(["migrate", "--print", "--schema", "printed"], None)
+    script = run_cli_here(["migrate", "--print", "--schema", "printed"], None)
     assert script.returncode == 0, script.stderr
     assert script.stdout.startswith(
         'CREATE SCHEMA IF NOT EXISTS "printed";\nSET search_path TO "printed";'
@@ -302,7 +304,7 @@ def test_migrate_print_schema_installs_into_the_schema(database_url: str) -> Non
         check=False,
     )
     assert applied.returncode == 0, applied.stderr
-    up_to_date = run_cli(["migrate", "--schema", "printed"], database_url)
+    up_to_date = run_cli_here(["migrate", "--schema", "printed"], database_url)
     assert up_to_date.stdout.strip() == "schema is up to date"
 
 
@@ -364,9 +366,9 @@ def test_the_least_privilege_script_applies_to_a_schema(
         assert owner == (f"pgbeat_admin_{suffix}",)
     as_login = psycopg.conninfo.make_conninfo(database_url, user=login)
     try:
-        done = run_cli(["enqueue", "from_web", "--schema", "app_a"], as_login)
+        done = run_cli_here(["enqueue", "from_web", "--schema", "app_a"], as_login)
         assert done.returncode == 0, done.stderr
-        refused = run_cli(["enqueue", "from_web", "--schema", "app_b"], as_login)
+        refused = run_cli_here(["enqueue", "from_web", "--schema", "app_b"], as_login)
         assert refused.returncode == 1 and "permission denied" in refused.stderr
         assert count(a_url) == 1 and count(two_apps[1]) == 0
     finally:

@@ -16,28 +16,18 @@ from psycopg import sql
 
 from pgbeat.db.schemas import with_schema
 from tests.apps.steer_app import SETUP
-from tests.helpers import run_cli, start_cli, wait_for
-from tests.pgbouncer import Pgbouncer, unavailable_reason
+from tests.helpers import run_cli, run_cli_here, start_cli, wait_for
+from tests.pgbouncer import Pgbouncer
 
 ROOT = str(Path(__file__).resolve().parents[2])
 POOLED = {"PGBEAT_POOLER": "transaction"}
-
-
-@pytest.fixture(scope="module")
-def bouncer(server_url: str) -> Iterator[Pgbouncer]:
-    reason = unavailable_reason(server_url)
-    if reason:
-        pytest.skip(reason)
-    bouncer = Pgbouncer(server_url, pool_size=10)
-    yield bouncer
-    bouncer.close()
 
 
 @pytest.fixture
 def app_role(bouncer: Pgbouncer, database_url: str) -> Iterator[str]:
     """A login whose sessions in this database start in schema app_a (migrated), known to
     pgbouncer: the URL through pgbouncer logging in as it."""
-    done = run_cli(["migrate", "--schema", "app_a"], database_url)
+    done = run_cli_here(["migrate", "--schema", "app_a"], database_url)
     assert done.returncode == 0, done.stderr
     role = f"app_a_{uuid.uuid4().hex[:8]}"
     dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
@@ -103,10 +93,10 @@ def _status(conn: psycopg.Connection[Any]) -> str | None:
 def test_behind_pgbouncer_a_role_without_the_schema_is_refused_in_one_line(
     bouncer: Pgbouncer, database_url: str
 ) -> None:
-    migrated = run_cli(["migrate", "--schema", "app_a"], database_url)
+    migrated = run_cli_here(["migrate", "--schema", "app_a"], database_url)
     assert migrated.returncode == 0, migrated.stderr
     for args in (["jobs", "list"], ["enqueue", "k"], ["queues", "list"]):
-        done = run_cli(
+        done = run_cli_here(
             [*args, "--schema", "app_a"], bouncer.url(database_url), PGBEAT_POOLER="transaction"
         )
         assert done.returncode == 1

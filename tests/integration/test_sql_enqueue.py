@@ -243,22 +243,15 @@ def test_from_psql(database_url: str, conn: psycopg.Connection[Any]) -> None:
     if psql is None:
         pytest.skip("psql is not installed")
     command = [psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", database_url, "-c"]
-    made = subprocess.run(
-        [*command, "SELECT pgbeat_enqueue('from_psql', priority => 5)"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+    def run(statement: str) -> subprocess.CompletedProcess[str]:
+        run_psql = [*command, statement]
+        return subprocess.run(run_psql, capture_output=True, text=True, timeout=60, check=False)
+
+    made = run("SELECT pgbeat_enqueue('from_psql', priority => 5)")
     assert made.returncode == 0, made.stderr
     assert job_row(conn, int(made.stdout))["priority"] == 5
-    refused = subprocess.run(
-        [*command, "SELECT pgbeat_enqueue('from_psql', priority => 99999)"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    refused = run("SELECT pgbeat_enqueue('from_psql', priority => 99999)")
     assert refused.returncode != 0
     assert "pgbeat_enqueue: priority must be between -32768 and 32767" in refused.stderr
 

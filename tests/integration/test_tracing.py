@@ -8,14 +8,13 @@ Each case runs in a fresh interpreter: a tracer provider is process-wide and set
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from typing import Any
 
 import psycopg
 import pytest
+
+from tests.helpers import run_python
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -107,21 +106,8 @@ UNTRACED = textwrap.dedent(
 )
 
 
-def run_script(script: str, url: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", script, url],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        env={**os.environ},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def test_a_job_runs_in_a_consumer_span_under_its_enqueue(database_url: str) -> None:
-    out: dict[str, Any] = json.loads(run_script(TRACED, database_url))
+    out: dict[str, Any] = json.loads(run_python(TRACED, database_url, timeout=90))
     request = out["request"]
     for _, meta in out["metas"]:
         assert meta["traceparent"].startswith(f"00-{request['trace']}-{request['id']}-")
@@ -145,4 +131,4 @@ def test_a_job_runs_in_a_consumer_span_under_its_enqueue(database_url: str) -> N
 def test_without_opentelemetry_nothing_is_stored_and_jobs_run(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    assert run_script(UNTRACED, database_url).split() == ["{'done':", "1}", "None"]
+    assert run_python(UNTRACED, database_url, timeout=90).split() == ["{'done':", "1}", "None"]

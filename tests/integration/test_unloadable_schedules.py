@@ -17,7 +17,7 @@ import pytest
 import pgbeat
 from pgbeat.scheduling import state
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import run_cli
+from tests.helpers import run_cli_here
 from tests.integration.ui_support import dashboard
 
 Conn = psycopg.Connection[Any]
@@ -83,10 +83,10 @@ def test_list_schedules_the_cli_and_the_pages_show_bad_rows_as_broken(
     assert "created_at" in (found["created_infinity"].problem or "")
     single = state.get_schedule(conn, "created_infinity")
     assert single is not None and single.schedule is None
-    listed = run_cli(["schedules", "list"], database_url)
+    listed = run_cli_here(["schedules", "list"], database_url)
     assert listed.returncode == 0, listed.stderr
     assert "good" in listed.stdout and "created_infinity" in listed.stdout
-    as_json = run_cli(["schedules", "list", "--json"], database_url)
+    as_json = run_cli_here(["schedules", "list", "--json"], database_url)
     assert as_json.returncode == 0 and '"problem": "created_at cannot be read' in as_json.stdout
     assert state.resume_schedule(conn, "paused_minus_infinity") in (True, False)
     with dashboard(database_url) as ui, httpx.Client(base_url=ui.origin, timeout=10) as client:

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from pgbeat.testing import assert_enqueued
-from tests.helpers import run_cli
+from tests.helpers import run_cli_here
 from tests.integration.ui_support import dashboard
 
 DEEP = "[" * 5000 + "]" * 5000
@@ -44,20 +44,20 @@ def test_the_cli_lists_every_row_and_names_what_it_cannot_read(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     deep, endless, fine = seed(conn)
-    listed = run_cli(["jobs", "list"], database_url)
+    listed = run_cli_here(["jobs", "list"], database_url)
     assert listed.returncode == 0, listed.stderr
     assert all(str(i) in listed.stdout for i in (deep, endless, fine))
     assert f"job {endless}: created_at cannot be read" in listed.stderr
     assert f"job {deep}: payload" not in listed.stderr  # the list reads no payload
-    as_json = run_cli(["jobs", "list", "--json"], database_url)
+    as_json = run_cli_here(["jobs", "list", "--json"], database_url)
     assert as_json.returncode == 0, as_json.stderr
     by_id = {row["id"]: row for row in json.loads(as_json.stdout)}
     assert set(by_id) == {deep, endless, fine}
     assert by_id[endless]["created_at"] is None and "created_at" in by_id[endless]["unreadable"]
-    shown = run_cli(["jobs", "show", str(deep), "--json"], database_url)
+    shown = run_cli_here(["jobs", "show", str(deep), "--json"], database_url)
     assert shown.returncode == 0, shown.stderr
     assert "payload" in json.loads(shown.stdout)["unreadable"]
-    text = run_cli(["jobs", "show", str(deep)], database_url)
+    text = run_cli_here(["jobs", "show", str(deep)], database_url)
     assert text.returncode == 0 and "payload: (cannot be read" in text.stdout, text.stderr
 
 

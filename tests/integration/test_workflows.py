@@ -20,7 +20,7 @@ import pytest
 import pgbeat
 from pgbeat.jobs.workflows import repair_workflows
 from pgbeat.testing import drain
-from tests.helpers import run_cli, wait_for
+from tests.helpers import lock_waiters, run_cli_here, wait_for
 
 
 def recording_registry(ran: list[str], fail: tuple[str, ...] = ()) -> pgbeat.Registry:
@@ -295,7 +295,7 @@ def test_the_cli_shows_and_cancels_a_workflow(
     flow = pgbeat.Workflow("cli")
     add(flow, "b", add(flow, "a"))
     enqueued = pgbeat.enqueue_workflow(conn, flow)
-    shown = run_cli(["workflows", "show", str(enqueued.id), "--json"], database_url)
+    shown = run_cli_here(["workflows", "show", str(enqueued.id), "--json"], database_url)
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
     assert data["id"] == enqueued.id and data["jobs"] == enqueued.jobs
@@ -303,11 +303,11 @@ def test_the_cli_shows_and_cancels_a_workflow(
         ("a", "pending", []),
         ("b", "pending", ["a"]),
     ]
-    table = run_cli(["workflows", "show", str(enqueued.id)], database_url)
+    table = run_cli_here(["workflows", "show", str(enqueued.id)], database_url)
     assert "waiting" in table.stdout and table.returncode == 0
-    cancelled = run_cli(["workflows", "cancel", str(enqueued.id)], database_url)
+    cancelled = run_cli_here(["workflows", "cancel", str(enqueued.id)], database_url)
     assert cancelled.returncode == 0 and "cancelled 2" in cancelled.stdout
-    missing = run_cli(["workflows", "show", "424242"], database_url)
+    missing = run_cli_here(["workflows", "show", "424242"], database_url)
     assert missing.returncode == 1 and "no workflow 424242" in missing.stderr
     assert "Traceback" not in missing.stderr
 
@@ -385,13 +385,7 @@ def test_two_concurrent_calls_with_one_key_insert_once(
         thread = threading.Thread(target=second)
         thread.start()
         wait_for(  # the second waits on the first's uncommitted key
-            lambda: (
-                conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND datname = current_database()"
-                ).fetchone()
-                == (1,)
-            ),
+            lambda: lock_waiters(conn) == 1,
             message="the second call waiting on the key",
         )
         first.commit()

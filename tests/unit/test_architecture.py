@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +76,7 @@ def _module_name(path: Path) -> str:
     return name.removesuffix(".__init__")
 
 
+@functools.cache  # read once: the tests below ask for it per import
 def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted((SRC / "pgbeat").rglob("*.py"))}
 
@@ -95,6 +97,7 @@ def _imports(name: str, path: Path, known: set[str]) -> Iterator[str]:
             yield from (f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known)
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)

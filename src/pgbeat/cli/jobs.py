@@ -22,7 +22,7 @@ from pgbeat.cli import common, types
 from pgbeat.cli.common import print_json
 from pgbeat.db import guarded, urls
 from pgbeat.errors import JobNotFound, UserError
-from pgbeat.jobs import actions, enqueue, keys
+from pgbeat.jobs import actions, enqueue, keys, reads
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -220,35 +220,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
-        rows = actions.list_jobs(
+        rows = reads.list_jobs(
             conn, status=args.status, kind=args.kind, limit=args.limit, tag=args.tag
         )
-    unreadable = [(row["id"], problem) for row in rows if (problem := guarded.unreadable(row))]
     if args.json:
-        print_json([_readable(row) for row in rows])
+        print_json([reads.as_json(row) for row in rows])
     else:
         print(f"{'id':>8}  {'kind':<20} {'status':<9} {'tries':>5}  {'run_at':<25} last_error")
         for row in rows:
-            error = (row["last_error"] or "").splitlines()[0][:60] if row["last_error"] else ""
             run_at = row["run_at"]
             shown = f"{run_at:%Y-%m-%d %H:%M:%S%z}" if isinstance(run_at, datetime) else "?"
             print(
                 f"{row['id']:>8}  {row['kind'][:20]:<20} {row['status']:<9} "
-                f"{row['attempts']:>2}/{row['max_attempts']:<2}  {shown:<24}  {error}"
-                f"{_tags_text(row['tags'])}"
+                f"{row['attempts']:>2}/{row['max_attempts']:<2}  {shown:<24}  "
+                f"{row['error_line'][:60]}{_tags_text(row['tags'])}"
             )
-    for job_id, problem in unreadable:  # shown as far as it goes; named here
-        print(f"pgbeat: job {job_id}: {problem}", file=sys.stderr)
+    for row in rows:  # shown as far as it goes; named here
+        if problem := guarded.unreadable(row):
+            print(f"pgbeat: job {row['id']}: {problem}", file=sys.stderr)
     return 0
-
-
-def _readable(row: dict[str, Any]) -> dict[str, Any]:
-    """A listed row for JSON: a value that cannot be read is null, and named under
-    ``unreadable`` (column -> reason)."""
-    bad = {k: str(v) for k, v in row.items() if isinstance(v, guarded.Unreadable)}
-    if not bad:
-        return row
-    return {**{k: None if k in bad else v for k, v in row.items()}, "unreadable": bad}
 
 
 def _tags_text(tags: list[str] | None) -> str:
@@ -261,15 +251,22 @@ def _tags_text(tags: list[str] | None) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with _connection(args) as conn:
-        row = actions.show_job(conn, args.id)
+        shown = reads.show_job(conn, args.id)
     if args.json:
-        print_json(_readable(row))
+        print_json(
+            {
+                **reads.as_json(shown.job),
+                "run_seconds": shown.run_seconds,
+                "schedule": shown.schedule,
+                "recorded_attempts": [reads.as_json(a) for a in shown.attempts],
+            }
+        )
         return 0
-    for key, value in row.items():
+    for key, value in shown.job.items():
         if isinstance(value, guarded.Unreadable):
             print(f"{key}: (cannot be read: {value})")
             continue
-        if key == "payload" or (key == "result" and value is not None):
+        if key in ("payload", "meta") or (key == "result" and value is not None):
             value = json.dumps(value)
         if key == "last_error" and value:
             print("last_error:")
@@ -277,6 +274,15 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(f"    {line}")
             continue
         print(f"{key}: {'-' if value is None else value}")
+    if shown.schedule is not None:
+        print(f"schedule: {shown.schedule}")
+    if shown.run_seconds is not None:
+        print(f"run: {shown.run_seconds:.3f}s")
+    for attempt in shown.attempts:
+        print(
+            f"attempt {attempt['attempt']}: {attempt['outcome']} at {attempt['finished_at']}"
+            f"  {attempt['error_line']}"
+        )
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Operators' actions on jobs: statistics, listing, retry, cancel, run now, delete, purge.
+"""Operators' actions on jobs: statistics, retry, cancel, run now, delete, purge (the job
+list and a job's page are read by ``reads.py``).
 
 The one home of each: ``pgbeat jobs ...`` and the dashboard both call these, and each
 action is one statement of ``db/sql/jobs/actions.py`` on a list of ids, so the two faces
@@ -14,9 +15,7 @@ from typing import Any, LiteralString
 
 import psycopg
 import psycopg.errors
-from psycopg.rows import dict_row
 
-from pgbeat.db.guarded import guard
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import retention as purge_sql
 from pgbeat.errors import JobNotFound, Refused
@@ -48,34 +47,6 @@ def stats(conn: psycopg.Connection[Any]) -> Stats:
     assert row is not None
     due, oldest, failed = row
     return Stats(counts, int(due), None if oldest is None else float(oldest), int(failed))
-
-
-def list_jobs(
-    conn: psycopg.Connection[Any],
-    *,
-    status: str | None,
-    kind: str | None,
-    limit: int,
-    tag: str | None = None,
-) -> list[dict[str, Any]]:
-    """The newest jobs, newest first; with ``tag``, only those that have it (jobs_tags). A
-    value Python cannot hold (a time of infinity) loads as ``Unreadable``: one such row never
-    hides the others from an operator."""
-    params = {"status": status, "kind": kind, "limit": limit, "tag": tag}
-    with conn.cursor(row_factory=dict_row) as cursor:
-        guard(cursor)
-        cursor.execute(action_sql.JOBS_LIST, params)
-        return cursor.fetchall()
-
-
-def show_job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
-    """Every column of one job; ``JobNotFound`` if there is none."""
-    with conn.cursor(row_factory=dict_row) as cursor:
-        guard(cursor)
-        row = cursor.execute(action_sql.JOBS_SHOW, {"id": job_id}).fetchone()
-    if row is None:
-        raise JobNotFound(f"no job with id {job_id}")
-    return row
 
 
 @dataclass(frozen=True)

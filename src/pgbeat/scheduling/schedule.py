@@ -138,7 +138,10 @@ class Schedule(BaseModel):
     @classmethod
     def _check_tags(cls, value: object) -> object:
         # a TOML array, a list in code, the text[] of a row: the rules of a job's tags
-        tags = job_inputs.check_tags(value, "tags")
+        try:
+            tags = job_inputs.check_tags(value, "tags")
+        except TypeError as exc:  # pydantic reports a ValueError as the field's problem,
+            raise ValueError(str(exc)) from None  # where a TypeError escaped as a traceback
         return None if tags is None else tuple(tags)
 
     @field_validator("cron")

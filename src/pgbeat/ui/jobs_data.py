@@ -12,7 +12,6 @@ from typing import Any
 
 import psycopg
 
-from pgbeat.db.sql import attempts as attempt_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.jobs import actions
 from pgbeat.ui.filters import SEARCH_WINDOW, JobFilter
@@ -108,11 +107,3 @@ def act_on_matching(
     with conn.transaction():
         ids = [int(r[0]) for r in conn.execute(dashboard_sql.JOBS_MATCHING_IDS, params).fetchall()]
         return act_on_ids(conn, action, ids, reason)
-
-
-def job_detail(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any] | None:
-    return one(conn, dashboard_sql.JOBS_DETAIL, {"id": job_id})
-
-
-def attempts_of(conn: psycopg.Connection[Any], job_id: int) -> list[dict[str, Any]]:
-    return rows(conn, attempt_sql.ATTEMPTS_OF_JOB, {"id": job_id})

@@ -7,8 +7,6 @@ re-checks each job's status, so the result reads "retried 37, skipped 3 whose st
 
 from __future__ import annotations
 
-import math
-from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -20,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from pgbeat.db.guarded import Unreadable
 from pgbeat.errors import JobNotFound
-from pgbeat.jobs import control
+from pgbeat.jobs import control, reads
 from pgbeat.ui import jobs_data
 from pgbeat.ui.context import Ui, first, redirect
 from pgbeat.ui.filters import (
@@ -87,26 +85,13 @@ class JobPages:
         job_id = int(request.path_params["job_id"])
         with self.ui.store.connection() as conn:
             now, _ = jobs_data.clock(conn)
-            job = jobs_data.job_detail(conn, job_id)
-            attempts = jobs_data.attempts_of(conn, job_id) if job else []
-            schedules = self.ui.schedules.load(conn)
-        if job is None:
-            raise HTTPException(404, f"no job {job_id} (it may have been purged)")
-        for attempt in attempts:
-            seconds, finished_at = attempt["duration_s"], attempt["finished_at"]
-            readable = isinstance(finished_at, datetime) and _finite(seconds)
-            attempt["started_at"] = finished_at - timedelta(seconds=seconds) if readable else None
-        # a done job's own run: from its claim (jobs.started_at, migration 0013) to its finish
-        started, finished = job.get("started_at"), job.get("finished_at")
-        run_seconds = (
-            (finished - started).total_seconds()
-            if job["status"] == "done"
-            and isinstance(started, datetime)
-            and isinstance(finished, datetime)
-            else None
-        )
-        name, _, _ = (job.get("unique_key") or "").partition("@")
-        schedule = schedules.find(name) if name else None
+            try:
+                shown = reads.show_job(conn, job_id)
+            except JobNotFound:
+                raise HTTPException(404, f"no job {job_id} (it may have been purged)") from None
+            schedules = self.ui.schedules.load(conn) if shown.schedule else None
+        job = shown.job
+        entry = schedules.find(shown.schedule) if schedules and shown.schedule else None
         extra = {k: v for k, v in job.items() if k not in _SHOWN_FIELDS}
         return self.ui.render(
             request,
@@ -114,9 +99,9 @@ class JobPages:
             nav="jobs",
             now=now,
             job=job,
-            attempts=attempts,
-            run_seconds=run_seconds,
-            schedule=schedule.schedule if schedule else None,
+            attempts=shown.attempts,
+            run_seconds=shown.run_seconds,
+            schedule=entry.schedule if entry else None,
             extra_fields=extra,
             payload=_shown(job["payload"], self.ui.settings.hide_payloads, True),
             actions=_job_actions(job["status"]) if self.ui.can_act(request) else (),
@@ -328,9 +313,3 @@ def _shown(value: Any, hidden: bool, pretty: bool) -> str:
     if isinstance(value, Unreadable):
         return f"(cannot be shown: {value.reason})"
     return payload_text(value, hidden=hidden, pretty=pretty)
-
-
-def _finite(seconds: Any) -> bool:
-    """A recorded duration that makes a time: not NULL, NaN or infinite (the worker role
-    may write any float)."""
-    return isinstance(seconds, int | float) and math.isfinite(seconds) and abs(seconds) < 1e9

@@ -226,6 +226,11 @@ WHERE s.deleted_at IS NULL AND (%(name)s::text IS NULL OR s.name = %(name)s::tex
 ORDER BY s.name"""
 
 # Whether any schedule exists, so a drain without schedules skips the scheduler's tick.
+# Whether a schedule of this name exists (primary key): a job whose unique key is
+# name@... is its period or manual run (pgbeat/jobs/reads.py).
+SCHEDULES_NAMED: LiteralString = """
+SELECT FROM pgbeat_schedules WHERE name = %(name)s AND deleted_at IS NULL"""
+
 SCHEDULES_ANY: LiteralString = "SELECT EXISTS (SELECT FROM pgbeat_schedules)"
 
 # Whether migration 0005 (schedules in the database) is applied.

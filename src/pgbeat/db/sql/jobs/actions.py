@@ -22,23 +22,26 @@ SELECT
     (SELECT count(*) FROM jobs
        WHERE status = 'failed' AND finished_at > now() - interval '1 hour')"""
 
+# A listed job's error line, for every face (pgbeat/jobs/reads.py): the first line of its
+# last error, at most 200 characters. The dashboard's JOBS_PAGE takes it too.
+_ERROR_LINE: LiteralString = (
+    "left(split_part(coalesce(last_error, ''), E'\\n', 1), 200) AS error_line"
+)
+
 # The newest jobs, optionally of one status and kind (primary key, newest first).
-JOBS_LIST: LiteralString = """
+JOBS_LIST: LiteralString = (
+    """
 SELECT id, kind, status, attempts, max_attempts, snoozes, run_at, created_at, finished_at,
-       unique_key, job_key, last_error, tags
+       unique_key, job_key, last_error, tags, """
+    + _ERROR_LINE
+    + """
 FROM jobs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
 ORDER BY id DESC
 LIMIT %(limit)s"""
-
-# Everything about one job (primary key).
-JOBS_SHOW: LiteralString = """
-SELECT id, kind, status, attempts, max_attempts, snoozes, run_at, created_at, started_at,
-       finished_at, unique_key, job_key, superseded_at, cancel_requested_at, last_error, payload,
-       locked_until, keep_until, result, tags
-FROM jobs WHERE id = %(id)s"""
+)
 
 # Pending jobs by kind and queue, to tell which no live worker claims (a scan of the
 # pending rows: an operator's command).

@@ -14,6 +14,8 @@ from typing import LiteralString
 
 from psycopg import sql
 
+from pgbeat.db.sql.jobs.actions import _ERROR_LINE  # one rule for a listed job's error
+
 # -- clock and newest job ---------------------------------------------------------------------
 
 # The database clock and the largest job id (primary key, one probe).
@@ -82,12 +84,12 @@ AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
 # the primary key or a status's partial index on id).
 JOBS_PAGE = sql.SQL("""
 SELECT id, kind, status, attempts, max_attempts, run_at, created_at, finished_at,
-       unique_key, left(split_part(coalesce(last_error, ''), E'\\n', 1), 200) AS error_line,
+       unique_key, {error_line},
        locked_until, payload, tags
 FROM jobs
 WHERE {filter} AND (%(before)s::bigint IS NULL OR id < %(before)s::bigint)
 ORDER BY id DESC
-LIMIT %(limit)s""").format(filter=_JOBS_FILTER)
+LIMIT %(limit)s""").format(filter=_JOBS_FILTER, error_line=sql.SQL(_ERROR_LINE))
 
 # How many jobs match, stopping at %(cap)s + 1.
 JOBS_COUNT_MATCHING = sql.SQL("""

@@ -23,6 +23,70 @@ from typing import LiteralString
 # payload is the ids that reached a final state, comma-separated ('' when more than 800
 # would overflow the payload: a waiter then looks at its job), so pgbeat.wait wakes at once.
 
+# The head of the outcomes that put a run back to pending (retry, snooze, stop, release)
+# unless someone asked it to stop (superseded, or cancel_requested_at): then it ends
+# cancelled, now. Each statement goes on with its own SET items.
+_RELEASED_UNLESS_ASKED: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                      THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                           THEN finished_at ELSE now() END,"""
+
+# A run given back unless asked to stop: its attempt returned (snooze, stop).
+_ATTEMPT_GIVEN_BACK: LiteralString = """
+        attempts = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                        THEN greatest(attempts - 1, 0) ELSE attempts END,"""
+
+# A run given back unless asked to stop: started_at cleared, so the fence below does not
+# take the pending row for a reaped one (snooze, stop, release; no trailing comma).
+_STARTED_CLEARED: LiteralString = """
+        started_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN NULL ELSE started_at END"""
+
+# When a run put back to pending runs again: its absolute run_at, or its delay from the
+# database clock (retry, snooze).
+_RUN_AT_ASKED: LiteralString = """
+        run_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
+                      THEN run_at ELSE
+                 coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
+                          now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
+                 END"""
+
+# The fence of every outcome: the row by primary key, still at the run's own attempt.
+_FENCE: LiteralString = """
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]"""
+
+# The fenced rows of the outcomes a run reports when it ends by itself: its row running,
+# or pending after the reaper (started_at kept).
+_RUNNING_OR_REAPED: LiteralString = (
+    _FENCE
+    + """
+      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
+    RETURNING id, status
+)"""
+)
+
+# The fenced rows of the outcomes of a run its worker stopped: the row still running.
+_STILL_RUNNING: LiteralString = (
+    _FENCE
+    + """
+      AND status = 'running'
+    RETURNING id, status
+)"""
+)
+
+# The tail of the outcomes that end every run they touch (complete, fail): the ids that
+# ended cancelled, and one NOTIFY on the schema's pgbeat_finished listing every id (up to
+# 800; beyond, an empty payload tells waiters to look for themselves).
+_ALL_ENDED: LiteralString = """
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
+       CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
+           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
+FROM ended"""
+
 # The tail of the outcomes that may end runs cancelled (a run asked to stop): the ids that
 # ended cancelled, and one NOTIFY on the schema's pgbeat_finished whose payload lists them
 # (up to 800; beyond, an empty payload tells waiters to look for themselves).
@@ -34,50 +98,41 @@ SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
                 ELSE '' END) END
 FROM ended"""
 
+# A stopped or released run keeps its error unless asked to stop (stop, release; each
+# goes on with its own ELSE).
+_ERROR_KEPT_UNLESS_ASKED: LiteralString = """
+        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                          THEN last_error"""
+
+# The fence and tail of the outcomes of a run its worker stopped (stop, release).
+_STOPPED_ENDED: LiteralString = _STILL_RUNNING + _CANCELLED_ENDED
+
 # Marks finished runs done, with their return values (primary key). %(results)s is one
 # JSON object from job id (as text) to its result, NULL when no run returned anything: a
 # lookup in it is a binary search, where a subscript of a jsonb[] walks the array.
-JOBS_COMPLETE: LiteralString = """
+JOBS_COMPLETE: LiteralString = (
+    """
 WITH ended AS (
     UPDATE jobs
     SET status = CASE WHEN cancel_requested_at IS NULL THEN 'done' ELSE 'cancelled' END,
         locked_until = NULL, finished_at = now(),
-        result = %(results)s::jsonb -> id::text
-    WHERE id = ANY(%(ids)s::bigint[])
-      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
-    RETURNING id, status
+        result = %(results)s::jsonb -> id::text"""
+    + _RUNNING_OR_REAPED
+    + _ALL_ENDED
 )
-SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
-FROM ended"""
 
 # Puts failed runs back to pending at their retry time: an absolute run_at, or a delay
 # from the database clock (primary key); superseded or cancelled ones end cancelled, their
 # error after the reason.
 JOBS_RETRY: LiteralString = (
-    """
-WITH ended AS (
-    UPDATE jobs
-    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                      THEN 'pending' ELSE 'cancelled' END,
-        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                           THEN finished_at ELSE now() END,
+    _RELEASED_UNLESS_ASKED
+    + """
         locked_until = NULL,
         last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL THEN ''
                           ELSE coalesce(last_error || '; ', '') END
-                     || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)],
-        run_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
-                      THEN run_at ELSE
-                 coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
-                          now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
-                 END
-    WHERE id = ANY(%(ids)s::bigint[])
-      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
-    RETURNING id, status
-)"""
+                     || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)],"""
+    + _RUN_AT_ASKED
+    + _RUNNING_OR_REAPED
     + _CANCELLED_ENDED
 )
 
@@ -87,79 +142,49 @@ WITH ended AS (
 # could match again is then not taken for a reaped one (see the fence below). Superseded
 # or cancelled ones end cancelled, their attempt kept.
 JOBS_SNOOZE: LiteralString = (
-    """
-WITH ended AS (
-    UPDATE jobs
-    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                      THEN 'pending' ELSE 'cancelled' END,
-        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                           THEN finished_at ELSE now() END,
-        locked_until = NULL,
-        attempts = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                        THEN greatest(attempts - 1, 0) ELSE attempts END,
-        snoozes = snoozes + 1,
-        started_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                          THEN NULL ELSE started_at END,
-        run_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
-                      THEN run_at ELSE
-                 coalesce((%(run_ats)s::timestamptz[])[array_position(%(ids)s::bigint[], id)],
-                          now() + (%(delays)s::interval[])[array_position(%(ids)s::bigint[], id)])
-                 END
-    WHERE id = ANY(%(ids)s::bigint[])
-      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
-    RETURNING id, status
-)"""
+    _RELEASED_UNLESS_ASKED
+    + """
+        locked_until = NULL,"""
+    + _ATTEMPT_GIVEN_BACK
+    + """
+        snoozes = snoozes + 1,"""
+    + _STARTED_CLEARED
+    + ","
+    + _RUN_AT_ASKED
+    + _RUNNING_OR_REAPED
     + _CANCELLED_ENDED
 )
 
 # Parks runs in the failed dead letter with their error (primary key); a run asked to stop
 # ends cancelled instead, its error after the reason.
-JOBS_FAIL: LiteralString = """
+JOBS_FAIL: LiteralString = (
+    """
 WITH ended AS (
     UPDATE jobs
     SET status = CASE WHEN cancel_requested_at IS NULL THEN 'failed' ELSE 'cancelled' END,
         locked_until = NULL, finished_at = now(),
         last_error = CASE WHEN cancel_requested_at IS NULL THEN ''
                           ELSE coalesce(last_error || '; ', '') END
-                     || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
-    WHERE id = ANY(%(ids)s::bigint[])
-      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
-    RETURNING id, status
+                     || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]"""
+    + _RUNNING_OR_REAPED
+    + _ALL_ENDED
 )
-SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
-       CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
-FROM ended"""
 
 # Ends runs their worker stopped for a cancel (primary key): cancelled when the database
 # holds the request (cancel_requested_at, or superseded), with the error after the reason;
 # else, the cancel being only a notification anyone may send, released like JOBS_RELEASE.
 JOBS_STOP: LiteralString = (
-    """
-WITH ended AS (
-    UPDATE jobs
-    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                      THEN 'pending' ELSE 'cancelled' END,
-        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                           THEN finished_at ELSE now() END,
-        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                          THEN last_error
+    _RELEASED_UNLESS_ASKED
+    + _ERROR_KEPT_UNLESS_ASKED
+    + """
                           ELSE coalesce(last_error || '; ', '')
                                || (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
-                          END,
-        attempts = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                        THEN greatest(attempts - 1, 0) ELSE attempts END,
-        started_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                          THEN NULL ELSE started_at END,
-        locked_until = NULL
-    WHERE id = ANY(%(ids)s::bigint[])
-      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND status = 'running'
-    RETURNING id, status
-)"""
-    + _CANCELLED_ENDED
+                          END,"""
+    + _ATTEMPT_GIVEN_BACK
+    + _STARTED_CLEARED
+    + """,
+        locked_until = NULL"""
+    + _STOPPED_ENDED
 )
 
 # Returns running jobs to pending at shutdown without charging the attempt (primary key);
@@ -167,25 +192,13 @@ WITH ended AS (
 # Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
 # whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
 JOBS_RELEASE: LiteralString = (
-    """
-WITH ended AS (
-    UPDATE jobs
-    SET status = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                      THEN 'pending' ELSE 'cancelled' END,
-        finished_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                           THEN finished_at ELSE now() END,
-        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                          THEN last_error
+    _RELEASED_UNLESS_ASKED
+    + _ERROR_KEPT_UNLESS_ASKED
+    + """
                           ELSE concat_ws('; ', last_error, 'released at shutdown') END,
-        locked_until = NULL, attempts = greatest(attempts - 1, 0),
-        started_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                          THEN NULL ELSE started_at END
-    WHERE id = ANY(%(ids)s::bigint[])
-      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
-      AND status = 'running'
-    RETURNING id, status
-)"""
-    + _CANCELLED_ENDED
+        locked_until = NULL, attempts = greatest(attempts - 1, 0),"""
+    + _STARTED_CLEARED
+    + _STOPPED_ENDED
 )
 
 # Extends the leases of the runs a worker still has, one statement per renewal round
