@@ -80,6 +80,13 @@ def _matches(column: LiteralString) -> LiteralString:
     return "(%(name)s::text IS NULL OR strpos(lower(" + column + "), lower(%(name)s::text)) > 0)"
 
 
+# The name filter of each of QUEUES_LIST's sources, composed once at import.
+_HEAD_MATCHES = _matches("head.q")
+_NEXT_MATCHES = _matches("next.q")
+_Q_MATCHES = _matches("q")
+_SETTINGS_MATCHES = _matches("s.name")
+_RUNNING_MATCHES = _matches("r.queue")
+
 # One page of the queues with settings or live jobs, by name after %(after)s, whose name
 # contains %(name)s (NULL: any), at most %(limit)s. The queues with pending jobs are walked
 # in name order by a skip scan of jobs_claim_queue (one probe per queue), which stops once
@@ -96,13 +103,13 @@ QUEUES_LIST: LiteralString = (
     """
 WITH RECURSIVE walk(q, walked, found) AS (
     SELECT head.q, 1, (head.q IS NOT NULL AND """
-    + _matches("head.q")
+    + _HEAD_MATCHES
     + """)::int
     FROM (SELECT min(queue) AS q FROM jobs
           WHERE status = 'pending' AND queue > coalesce(%(after)s::text, '')) AS head
     UNION ALL
     SELECT next.q, w.walked + 1, w.found + (next.q IS NOT NULL AND """
-    + _matches("next.q")
+    + _NEXT_MATCHES
     + """)::int
     FROM walk AS w,
          LATERAL (SELECT min(queue) AS q FROM jobs WHERE status = 'pending' AND queue > w.q)
@@ -117,20 +124,20 @@ running AS MATERIALIZED (
 ),
 names AS (
     SELECT q AS name FROM walk WHERE q IS NOT NULL AND """
-    + _matches("q")
+    + _Q_MATCHES
     + """
     UNION
     (SELECT s.name FROM pgbeat_queues AS s, bound
      WHERE s.name > coalesce(%(after)s::text, '')
        AND (bound.searched_to IS NULL OR s.name <= bound.searched_to) AND """
-    + _matches("s.name")
+    + _SETTINGS_MATCHES
     + """
      ORDER BY s.name LIMIT %(limit)s)
     UNION
     SELECT r.queue FROM running AS r, bound
     WHERE r.queue > coalesce(%(after)s::text, '')
       AND (bound.searched_to IS NULL OR r.queue <= bound.searched_to) AND """
-    + _matches("r.queue")
+    + _RUNNING_MATCHES
     + """
 ),
 page AS (
