@@ -49,6 +49,13 @@ def test_a_backfill_leaves_alone_the_periods_the_scheduler_decided(
     pgbeat.upsert_schedule(conn, "beat", every="1s", catch_up="none")
     now = database_now(conn)
     fire = now.replace(microsecond=0) + timedelta(seconds=1)
+    # Created inside fire's second, so the tick decides fire alone: created before the
+    # previous second's period (the upsert and the clock read straddling a second, as under
+    # load), the tick would also record that period as missed.
+    conn.execute(
+        "UPDATE pgbeat_schedules SET created_at = %s WHERE name = 'beat'",
+        (fire - timedelta(milliseconds=500),),
+    )
     Scheduler(database_url, None, heartbeat=False).tick(conn, fire)
     conn.execute("UPDATE pgbeat_schedule_history SET fire_at = fire_at - interval '10 s'")
     conn.execute("UPDATE jobs SET run_at = run_at - interval '10 s'")
