@@ -12,7 +12,6 @@ drain's speed, delayed / refreshed (>= 0.9 is the target), with the load average
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -57,10 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         "analyzed_while_delayed": measure(args.src, args.jobs, args.repeat),
         "load_average_1m_at_end": machine.load(),
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.output is not None:
-        args.output.write_text(text)
+    machine.dump(report, args.output)
     return 0
 
 

@@ -274,10 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         report["diamond_advance"] = measure_diamonds(url, args.diamonds)
     report["plain_jobs_ab"] = measure_plain(admin, args.plain_jobs, args.repeat)
     report["load_average_1m_at_end"] = machine.load()
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.output is not None:
-        args.output.write_text(text)
+    machine.dump(report, args.output)
     return 0
 
 
