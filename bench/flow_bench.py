@@ -102,9 +102,12 @@ def child_drain(
     beside: str = "",
     slots: int = 100,
     max_seconds: float = CHILD_TIMEOUT,
+    statistics: str = "fresh",
 ) -> dict[str, Any]:
     """Seconds for one in-process Worker (100 slots) to run ``jobs`` no-op jobs (with
-    ``beside``, one of SHAPES, planted first)."""
+    ``beside``, one of SHAPES, planted first). ``statistics``: "fresh" (ANALYZE after the
+    enqueue); "delayed" or "refreshed" (the jobs are delayed a day and brought back, and
+    ANALYZE runs while they are delayed, or after they are back: bench/stale_stats.py)."""
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
         if beside:
@@ -112,7 +115,12 @@ def child_drain(
         enqueue_noops(conn, jobs, keys, distinct)
         if key_concurrency is not None:
             pgbeat.configure_queue(conn, "keyed", key_concurrency=key_concurrency)
-        conn.execute("VACUUM ANALYZE jobs")
+        if statistics != "fresh":
+            conn.execute("UPDATE jobs SET run_at = run_at + interval '1 day'")
+            if statistics == "delayed":
+                conn.execute("VACUUM ANALYZE jobs")  # a quiet night: every job delayed
+            conn.execute("UPDATE jobs SET run_at = run_at - interval '1 day'")  # the burst
+        conn.execute("VACUUM jobs" if statistics == "delayed" else "VACUUM ANALYZE jobs")
     done = threading.Event()
     counter = Counter[str]()
     lock = threading.Lock()

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
 from pathlib import Path
+from typing import Any
 
 BUSY_LOAD = 0.5  # a 1-minute load average above this means something else is running
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def dump(report: dict[str, Any], output: Path | None) -> None:
+    """Print a bench's report as JSON, and write it to ``output`` when given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if output is not None:
+        output.write_text(text)
 
 
 def revision_env(src: Path | str, **extra: str) -> dict[str, str]:

@@ -6,7 +6,9 @@ its children once the root ended and ANALYZE ran; the
 advance of the N -> 1 fan-in (the summary's start after its last parent's end) and of
 small diamonds; plain jobs drained with the workflow triggers and without them (dropped
 on a twin database: what a queue that never uses workflows pays), alternated.
-Each drain runs an in-process Worker (100 slots) on a fresh database.
+Each drain runs an in-process Worker (100 slots) on a fresh database. With ``--base-src``
+(another revision's ``src/``), only the fan-out row runs, for that revision and this one
+alternated, each in a child process on a fresh database of its own: before/after in one run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -207,6 +210,41 @@ def measure_plain(admin: str, jobs: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def fan_out_child(children: int, repeat: int) -> dict[str, Any]:
+    """The fan-out row on a fresh database, in a child importing pgbeat from its PYTHONPATH."""
+    with fresh(database.admin_url(), "wf_fan_out") as url:
+        return measure_fan_out(url, children, repeat)
+
+
+def measure_against(base: Path, children: int, repeat: int) -> dict[str, Any]:
+    """The fan-out row for ``base`` and this revision, alternated (base first every other
+    run), one child process each time."""
+    here = Path(__file__).resolve().parent.parent / "src"
+    runs: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
+    for run in range(repeat):
+        order = [("base", base), ("this", here)]
+        for side, src in order if run % 2 == 0 else order[::-1]:
+            done = subprocess.run(
+                [sys.executable, "-m", "bench.workflow_bench", "--fan-out-child",
+                 "--children", str(children)],
+                env=machine.revision_env(src), capture_output=True, text=True,
+                timeout=TIMEOUT, check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                raise RuntimeError(f"the {side} child failed: {done.stderr[-2000:]}")
+            runs[side].append(json.loads(done.stdout))
+            print(f"{side}: ratio {runs[side][-1]['ratio']:.3f}", file=sys.stderr)
+    return {
+        side: {
+            "ratios": [round(r["ratio"], 3) for r in rows],
+            "ratio_median": round(statistics.median(r["ratio"] for r in rows), 3),
+            "fan_out_jobs_per_s": [round(r["fan_out_jobs_per_s"]) for r in rows],
+            "independent_jobs_per_s": [round(r["independent_jobs_per_s"]) for r in rows],
+        }
+        for side, rows in runs.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workflow_bench", description=__doc__)
     parser.add_argument("--children", type=int, default=10_000, help="fan-out width (10,000)")
@@ -214,9 +252,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain-jobs", type=int, default=20_000, help="A/B drain size (20,000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each row (3)")
     parser.add_argument("--output", type=Path, help="write the rows as JSON here")
+    parser.add_argument("--base-src", type=Path, help="another revision's src/: fan-out A/B")
+    parser.add_argument("--fan-out-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.fan_out_child:
+        print(json.dumps(fan_out_child(args.children, 1)))
+        return 0
     admin = database.admin_url()
     report: dict[str, Any] = {"load_average_1m_at_start": machine.load()}
+    if args.base_src is not None:
+        report["fan_out_drain_ab"] = measure_against(args.base_src, args.children, args.repeat)
+        report["load_average_1m_at_end"] = machine.load()
+        print(json.dumps(report, indent=2))
+        return 0
     with fresh(admin, "wf_bench") as url:
         report["enqueue_workflow"] = measure_enqueue(url, args.children, args.repeat)
         report["fan_out_drain"] = measure_fan_out(url, args.children, args.repeat)
@@ -226,10 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         report["diamond_advance"] = measure_diamonds(url, args.diamonds)
     report["plain_jobs_ab"] = measure_plain(admin, args.plain_jobs, args.repeat)
     report["load_average_1m_at_end"] = machine.load()
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.output is not None:
-        args.output.write_text(text)
+    machine.dump(report, args.output)
     return 0
 
 
