@@ -4,6 +4,7 @@ check it with every other page: tests/integration/test_ui_pages_browser.py.)"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ import psycopg
 import pytest
 
 import pgbeat
+from tests.helpers import run_cli_here
 from tests.integration.ui_support import ADMIN_TOKEN, Dashboard, dashboard, fresh_database
 
 
@@ -59,6 +61,23 @@ def test_a_steps_job_page_links_to_its_workflow(
     _, enqueued = seeded
     page = get(ui, f"/jobs/{enqueued.jobs['report']}")
     assert f'href="/workflows/{enqueued.id}"' in page.text
+
+
+def test_a_held_steps_job_says_it_waits_for_its_parents_in_both_faces(
+    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+) -> None:
+    """Not "Run at 9999-12-29 (in 7973 years)": the held steps' placeholder is no due time."""
+    url, enqueued = seeded
+    held, running = enqueued.jobs["report"], enqueued.jobs["extract"]
+    page = get(ui, f"/jobs/{held}")
+    assert 'id="waiting-for-parents"' in page.text and "9999" not in page.text
+    assert 'id="waiting-for-parents"' not in get(ui, f"/jobs/{running}").text
+    shown = run_cli_here(["jobs", "show", str(held), "--json"], url)
+    assert json.loads(shown.stdout)["waiting_for_parents"] is True, shown.stderr
+    text = run_cli_here(["jobs", "show", str(held)], url).stdout
+    assert "waiting: for its parents" in text
+    other = run_cli_here(["jobs", "show", str(running), "--json"], url)
+    assert json.loads(other.stdout)["waiting_for_parents"] is False
 
 
 def test_an_unknown_workflow_is_a_404(ui: Dashboard) -> None:

@@ -258,6 +258,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 **reads.as_json(shown.job),
                 "run_seconds": shown.run_seconds,
                 "schedule": shown.schedule,
+                "waiting_for_parents": shown.waiting_for_parents,
                 "recorded_attempts": [reads.as_json(a) for a in shown.attempts],
             }
         )
@@ -276,6 +277,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"{key}: {'-' if value is None else value}")
     if shown.schedule is not None:
         print(f"schedule: {shown.schedule}")
+    if shown.waiting_for_parents:
+        print("waiting: for its parents (run_at is the held steps' placeholder)")
     if shown.run_seconds is not None:
         print(f"run: {shown.run_seconds:.3f}s")
     for attempt in shown.attempts:

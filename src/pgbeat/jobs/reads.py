@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -44,6 +44,11 @@ def list_jobs(
     return _rows(conn, action_sql.JOBS_LIST, params)
 
 
+# The run_at of a workflow step held for its parents (migration 0017): in no queue yet, so
+# the faces say "waiting for its parents" rather than a due time 8,000 years away.
+WAITING_RUN_AT = datetime(9999, 12, 29, tzinfo=UTC)
+
+
 @dataclass(frozen=True)
 class JobShown:
     """Everything a face shows of one job."""
@@ -52,6 +57,16 @@ class JobShown:
     attempts: list[dict[str, Any]]  # recorded ones, oldest first, each with its started_at
     run_seconds: float | None  # a done job's own run: from its claim to its finish
     schedule: str | None  # the schedule whose period or manual run the job is
+
+    @property
+    def waiting_for_parents(self) -> bool:
+        """A workflow step still held for its parents (pending, at the held run_at)."""
+        job = self.job
+        return (
+            job.get("status") == "pending"
+            and job.get("workflow_id") is not None
+            and job.get("run_at") == WAITING_RUN_AT
+        )
 
     @property
     def unreadable(self) -> dict[str, str]:

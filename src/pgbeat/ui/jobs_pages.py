@@ -101,6 +101,7 @@ class JobPages:
             job=job,
             attempts=shown.attempts,
             run_seconds=shown.run_seconds,
+            waiting=shown.waiting_for_parents,
             schedule=entry.schedule if entry else None,
             extra_fields=extra,
             payload=_shown(job["payload"], self.ui.settings.hide_payloads, True),
