@@ -22,31 +22,24 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
 import pgbeat
 from tests.apps.workflow_app import SETUP
-from tests.helpers import CliProcess, start_cli, wait_for
+from tests.chaos import races
+from tests.helpers import CliProcess, wait_for
 
-ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.workflow_app:registry"
 
 
-@contextmanager
-def workers(url: str, count: int, flags: list[str]) -> Iterator[list[CliProcess]]:
-    started = [start_cli(["worker", APP, *flags], url, cwd=ROOT) for _ in range(count)]
-    try:
-        yield started
-    finally:
-        for process in started:
-            if process.returncode is None:
-                process.stop(timeout=60)
+def workers(url: str, count: int, flags: list[str]) -> AbstractContextManager[list[CliProcess]]:
+    """``count`` worker processes of the workflow app."""
+    return races.workers(url, APP, count, flags)
 
 
 @dataclass(frozen=True)
