@@ -12,19 +12,17 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from operator import itemgetter
-from typing import Any, LiteralString
+from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
 from pgbeat.db.sql import queues as queue_sql
-from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
 from pgbeat.job import Job
-from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs, job_columns
+from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
+from pgbeat.worker.locked_claim import LIMIT_KEY, claim_locked
 
 log = logging.getLogger("pgbeat.worker")
 
@@ -38,7 +36,6 @@ KEYS_IDLE_MAX = 1.6  # ... doubling up to this while only time frees the keys (k
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
 DRY_REST_UNHEARD = 1.0  # seconds a dry limited queue rests when notifications are not heard
-BUDGET = ("budget", "rate_left", "rate_wait", "mode", "timed", "scanned", "last_key")
 
 
 class Claimer:
@@ -317,7 +314,7 @@ class Claimer:
             statement = claim_sql.JOBS_CLAIM_LIMITED_HEAD
         else:
             statement = claim_sql.JOBS_CLAIM_LIMITED
-        rows, budget = _claim_locked(conn, statement, params)
+        rows, budget = claim_locked(conn, statement, params)
         if budget is None:  # paused, gone or unlimited since: read the held queues again
             self._held_until = 0.0
             return []
@@ -368,7 +365,7 @@ class Claimer:
         if now < self._keys_idle_until.get(queue, 0.0):
             return []
         params = {**params, "limit": limit, "after": self._after_key.pop(queue, None)}
-        more, budget = _claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+        more, budget = claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
         walked, last_key = budget[-2:] if budget else (0, None)
         if more and len(more) == limit:
             self._after_key[queue] = max(row[LIMIT_KEY] for row in more)
@@ -377,36 +374,3 @@ class Claimer:
         elif not more:  # every key with jobs is saturated: no need to look again at once
             self._keys_idle_until[queue] = now + KEYS_IDLE_PAUSE
         return more
-
-
-LIMIT_KEY = Job._fields.index("limit_key")  # of a claimed row, once in Job's order
-
-
-def _claim_locked(
-    conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]
-) -> tuple[list[Any], tuple[Any, ...] | None]:
-    """Run a limited queue's claim under its row lock, with a plan kept for the connection
-    once psycopg prepares the statement (QUEUES_LOCK says why): BEGIN, the lock, the claim
-    and COMMIT in one round trip (session.py says why by hand).
-
-    Returns the claimed rows (in Job's order) and the budget's columns (BUDGET; None: the
-    queue is not limited now).
-    """
-    try:
-        with conn.pipeline():
-            conn.execute(session_sql.TRANSACTION_BEGIN, prepare=False)
-            conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
-            cursor = conn.execute(statement, params)
-            conn.execute(session_sql.TRANSACTION_COMMIT, prepare=False)
-    except BaseException:
-        if not conn.closed and conn.info.transaction_status == TransactionStatus.INERROR:
-            conn.execute(session_sql.TRANSACTION_ROLLBACK, prepare=False)  # start clean
-        raise
-    found = cursor.fetchall()
-    if not found:
-        return [], None
-    assert cursor.description is not None
-    names = [column.name for column in cursor.description]
-    budget = itemgetter(*(names.index(name) for name in BUDGET))(found[0])
-    pick = job_columns(cursor)
-    return [pick(row) for row in found if row[0] is not None], tuple(budget)

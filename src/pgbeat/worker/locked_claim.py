@@ -1,0 +1,50 @@
+"""A limited queue's claim under the queue's row lock, in one round trip: what
+worker/claiming.py runs for each limited queue it asks, and how its budget columns come back.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from pgbeat.db.sql import queues as queue_sql
+from pgbeat.db.sql import session as session_sql
+from pgbeat.job import Job
+from pgbeat.worker.claimed_rows import job_columns
+
+# The columns a limited claim returns beside the job's (db/sql/jobs/claim_parts.py).
+BUDGET = ("budget", "rate_left", "rate_wait", "mode", "timed", "scanned", "last_key")
+LIMIT_KEY = Job._fields.index("limit_key")  # of a claimed row, once in Job's order
+
+
+def claim_locked(
+    conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]
+) -> tuple[list[Any], tuple[Any, ...] | None]:
+    """Run a limited queue's claim under its row lock, with a plan kept for the connection
+    once psycopg prepares the statement (QUEUES_LOCK says why): BEGIN, the lock, the claim
+    and COMMIT in one round trip (session.py says why by hand).
+
+    Returns the claimed rows (in Job's order) and the budget's columns (BUDGET; None: the
+    queue is not limited now).
+    """
+    try:
+        with conn.pipeline():
+            conn.execute(session_sql.TRANSACTION_BEGIN, prepare=False)
+            conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
+            cursor = conn.execute(statement, params)
+            conn.execute(session_sql.TRANSACTION_COMMIT, prepare=False)
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status == TransactionStatus.INERROR:
+            conn.execute(session_sql.TRANSACTION_ROLLBACK, prepare=False)  # start clean
+        raise
+    found = cursor.fetchall()
+    if not found:
+        return [], None
+    assert cursor.description is not None
+    names = [column.name for column in cursor.description]
+    budget = itemgetter(*(names.index(name) for name in BUDGET))(found[0])
+    pick = job_columns(cursor)
+    return [pick(row) for row in found if row[0] is not None], tuple(budget)
