@@ -90,10 +90,8 @@ class Claimer:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
         if self.limited is None:
             with conn.pipeline():
-                held = conn.execute(queue_sql.QUEUES_HELD, self._held_params())
-                ahead = kinds_ahead(conn, self.kinds, HELD_AHEAD)
-            self._note_held(held, ahead)
-            self._held_until = time.monotonic() + HELD_REFRESH
+                held = self._read_held(conn)
+            self._note_held(*held)
         rows: list[Any] = []
         self.limited_short = False
         self._limited_wake = None
@@ -249,11 +247,9 @@ class Claimer:
         else:
             with conn.pipeline():
                 fast = conn.execute(statement, params)
-                held = conn.execute(queue_sql.QUEUES_HELD, self._held_params())
-                ahead = kinds_ahead(conn, self.kinds, HELD_AHEAD)
+                held = self._read_held(conn)
             rows = fetch_jobs(fast)
-            self._note_held(held, ahead)
-            self._held_until = now + HELD_REFRESH
+            self._note_held(*held)
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
         if len(rows) < limit:
             self._due.stale()  # a queue of the hint ran out, or one outside it has jobs
@@ -268,14 +264,20 @@ class Claimer:
             "held": self.held,
         }
 
-    def _held_params(self) -> dict[str, Any]:
-        return {"queues": self.queues, "ahead": HELD_AHEAD}
+    def _read_held(
+        self, conn: psycopg.Connection[Any]
+    ) -> tuple[psycopg.Cursor[Any], psycopg.Cursor[Any] | None]:
+        """QUEUES_HELD and the foreign kinds ahead, sent in the caller's pipeline (their
+        rows read by _note_held once it ends)."""
+        held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues, "ahead": HELD_AHEAD})
+        return held, kinds_ahead(conn, self.kinds, HELD_AHEAD)
 
     def _note_held(self, cursor: psycopg.Cursor[Any], ahead: psycopg.Cursor[Any] | None) -> None:
         """Remember the held queues of QUEUES_HELD's rows and the foreign kinds ahead; a
         queue whose settings changed since the last read ends its rests; one without a
         pending job is not claimed until jobs are announced or the next read; a row the
         constraints refuse is skipped (its jobs wait) and named once."""
+        self._held_until = time.monotonic() + HELD_REFRESH
         rows = cursor.fetchall()
         foreign = ahead.fetchone() if ahead is not None else None
         self._foreign_ahead = int(foreign[0]) if foreign is not None else 0
