@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import abc
 from psycopg.adapt import Buffer, Loader
+from psycopg.rows import dict_row
 
 # What decoding one value can raise: psycopg's range checks, json's recursion limit.
 DECODE_ERRORS = (psycopg.DataError, ValueError, OverflowError, RecursionError)
@@ -71,3 +72,18 @@ def _guarded(inner: type[abc.Loader]) -> type[Loader]:
                 return Unreadable(str(exc).strip().partition("\n")[0][:200] or type(exc).__name__)
 
     return Guarded
+
+
+def rows(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> list[dict[str, Any]]:
+    """All rows of ``query`` as dicts; a value Python cannot hold (a date of infinity, JSON
+    nested too deeply) loads as ``Unreadable``, so one row never fails a page or a listing."""
+    with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
+        return cursor.execute(query, params).fetchall()
+
+
+def one(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> dict[str, Any] | None:
+    """The first row of ``query`` as a dict, or None (values guarded as in ``rows``)."""
+    with conn.cursor(row_factory=dict_row) as cursor:
+        guard(cursor)
+        return cursor.execute(query, params).fetchone()

@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
-from pgbeat.db.guarded import Unreadable, guard
+from pgbeat.db import guarded
+from pgbeat.db.guarded import Unreadable
 from pgbeat.db.sql import attempts as attempt_sql
 from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.db.sql.jobs import actions as action_sql
@@ -41,7 +41,7 @@ def list_jobs(
     """The newest jobs, newest first, each with its ``error_line``; with ``tag``, only those
     that have it (jobs_tags)."""
     params = {"status": status, "kind": kind, "limit": limit, "tag": tag}
-    return _rows(conn, action_sql.JOBS_LIST, params)
+    return guarded.rows(conn, action_sql.JOBS_LIST, params)
 
 
 # The run_at of a workflow step held for its parents (migration 0017): in no queue yet, so
@@ -76,11 +76,11 @@ class JobShown:
 
 def show_job(conn: psycopg.Connection[Any], job_id: int) -> JobShown:
     """Job ``job_id`` as the faces show it; ``JobNotFound`` if there is none."""
-    found = _rows(conn, dashboard_sql.JOBS_DETAIL, {"id": job_id})
+    found = guarded.rows(conn, dashboard_sql.JOBS_DETAIL, {"id": job_id})
     if not found:
         raise JobNotFound(f"no job with id {job_id}")
     job = found[0]
-    attempts = _rows(conn, attempt_sql.ATTEMPTS_OF_JOB, {"id": job_id})
+    attempts = guarded.rows(conn, attempt_sql.ATTEMPTS_OF_JOB, {"id": job_id})
     for attempt in attempts:
         seconds, finished_at = attempt["duration_s"], attempt["finished_at"]
         known = isinstance(finished_at, datetime) and _finite(seconds)
@@ -127,14 +127,6 @@ def _schedule_of(conn: psycopg.Connection[Any], job: dict[str, Any]) -> str | No
         return None
     found = conn.execute(schedule_sql.SCHEDULES_NAMED, {"name": name}).fetchone()
     return name if found is not None else None
-
-
-def _rows(
-    conn: psycopg.Connection[Any], query: Any, params: dict[str, Any]
-) -> list[dict[str, Any]]:
-    with conn.cursor(row_factory=dict_row) as cursor:
-        guard(cursor)
-        return cursor.execute(query, params).fetchall()
 
 
 def _finite(seconds: Any) -> bool:

@@ -12,10 +12,10 @@ from typing import Any
 
 import psycopg
 
+from pgbeat.db.guarded import one, rows
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.jobs import actions
 from pgbeat.ui.filters import SEARCH_WINDOW, JobFilter
-from pgbeat.ui.store import one, rows
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pgbeat import flow
+from pgbeat.db.guarded import one, rows
 from pgbeat.db.sql import processes as process_sql
 from pgbeat.db.sql import schedule_files as file_sql
 from pgbeat.db.sql import schedules as schedule_sql
@@ -29,7 +30,6 @@ from pgbeat.observe.liveness import STALE_AFTER, is_live
 from pgbeat.scheduling.fires import fire_times_after
 from pgbeat.ui import jobs_data, performance, schedule_data
 from pgbeat.ui.context import Ui
-from pgbeat.ui.store import one, rows
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
 FAILURES_SCANNED = 10_000

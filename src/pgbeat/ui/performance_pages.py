@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from pgbeat.db.guarded import rows
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 from pgbeat.ui import charts, jobs_data, performance
 from pgbeat.ui.context import Ui
-from pgbeat.ui.store import rows
 
 
 def routes(ui: Ui) -> list[BaseRoute]:

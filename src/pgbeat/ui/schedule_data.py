@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 
+from pgbeat.db.guarded import rows
 from pgbeat.db.sql import history as history_sql
 from pgbeat.scheduling.deadlines import LateSchedule
 from pgbeat.scheduling.fires import fire_times_after, next_fire_after
@@ -21,7 +22,6 @@ from pgbeat.scheduling.schedule import Schedule
 from pgbeat.ui import timeline
 from pgbeat.ui.describe import describe_timing
 from pgbeat.ui.schedule_source import ScheduleEntry
-from pgbeat.ui.store import rows
 
 STRIP = 30
 PAGE = 100

@@ -21,11 +21,9 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
-from psycopg.rows import dict_row
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pgbeat.db import pooler, schemas
-from pgbeat.db.guarded import guard
 from pgbeat.db.sql import session as session_sql
 from pgbeat.ui.settings import UiSettings
 
@@ -127,18 +125,3 @@ class PageReads:
             await self.app(scope, receive, send)
         finally:
             reading.reset(token)
-
-
-def rows(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> list[dict[str, Any]]:
-    """All rows of ``query`` as dicts; a value Python cannot hold (a date of infinity, JSON
-    nested too deeply) loads as ``Unreadable``, so one row never fails a page."""
-    with conn.cursor(row_factory=dict_row) as cursor:
-        guard(cursor)
-        return cursor.execute(query, params).fetchall()
-
-
-def one(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> dict[str, Any] | None:
-    """The first row of ``query`` as a dict, or None (values guarded as in ``rows``)."""
-    with conn.cursor(row_factory=dict_row) as cursor:
-        guard(cursor)
-        return cursor.execute(query, params).fetchone()
