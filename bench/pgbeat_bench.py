@@ -10,6 +10,7 @@ import itertools
 import operator
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -240,7 +241,12 @@ def _load(url: str, jobs: int) -> None:
 
 
 def pickup_latency(url: str, samples: int, gap: float) -> Result:
-    """From an enqueue's commit (``enqueue`` returned) to the handler starting, idle worker."""
+    """From the ``enqueue`` call to the handler starting, on an idle worker.
+
+    Timed from the call, not from its return: the handler may start before this thread
+    wakes from the commit (one GIL, a busy machine), and a time from the return would then
+    be negative. The call's own round trip (INSERT and commit) is reported beside it.
+    """
     database.truncate(url, "jobs")
     started: dict[int, float] = {}
     arrived = threading.Condition()
@@ -256,24 +262,27 @@ def pickup_latency(url: str, samples: int, gap: float) -> Result:
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     latencies = []
+    round_trips = []
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             for i in range(-3, samples):  # three warm-up jobs, not counted
                 time.sleep(gap)
+                called = time.perf_counter()
                 pgbeat.enqueue(conn, "probe", {"i": i})
-                committed = time.perf_counter()
+                returned = time.perf_counter()
                 with arrived:
                     if not arrived.wait_for(partial(operator.contains, started, i), timeout=10):
                         raise RuntimeError(f"probe job {i} was not picked up within 10 s")
                 if i >= 0:
-                    # The handler may run before this thread wakes from the commit (one
-                    # GIL, a busy machine): then it started within no measurable time.
-                    latencies.append(max(0.0, started[i] - committed))
+                    latencies.append(started[i] - called)
+                    round_trips.append(returned - called)
     finally:
         worker.stop()
         thread.join(30)
     config = "idle Worker (default settings, LISTEN/NOTIFY), enqueue on another connection"
-    return latency_result(SYSTEM, "listen_notify", config, latencies)
+    result = latency_result(SYSTEM, "listen_notify", config, latencies)
+    result.detail["enqueue_call_p50_ms"] = round(statistics.median(round_trips) * 1000, 3)
+    return result
 
 
 def footprint_results(url: str, jobs: int) -> list[Result]:

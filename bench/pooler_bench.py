@@ -14,7 +14,7 @@ machine weighs on each alike:
 - ``... + ALTER DATABASE SET``: the worker's session settings (synchronous_commit,
   enable_bitmapscan) given to the database instead, which a pooled session does keep.
 
-Then the idle pickup latency (enqueue committed -> handler started) direct with LISTEN, and
+Then the idle pickup latency (enqueue called -> handler started) direct with LISTEN, and
 through pgbouncer polling every 100 ms. Prints a table and the JSON of every run.
 """
 
@@ -146,7 +146,11 @@ def database_settings(url: str, on: bool) -> None:
 
 
 def pickup_latency(url: str, samples: int, poll: float) -> list[float]:
-    """Seconds from an enqueue's commit to its handler starting, on an idle worker."""
+    """Seconds from an ``enqueue`` call to its handler starting, on an idle worker.
+
+    From the call, not its return: the handler may start before this thread wakes from the
+    commit, and a time from the return would then be negative.
+    """
     started: dict[int, float] = {}
     arrived = threading.Condition()
     registry = pgbeat.Registry()
@@ -166,15 +170,13 @@ def pickup_latency(url: str, samples: int, poll: float) -> list[float]:
         with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
             for i in range(-3, samples):
                 time.sleep(0.25)
+                called = time.perf_counter()
                 pgbeat.enqueue(conn, "probe", {"i": i})
-                committed = time.perf_counter()
                 with arrived:
                     if not arrived.wait_for(partial(operator.contains, started, i), timeout=10):
                         raise RuntimeError(f"probe {i} was not picked up")
                 if i >= 0:
-                    # The handler may run before this thread wakes from the commit (one
-                    # GIL, a busy machine): then it started within no measurable time.
-                    latencies.append(max(0.0, started[i] - committed))
+                    latencies.append(started[i] - called)
     finally:
         worker.stop()
         thread.join(30)

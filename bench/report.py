@@ -36,7 +36,7 @@ TITLES = {
     ENQUEUE_SINGLE: "Enqueue, one job per transaction",
     ENQUEUE_BULK: "Bulk enqueue",
     DRAIN: "Drain of no-op jobs",
-    PICKUP: "Idle pickup latency (enqueue commit -> handler start)",
+    PICKUP: "Idle pickup latency (enqueue call -> handler start)",
     TICK: "pgbeat scheduler tick",
     WAL: "WAL per job, bulk enqueue + claim + complete (value: total; enqueue/drain in config)",
     DEAD: "Dead tuples left after the drain, per job (autovacuum off)",
