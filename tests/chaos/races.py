@@ -35,8 +35,8 @@ def workers(url: str, app: str, count: int, flags: list[str]) -> Iterator[list[C
 
 @dataclass(frozen=True)
 class Drain:
-    """A drain by ``processes`` workers of ``slots`` each; with ``kill``, the first worker
-    is killed -9 once ``midway(its pid)`` holds (mid-run, inside a handler)."""
+    """A drain by ``processes`` workers of ``slots`` each; with ``kill``, a worker is
+    killed -9 once ``midway(its pid)`` holds (mid-run, inside a handler)."""
 
     app: str
     processes: int
@@ -59,18 +59,27 @@ def drain(
     killed = 0
     with workers(url, race.app, race.processes, flags) as fleet:
         if race.kill:
-            victim = fleet[0]
-            wait_for(
-                lambda: midway(victim.pid),
-                timeout=race.timeout,
-                interval=0.005,
-                message=f"the victim running {what}",
-            )
-            os.kill(victim.pid, signal.SIGKILL)
-            victim.wait(10)
+            kill_one_midway(fleet, midway, race.timeout, what)
             killed = 1
         wait_for(finished, timeout=race.timeout, interval=0.1, message=f"every {what} finished")
     return killed, time.monotonic() - started
+
+
+def kill_one_midway(
+    fleet: list[CliProcess], midway: Callable[[int], bool], timeout: float, what: str
+) -> None:
+    """Kill -9 the first worker of ``fleet`` seen ``midway``. Whichever worker it is: a
+    worker chosen in advance may start after the others took every job (a loaded machine
+    starts processes seconds apart), and would then never be midway."""
+    victim = wait_for(
+        lambda: next((process for process in fleet if midway(process.pid)), None),
+        timeout=timeout,
+        interval=0.005,
+        message=f"a worker running {what}",
+    )
+    assert victim is not None  # wait_for returns a truthy value
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(10)
 
 
 def parser(prog: str, slots: int) -> argparse.ArgumentParser:

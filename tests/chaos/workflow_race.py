@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import random
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -174,15 +173,12 @@ def workflow_race(
                 restarted = 1
                 conn = reconnect(url, 60)
             if race.kill:
-                victim = fleet[0]
-                wait_for(
-                    lambda: live_steps(conn) <= steps * 3 // 4 and busy(conn, victim.pid),
-                    timeout=race.timeout,
-                    interval=0.005,
-                    message="the victim running a step",
+                races.kill_one_midway(
+                    fleet,
+                    lambda pid: live_steps(conn) <= steps * 3 // 4 and busy(conn, pid),
+                    race.timeout,
+                    "a step",
                 )
-                os.kill(victim.pid, signal.SIGKILL)
-                victim.wait(10)
                 killed = 1
             wait_for(
                 lambda: live_steps(conn) == 0,

@@ -53,6 +53,7 @@ def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # its wait for the emails alone may take 120 s on a loaded machine
 def test_pgbeat_run_demo_from_a_fresh_clone(fresh_install: Path, private_tmp: Path) -> None:
     workdir = private_tmp / "anywhere"  # the demo's embedded server lives in it
     workdir.mkdir()
