@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import psycopg
+
 from pgbeat.db import runner
 from pgbeat.db.runner import Plan
 from pgbeat.db.sql import schedules as schedule_sql
@@ -26,8 +28,9 @@ Change = Literal["created", "updated", "unchanged"]
 WRITER = "api"  # updated_by of rows written from code
 
 
+@runner.async_aware("upsert_schedule_async")
 def upsert_schedule(
-    conn: object,
+    conn: psycopg.Connection[Any],
     name: str,
     *,
     cron: str | None = None,
@@ -48,11 +51,11 @@ def upsert_schedule(
     tags: Sequence[str] | None = None,
     deadline: str | timedelta | None = None,
     on_late: str | None = None,
-) -> Any:
+) -> Change:
     """Create or change the schedule ``name`` on ``conn``, in its current transaction.
 
-    Returns ``"created"``, ``"updated"`` or ``"unchanged"``; with an async connection, a
-    coroutine of it (as ``upsert_schedule_async``). Durations are written as in
+    Returns ``"created"``, ``"updated"`` or ``"unchanged"``; an async connection returns the
+    coroutine of ``upsert_schedule_async``. Durations are written as in
     schedules.toml (``"30s"``, ``"1h30m"``) or given as ``timedelta``; ``kind`` defaults to
     the name, ``catch_up`` to ``"latest"`` within ``catch_up_window`` (``"1h"``). Pause state
     survives a change. ``start_at`` / ``end_at`` (aware datetimes or ISO-8601 text with an
@@ -85,7 +88,7 @@ def upsert_schedule(
         deadline=deadline,
         on_late=on_late,
     )
-    return runner.run_on(conn, _upsert_plan(schedule))
+    return runner.run(conn, _upsert_plan(schedule))
 
 
 async def upsert_schedule_async(
@@ -136,14 +139,16 @@ async def upsert_schedule_async(
     return await runner.run_on_async(conn, _upsert_plan(schedule))
 
 
-def delete_schedule(conn: object, name: str) -> Any:
+@runner.async_aware("delete_schedule_async")
+def delete_schedule(conn: psycopg.Connection[Any], name: str) -> bool:
     """Delete the schedule ``name``, created from code, in ``conn``'s current transaction.
 
-    Returns True when it existed, False when there was no such schedule (or a coroutine of
-    that with an async connection). Its history stays until retention removes it. Raises
-    ``ScheduleConflict`` for a schedule of a schedules file: remove it from the file.
+    Returns True when it existed, False when there was no such schedule; an async
+    connection returns the coroutine of ``delete_schedule_async``. Its history stays until
+    retention removes it. Raises ``ScheduleConflict`` for a schedule of a schedules file:
+    remove it from the file.
     """
-    return runner.run_on(conn, _delete_plan(name))
+    return runner.run(conn, _delete_plan(name))
 
 
 async def delete_schedule_async(conn: object, name: str) -> bool:
