@@ -20,8 +20,9 @@ from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 
 _NAMES = ("concurrency", "key_concurrency", "rate", "key_rate", "fair")
 LIST_LIMIT = 100  # queues on one page of list_queues
-# Queues with pending jobs a filtered page walks at most (a probe of an index each, about
-# 10 us): a filter that few of 20,000 queues match answers in a few pages of bounded cost.
+# Queues with pending jobs a filtered page walks at most (a probe of an index each; its cost
+# in docs/benchmarks.md): a filter that few of many queues match answers in a few pages of
+# bounded cost.
 SEARCH_SPAN = 5_000
 OLDEST_SHOWN = 5  # queues the overview names, by their oldest due job
 OLDEST_SCANNED = 1_000  # due jobs it reads at most to find each next queue
