@@ -67,28 +67,7 @@ def upsert_schedule(
     Raises ``ScheduleError`` (one line) for an invalid value, and
     ``ScheduleConflict`` when a schedules file declares ``name``: change it there.
     """
-    schedule = _validated(
-        name,
-        cron=cron,
-        every=every,
-        timezone=timezone,
-        kind=kind,
-        payload=payload,
-        max_attempts=max_attempts,
-        catch_up=catch_up,
-        catch_up_window=catch_up_window,
-        overlap=overlap,
-        jitter=jitter,
-        start_at=start_at,
-        end_at=end_at,
-        pause_after_failures=pause_after_failures,
-        queue=queue,
-        priority=priority,
-        tags=tags,
-        deadline=deadline,
-        on_late=on_late,
-    )
-    return runner.run(conn, _upsert_plan(schedule))
+    return runner.run(conn, _upsert_plan(_validated(locals())))
 
 
 async def upsert_schedule_async(
@@ -115,28 +94,9 @@ async def upsert_schedule_async(
     on_late: str | None = None,
 ) -> Change:
     """``upsert_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
-    schedule = _validated(
-        name,
-        cron=cron,
-        every=every,
-        timezone=timezone,
-        kind=kind,
-        payload=payload,
-        max_attempts=max_attempts,
-        catch_up=catch_up,
-        catch_up_window=catch_up_window,
-        overlap=overlap,
-        jitter=jitter,
-        start_at=start_at,
-        end_at=end_at,
-        pause_after_failures=pause_after_failures,
-        queue=queue,
-        priority=priority,
-        tags=tags,
-        deadline=deadline,
-        on_late=on_late,
-    )
-    return await runner.run_on_async(conn, _upsert_plan(schedule))
+    return await runner.run_on_async(
+        conn, _upsert_plan(_validated(locals()))
+    )  # locals(): the arguments
 
 
 @runner.async_aware("delete_schedule_async")
@@ -156,9 +116,15 @@ async def delete_schedule_async(conn: object, name: str) -> bool:
     return await runner.run_on_async(conn, _delete_plan(name))
 
 
-def _validated(name: str, **values: Any) -> Schedule:
-    """The schedule these keyword values describe, or ``ScheduleError`` (one line)."""
-    given = {key: value for key, value in values.items() if value is not None}
+def _validated(arguments: dict[str, Any]) -> Schedule:
+    """The schedule an ``upsert_schedule`` call's arguments describe (its ``locals()``, taken
+    first thing: the same names in both faces), or ``ScheduleError`` (one line)."""
+    name = arguments["name"]
+    given = {
+        key: value
+        for key, value in arguments.items()
+        if value is not None and key not in ("conn", "name")
+    }
     if "payload" in given:
         given["payload"] = payloads.json_value(given["payload"])
     try:
