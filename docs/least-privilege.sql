@@ -100,7 +100,8 @@ BEGIN
                                 'text, integer, text, text, text[])',
                                 'pgbeat_workflow_note(bigint,text)',
                                 'pgbeat_workflow_advance()', 'pgbeat_workflow_advance_ended()',
-                                'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()'] LOOP
+                                'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()',
+                                'pgbeat_text_problem(text,text,boolean,integer,boolean)'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;

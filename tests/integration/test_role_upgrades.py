@@ -33,7 +33,10 @@ def deployment(empty_database_url: str) -> Iterator[tuple[str, dict[str, str]]]:
         conn.execute(migration_sql.MIGRATIONS_CREATE_TABLE)
         for migration in migrate.available_migrations():
             if migration.version <= OLDEST_WITH_ROLES:
-                migrate._apply(conn, migration)
+                with conn.transaction():
+                    conn.execute(migration.sql.encode())
+                    record = {"version": migration.version, "name": migration.name}
+                    conn.execute(migration_sql.MIGRATIONS_RECORD, record)
         roles.apply_roles(conn, suffix)
         for group in ("worker", "scheduler", "enqueue"):
             login = f"login_{group}{suffix}"

@@ -114,6 +114,37 @@ def test_refuses_what_the_api_refuses_naming_the_field(
     assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
 
 
+# (SQL arguments, the whole message): 0016's words, which migration 0025 keeps; where two
+# arguments are wrong, the first in the Python API's order is named.
+MESSAGES = [
+    ("'', queue => ''", "kind must be a non-empty string"),
+    ("repeat('k', 201)", "kind has 201 characters, at most 200 are allowed"),
+    ("'k', queue => '', priority => NULL", "queue must be a non-empty string"),
+    ("'k', queue => ' q'", "queue ' q' has leading or trailing spaces"),
+    ("'k', priority => NULL", "priority must be between -32768 and 32767, got NULL"),
+    ("'k', limit_key => '', job_key => ''", "limit_key must be NULL or a non-empty string"),
+    (
+        "'k', job_key => repeat('é', 501)",
+        "job_key has 1002 bytes of UTF-8, at most 1000 are allowed",
+    ),
+    (
+        "'k', on_conflict => NULL",
+        "on_conflict must be one of ignore, replace, keep_earliest, keep_latest",
+    ),
+    ("'k', tags => ARRAY[ARRAY['a'], ARRAY['b']]", "tags must be a one-dimensional array of text"),
+    ("'k', tags => array_fill('t'::text, ARRAY[21])", "tags has 21 tags, at most 20 are allowed"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), MESSAGES)
+def test_each_refusal_says_the_first_problem_in_its_words(
+    conn: psycopg.Connection[Any], args: str, message: str
+) -> None:
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+        sql_enqueue(conn, args)
+    assert refused.value.diag.message_primary == f"pgbeat_enqueue: {message}"
+
+
 def test_a_payload_limit_setting_is_honoured(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET pgbeat.max_payload_bytes = 20")
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="payload"):

@@ -15,13 +15,12 @@ import psycopg
 from psycopg import sql
 
 from pgbeat.db import frameworks
-from pgbeat.db.runner import async_aware
+from pgbeat.db.runner import Plan, Transactions, async_aware, run_each, run_each_async
 from pgbeat.db.sql import migrations as migration_sql
 from pgbeat.errors import NotMigrated
 
 # The advisory lock's key: the first 8 bytes of "pgbeat.m" as a signed bigint, fixed forever.
 MIGRATION_LOCK_KEY = int.from_bytes(b"pgbeat.m", "big", signed=True)
-APPLIED = migration_sql.MIGRATIONS_APPLIED
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -91,51 +90,42 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     Django's ``migrate`` runs it) each is a savepoint and all commit with the caller. An
     async connection returns the coroutine of ``apply_migrations_async``.
     """
-    with conn.transaction():
-        conn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
-        conn.execute(migration_sql.MIGRATIONS_CREATE_TABLE)
-        done = _applied_versions(conn)
-    return [m for m in available_migrations() if m.version not in done and _apply(conn, m)]
-
-
-def _apply(conn: psycopg.Connection[Any], migration: Migration) -> bool:
-    """Apply ``migration`` under the lock unless another process just did; True if applied."""
-    with conn.transaction():
-        conn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
-        if migration.version in _applied_versions(conn):
-            return False
-        conn.execute(migration.sql.encode())  # a script: several statements, no parameters
-        conn.execute(
-            migration_sql.MIGRATIONS_RECORD, {"version": migration.version, "name": migration.name}
-        )
-    return True
-
-
-def _applied_versions(conn: psycopg.Connection[Any]) -> set[int]:
-    return {row[0] for row in conn.execute(migration_sql.MIGRATIONS_APPLIED)}
+    return run_each(conn, _migrations())
 
 
 async def apply_migrations_async(conn: object) -> list[Migration]:
     """``apply_migrations`` on an async connection (psycopg or SQLAlchemy), awaited: the same
-    statements, transactions and lock."""
-    aconn = await frameworks.async_connection(conn)
+    plan, so the same statements, transactions and lock."""
+    return await run_each_async(await frameworks.async_connection(conn), _migrations())
+
+
+def _migrations() -> Transactions[list[Migration]]:
+    """``apply_migrations`` as transactions for the runner: what is applied, then each
+    pending migration in a transaction of its own."""
+    done = yield _applied_versions(create=True)
     applied = []
-    async with aconn.transaction():
-        await aconn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
-        await aconn.execute(migration_sql.MIGRATIONS_CREATE_TABLE)
-        done = {row[0] for row in await (await aconn.execute(APPLIED)).fetchall()}
     for migration in available_migrations():
-        if migration.version in done:
-            continue
-        async with aconn.transaction():
-            await aconn.execute(migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY})
-            if migration.version in {r[0] for r in await (await aconn.execute(APPLIED)).fetchall()}:
-                continue  # another process applied it meanwhile
-            await aconn.execute(migration.sql.encode())
-            params = {"version": migration.version, "name": migration.name}
-            await aconn.execute(migration_sql.MIGRATIONS_RECORD, params)
-        applied.append(migration)
+        if migration.version not in done and (yield _apply(migration)):
+            applied.append(migration)
     return applied
+
+
+def _applied_versions(*, create: bool = False) -> Plan[set[int]]:
+    """Under the lock, the versions applied (the record table created first if asked)."""
+    yield migration_sql.MIGRATIONS_LOCK, {"key": MIGRATION_LOCK_KEY}
+    if create:
+        yield migration_sql.MIGRATIONS_CREATE_TABLE, {}
+    return {row[0] for row in (yield migration_sql.MIGRATIONS_APPLIED, {})}
+
+
+def _apply(migration: Migration) -> Plan[bool]:
+    """Apply ``migration`` under the lock unless another process just did; True if applied."""
+    if migration.version in (yield from _applied_versions()):
+        return False
+    yield migration.sql.encode(), None  # a script: several statements, no parameters
+    params = {"version": migration.version, "name": migration.name}
+    yield migration_sql.MIGRATIONS_RECORD, params
+    return True
 
 
 def pending_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:

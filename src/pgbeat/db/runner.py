@@ -6,16 +6,15 @@ A plan yields ``(statement, params)`` and is sent each statement's rows (tuples)
 returns is the call's result. A plan that reads rows by column name yields
 ``(statement, params, DICTS)``, or ``GUARDED`` where a stored value may be one Python
 cannot hold (db/guarded.py: it loads as ``Unreadable`` instead of ending the read).
-``run_on`` takes any connection the public API takes (psycopg sync or async, SQLAlchemy,
-Django) and returns the result, or a coroutine for an async one.
 
 One way to take an async connection, the same across the public API: every call on a
-caller's connection has an ``_async`` twin, and the plain call given an async connection
-returns its twin's coroutine (``await pgbeat.pause_queue(aconn, "q")`` works as
-``await pgbeat.pause_queue_async(aconn, "q")`` does); ``async_aware`` makes a plain call
-so. A twin given a synchronous connection raises the one TypeError of
-``frameworks.async_connection``. A missing table is translated to ``NotMigrated`` once,
-here (``run``, ``run_async``).
+caller's connection is ``async_aware`` and has an ``_async`` twin beside it. The plain call
+takes any synchronous connection (psycopg, SQLAlchemy, Django: ``frameworks.sync_connection``)
+and runs at once; given an async one (psycopg, SQLAlchemy) it returns its twin's coroutine
+(``await pgbeat.pause_queue(aconn, "q")`` is ``await pgbeat.pause_queue_async(aconn, "q")``,
+arguments checked when it is awaited). A twin takes its connection with ``run_on_async``;
+given a synchronous one it raises the one TypeError of ``frameworks.async_connection``. A
+missing table is translated to ``NotMigrated`` once, here (``run``, ``run_async``).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from __future__ import annotations
 import enum
 import functools
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import Any, Concatenate, Generic, LiteralString, ParamSpec, TypeVar, overload
 
@@ -46,8 +45,15 @@ class Rows(enum.Enum):
 
 
 DICTS, GUARDED = Rows.DICTS, Rows.GUARDED
-Statement = tuple[LiteralString, Mapping[str, Any]] | tuple[LiteralString, Mapping[str, Any], Rows]
+Statement = (
+    tuple[LiteralString, Mapping[str, Any]]
+    | tuple[LiteralString, Mapping[str, Any], Rows]
+    | tuple[bytes, None]  # a migration's script: several statements, no parameters
+)
 Plan = Generator[Statement, list[Any], T]
+# Plans run one after another, each in a transaction of its own, each sent what the one
+# before it returned (``run_each``: the migrations).
+Transactions = Generator[Plan[Any], Any, T]
 
 
 @schema_errors.translate
@@ -66,11 +72,7 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T], *, together: bool = False)
     except StopIteration as finished:
         return _returned(finished, plan)
     with own_transaction(conn):
-        while True:
-            try:
-                statement = plan.send(_rows(conn, statement))
-            except StopIteration as finished:
-                return _returned(finished, plan)
+        return _drive(conn, plan, statement)
 
 
 @schema_errors.translate
@@ -86,11 +88,55 @@ async def run_async(
     except StopIteration as finished:
         return _returned(finished, plan)
     async with own_transaction_async(conn):
+        return await _drive_async(conn, plan, statement)
+
+
+def run_each(conn: psycopg.Connection[Any], plans: Transactions[T]) -> T:
+    """Run each plan ``plans`` yields in a transaction of its own (``conn.transaction()``:
+    a savepoint inside the caller's), and send it back what that plan returned. A missing
+    table is not ``NotMigrated`` here: the migrations are what creates the tables."""
+    try:
+        plan = next(plans)
         while True:
-            try:
-                statement = plan.send(await _rows_async(conn, statement))
-            except StopIteration as finished:
-                return _returned(finished, plan)
+            with conn.transaction():
+                returned = _drive(conn, plan)
+            plan = plans.send(returned)
+    except StopIteration as finished:
+        return _returned(finished, plans)
+
+
+async def run_each_async(conn: psycopg.AsyncConnection[Any], plans: Transactions[T]) -> T:
+    """``run_each`` on an async connection."""
+    try:
+        plan = next(plans)
+        while True:
+            async with conn.transaction():
+                returned = await _drive_async(conn, plan)
+            plan = plans.send(returned)
+    except StopIteration as finished:
+        return _returned(finished, plans)
+
+
+def _drive(conn: psycopg.Connection[Any], plan: Plan[T], statement: Statement | None = None) -> T:
+    """Run ``plan`` from ``statement`` (from its start when None) to its end."""
+    try:
+        statement = next(plan) if statement is None else statement
+        while True:
+            statement = plan.send(_rows(conn, statement))
+    except StopIteration as finished:
+        return _returned(finished, plan)
+
+
+async def _drive_async(
+    conn: psycopg.AsyncConnection[Any], plan: Plan[T], statement: Statement | None = None
+) -> T:
+    """``_drive`` on an async connection."""
+    try:
+        statement = next(plan) if statement is None else statement
+        while True:
+            statement = plan.send(await _rows_async(conn, statement))
+    except StopIteration as finished:
+        return _returned(finished, plan)
 
 
 def _rows(conn: psycopg.Connection[Any], statement: Statement) -> list[Any]:
@@ -119,7 +165,7 @@ async def _rows_async(conn: psycopg.AsyncConnection[Any], statement: Statement) 
         return await dicts.fetchall() if dicts.description else []
 
 
-def _returned(finished: StopIteration, plan: Plan[T]) -> T:
+def _returned(finished: StopIteration, plan: Generator[Any, Any, T]) -> T:
     """What ``plan`` returned: the value of the StopIteration that ended it."""
     value: T = finished.value
     return value
@@ -137,16 +183,8 @@ def own_transaction_async(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncCo
     return conn.transaction() if conn.autocommit and idle else nullcontext()
 
 
-def run_on(conn: object, plan: Plan[T], *, together: bool = False) -> T | Awaitable[T]:
-    """Run ``plan`` on any connection ``enqueue`` takes; an async one returns a coroutine."""
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return run_on_async(conn, plan, together=together)
-    return run(sync_conn, plan, together=together)
-
-
 async def run_on_async(conn: object, plan: Plan[T], *, together: bool = False) -> T:
-    """``run_on`` for a caller that knows its connection is async (a coroutine, always)."""
+    """Run ``plan`` on an async connection (psycopg, or SQLAlchemy's on psycopg): a twin's body."""
     return await run_async(await frameworks.async_connection(conn), plan, together=together)
 
 

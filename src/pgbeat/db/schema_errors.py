@@ -27,7 +27,13 @@ def _not_migrated(error: psycopg.Error) -> NotMigrated:
     )
 
 
-_SCHEMA_ERRORS = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)
+# What a statement of pgbeat's meets on a database its migrations have not (all) reached:
+# a table, a column or one of its functions (pgbeat_listen, pgbeat_channel, ...) missing.
+_SCHEMA_ERRORS = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedColumn,
+    psycopg.errors.UndefinedFunction,
+)
 
 
 def translate(function: Callable[P, T]) -> Callable[P, T]:

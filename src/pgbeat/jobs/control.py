@@ -12,13 +12,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, overload
+from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from pgbeat.db import frameworks, pooler
-from pgbeat.db.runner import Plan, run_async, run_on
+from pgbeat.db import frameworks, pooler, schema_errors
+from pgbeat.db.runner import Plan, async_aware, run, run_on_async
 from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import actions as action_sql
 from pgbeat.db.sql.jobs import outcomes as outcome_sql
@@ -116,17 +116,10 @@ def cancel_plan(job_id: int, reason: str | None) -> Plan[CancelResult]:
     return CancelResult(job_id, status, refused=status in ("pending", "running"))
 
 
-@overload
+@async_aware("cancel_job_async")
 def cancel_job(
     conn: psycopg.Connection[Any], job_id: int, *, reason: str | None = None
-) -> CancelResult: ...
-
-
-@overload
-def cancel_job(conn: object, job_id: int, *, reason: str | None = None) -> Any: ...
-
-
-def cancel_job(conn: object, job_id: int, *, reason: str | None = None) -> Any:
+) -> CancelResult:
     """Cancel job ``job_id``, pending or running; returns a ``CancelResult``.
 
     A pending job becomes ``cancelled``. A running one is asked to stop: at commit its
@@ -134,16 +127,15 @@ def cancel_job(conn: object, job_id: int, *, reason: str | None = None) -> Any:
     cancels an async handler's task or sets a sync handler's ``job.cancelled``, and the job
     ends ``cancelled``, never to run again, whatever the handler does then. A job that ended
     already is left as it is (``CancelResult.accepted`` is False). ``JobNotFound`` when
-    there is no such job. Runs in ``conn``'s transaction; an async connection returns a
-    coroutine.
+    there is no such job. Runs in ``conn``'s transaction; an async connection returns the
+    coroutine of ``cancel_job_async``.
     """
-    return run_on(conn, cancel_plan(_check_id(job_id), _reason(reason)))
+    return run(conn, cancel_plan(_check_id(job_id), _reason(reason)))
 
 
 async def cancel_job_async(conn: object, job_id: int, *, reason: str | None = None) -> CancelResult:
     """``cancel_job`` on an async connection, awaited."""
-    plan = cancel_plan(_check_id(job_id), _reason(reason))
-    return await run_async(await frameworks.async_connection(conn), plan)
+    return await run_on_async(conn, cancel_plan(_check_id(job_id), _reason(reason)))
 
 
 # -- wait -----------------------------------------------------------------------------------
@@ -183,36 +175,25 @@ def _can_listen(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) ->
     return conn.autocommit and idle and pooler.pooler() is None
 
 
-@overload
-def wait(
-    conn: psycopg.Connection[Any], job_id: int, *, timeout: timedelta | float
-) -> JobResult: ...
-
-
-@overload
-def wait(conn: object, job_id: int, *, timeout: timedelta | float) -> Any: ...
-
-
-def wait(conn: object, job_id: int, *, timeout: timedelta | float) -> Any:
+@async_aware("wait_async")
+def wait(conn: psycopg.Connection[Any], job_id: int, *, timeout: timedelta | float) -> JobResult:
     """Block until job ``job_id`` is done, failed or cancelled; return its ``JobResult``.
 
     ``timeout`` (a timedelta or seconds) bounds the wait: ``TimeoutError`` after it.
     On an autocommit connection (not behind a pooler) it LISTENs and wakes within
     milliseconds of the commit of the job's end; in a transaction or behind a pooler it
-    polls. An async connection returns a coroutine, as ``wait_async``.
+    polls. An async connection returns the coroutine of ``wait_async``.
     """
-    job_id, seconds = _check_id(job_id), _seconds(timeout)
-    sync_conn = frameworks.sync_connection(conn)
-    if sync_conn is None:
-        return _wait_async(conn, job_id, seconds)
-    return _wait_sync(sync_conn, job_id, seconds)
+    return _wait_sync(conn, _check_id(job_id), _seconds(timeout))
 
 
 async def wait_async(conn: object, job_id: int, *, timeout: timedelta | float) -> JobResult:
     """``wait`` on an async connection (psycopg or SQLAlchemy), awaited."""
-    return await _wait_async(conn, _check_id(job_id), _seconds(timeout))
+    job_id, seconds = _check_id(job_id), _seconds(timeout)
+    return await _wait_async(await frameworks.async_connection(conn), job_id, seconds)
 
 
+@schema_errors.translate
 def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> JobResult:
     deadline = time.monotonic() + seconds
     listening = _can_listen(conn)
@@ -252,8 +233,10 @@ def _wait_sync(conn: psycopg.Connection[Any], job_id: int, seconds: float) -> Jo
             conn.execute(outcome_sql.JOBS_UNLISTEN_FINISHED)
 
 
-async def _wait_async(conn: object, job_id: int, seconds: float) -> JobResult:
-    aconn = await frameworks.async_connection(conn)
+@schema_errors.translate
+async def _wait_async(
+    aconn: psycopg.AsyncConnection[Any], job_id: int, seconds: float
+) -> JobResult:
     deadline = time.monotonic() + seconds
     listening = _can_listen(aconn)
     channel = FINISHED_CHANNEL

@@ -5,13 +5,15 @@ A job commits or rolls back with the business write that caused it. No loops, no
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, overload
+from typing import Any
+
+import psycopg
 
 from pgbeat import flow, job_inputs
-from pgbeat.db import frameworks, runner
+from pgbeat.db import runner
 from pgbeat.db.runner import Plan
 from pgbeat.db.sql.jobs import enqueue as enqueue_sql
 from pgbeat.jobs import keys, rows
@@ -41,9 +43,9 @@ __all__ = [
 ]
 
 
-@overload
+@runner.async_aware("enqueue_async")
 def enqueue(
-    conn: frameworks.SyncCaller,
+    conn: psycopg.Connection[Any],
     kind: str,
     payload: Any = None,
     *,
@@ -58,46 +60,7 @@ def enqueue(
     priority: int = 0,
     limit_key: str | None = None,
     tags: Sequence[str] | None = None,
-) -> int | None: ...
-
-
-@overload
-def enqueue(
-    conn: frameworks.AsyncCaller,
-    kind: str,
-    payload: Any = None,
-    *,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-    unique_key: str | None = None,
-    max_attempts: int | None = None,
-    job_key: str | None = None,
-    on_conflict: OnConflict = "ignore",
-    max_wait: timedelta | None = None,
-    queue: str = flow.DEFAULT_QUEUE,
-    priority: int = 0,
-    limit_key: str | None = None,
-    tags: Sequence[str] | None = None,
-) -> Coroutine[Any, Any, int | None]: ...
-
-
-def enqueue(
-    conn: object,
-    kind: str,
-    payload: Any = None,
-    *,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-    unique_key: str | None = None,
-    max_attempts: int | None = None,
-    job_key: str | None = None,
-    on_conflict: OnConflict = "ignore",
-    max_wait: timedelta | None = None,
-    queue: str = flow.DEFAULT_QUEUE,
-    priority: int = 0,
-    limit_key: str | None = None,
-    tags: Sequence[str] | None = None,
-) -> Any:
+) -> int | None:
     """Insert a job on ``conn``, in its current transaction; return its id.
 
     Returns ``None`` when a job of this kind with ``unique_key`` already exists. ``delay``
@@ -111,8 +74,8 @@ def enqueue(
     ``tags`` (at most 20 strings of at most 100 characters) label the job for operators:
     ``pgbeat jobs list --tag T``, the dashboard's filter, ``JobContext.tags``.
     ``conn`` may also be a SQLAlchemy session or connection or Django's connection
-    (db/frameworks.py). With an async one this returns a coroutine
-    (``await pgbeat.enqueue(aconn, ...)``), the same as ``enqueue_async``.
+    (db/frameworks.py). With an async one this returns the coroutine of ``enqueue_async``
+    (``await pgbeat.enqueue(aconn, ...)``).
     """
     plan = _enqueue_plan(
         kind,
@@ -125,7 +88,7 @@ def enqueue(
         (queue, priority, limit_key),
         tags,
     )
-    return runner.run_on(conn, plan)
+    return runner.run(conn, plan)
 
 
 async def enqueue_async(
@@ -198,28 +161,19 @@ def _many_plan(params: dict[str, Any], keyed: list[keys.KeyedJob]) -> Plan[list[
     return ids
 
 
-@overload
-def enqueue_many(conn: frameworks.SyncCaller, jobs: Iterable[NewJob]) -> list[int]: ...
-
-
-@overload
-def enqueue_many(
-    conn: frameworks.AsyncCaller, jobs: Iterable[NewJob]
-) -> Coroutine[Any, Any, list[int]]: ...
-
-
-def enqueue_many(conn: object, jobs: Iterable[NewJob]) -> Any:
+@runner.async_aware("enqueue_many_async")
+def enqueue_many(conn: psycopg.Connection[Any], jobs: Iterable[NewJob]) -> list[int]:
     """Insert many jobs in one statement on ``conn``; return the ids of those inserted.
 
     Jobs whose ``(kind, unique_key)`` already exists are skipped, so the result may be
     shorter than the input. Jobs with a ``job_key`` follow their ``on_conflict`` as in
     ``enqueue`` (a key given twice keeps its last job) and add the ids of the live jobs
     they inserted or updated. ``conn`` is anything ``enqueue`` takes; an async one returns
-    a coroutine, the same as ``enqueue_many_async``.
+    the coroutine of ``enqueue_many_async``.
     """
     params, keyed = rows.many_params(jobs)  # every check before any SQL
     # one call, one commit: the runner commits a first statement alone on autocommit
-    return runner.run_on(conn, _many_plan(params, keyed), together=bool(keyed))
+    return runner.run(conn, _many_plan(params, keyed), together=bool(keyed))
 
 
 async def enqueue_many_async(conn: object, jobs: Iterable[NewJob]) -> list[int]:

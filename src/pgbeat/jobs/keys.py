@@ -10,15 +10,16 @@ as a generator and driven by a sync or an async runner, so the two cannot drift 
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args, overload
+from typing import Any, Literal, get_args
+
+import psycopg
 
 from pgbeat import job_inputs
-from pgbeat.db import frameworks
 from pgbeat.db.literals import number_array, text_array
-from pgbeat.db.runner import Plan, run_on, run_on_async
+from pgbeat.db.runner import Plan, async_aware, run, run_on_async
 from pgbeat.db.sql.jobs import enqueue as enqueue_sql
 from pgbeat.db.sql.jobs import keys as key_sql
 from pgbeat.errors import KeyContended
@@ -211,28 +212,19 @@ def find_plan(kind: str, job_key: str) -> Plan[LiveJob | None]:
 # an async one (a coroutine comes back), or a SQLAlchemy or Django connection.
 
 
-@overload
+@async_aware("cancel_async")
 def cancel(
-    conn: frameworks.SyncCaller, kind: str, job_key: str, *, reason: str | None = None
-) -> Cancelled | None: ...
-
-
-@overload
-def cancel(
-    conn: frameworks.AsyncCaller, kind: str, job_key: str, *, reason: str | None = None
-) -> Coroutine[Any, Any, Cancelled | None]: ...
-
-
-def cancel(conn: object, kind: str, job_key: str, *, reason: str | None = None) -> Any:
+    conn: psycopg.Connection[Any], kind: str, job_key: str, *, reason: str | None = None
+) -> Cancelled | None:
     """Cancel the live job of ``(kind, job_key)``; ``None`` if there is none.
 
     A pending job becomes ``cancelled`` (``last_error`` says who or why). A running one gives
     up its key at once and is told to stop, as ``cancel_job`` tells it (its async task is
     cancelled, a sync handler sees ``job.cancelled``); it ends ``cancelled``, never retried.
-    Runs in ``conn``'s transaction: a rollback undoes it. An async connection returns a
-    coroutine, as ``cancel_async``.
+    Runs in ``conn``'s transaction: a rollback undoes it. An async connection returns the
+    coroutine of ``cancel_async``.
     """
-    return run_on(conn, cancel_plan(kind, job_key, reason))
+    return run(conn, cancel_plan(kind, job_key, reason))
 
 
 async def cancel_async(
@@ -242,39 +234,19 @@ async def cancel_async(
     return await run_on_async(conn, cancel_plan(kind, job_key, reason))
 
 
-@overload
+@async_aware("reschedule_async")
 def reschedule(
-    conn: frameworks.SyncCaller,
+    conn: psycopg.Connection[Any],
     kind: str,
     job_key: str,
     *,
     run_at: datetime | None = None,
     delay: timedelta | None = None,
-) -> int | None: ...
-
-
-@overload
-def reschedule(
-    conn: frameworks.AsyncCaller,
-    kind: str,
-    job_key: str,
-    *,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-) -> Coroutine[Any, Any, int | None]: ...
-
-
-def reschedule(
-    conn: object,
-    kind: str,
-    job_key: str,
-    *,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-) -> Any:
+) -> int | None:
     """Move the pending live job of ``(kind, job_key)`` to ``run_at`` (or now + ``delay``,
-    by the database clock); returns its id, or ``None`` (no pending job: nothing inserted)."""
-    return run_on(conn, reschedule_plan(kind, job_key, run_at, delay))
+    by the database clock); returns its id, or ``None`` (no pending job: nothing inserted).
+    An async connection returns the coroutine of ``reschedule_async``."""
+    return run(conn, reschedule_plan(kind, job_key, run_at, delay))
 
 
 async def reschedule_async(
@@ -289,19 +261,11 @@ async def reschedule_async(
     return await run_on_async(conn, reschedule_plan(kind, job_key, run_at, delay))
 
 
-@overload
-def find(conn: frameworks.SyncCaller, kind: str, job_key: str) -> LiveJob | None: ...
-
-
-@overload
-def find(
-    conn: frameworks.AsyncCaller, kind: str, job_key: str
-) -> Coroutine[Any, Any, LiveJob | None]: ...
-
-
-def find(conn: object, kind: str, job_key: str) -> Any:
-    """The live (pending or running) job of ``(kind, job_key)``, or ``None``."""
-    return run_on(conn, find_plan(kind, job_key))
+@async_aware("find_async")
+def find(conn: psycopg.Connection[Any], kind: str, job_key: str) -> LiveJob | None:
+    """The live (pending or running) job of ``(kind, job_key)``, or ``None``. An async
+    connection returns the coroutine of ``find_async``."""
+    return run(conn, find_plan(kind, job_key))
 
 
 async def find_async(conn: object, kind: str, job_key: str) -> LiveJob | None:

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, overload
+from typing import Any
 
 import psycopg
 
 from pgbeat import flow
-from pgbeat.db.runner import Plan, async_aware, run, run_on, run_on_async
+from pgbeat.db.runner import Plan, async_aware, run, run_on_async
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import dashboard as dashboard_sql
 
 _NAMES = ("concurrency", "key_concurrency", "rate", "key_rate", "fair")
 LIST_LIMIT = 100  # queues on one page of list_queues
-# Queues with pending jobs a filtered page walks at most (a probe of an index each, about
-# 10 us): a filter that few of 20,000 queues match answers in a few pages of bounded cost.
+# Queues with pending jobs a filtered page walks at most (a probe of an index each; its cost
+# in docs/benchmarks.md): a filter that few of many queues match answers in a few pages of
+# bounded cost.
 SEARCH_SPAN = 5_000
 OLDEST_SHOWN = 5  # queues the overview names, by their oldest due job
 OLDEST_SCANNED = 1_000  # due jobs it reads at most to find each next queue
@@ -97,42 +98,17 @@ def _given(**values: Any) -> dict[str, Any]:
     return given
 
 
-@overload
+@async_aware("configure_queue_async")
 def configure_queue(
     conn: psycopg.Connection[Any],
     name: str,
     *,
-    concurrency: int | None = ...,
-    key_concurrency: int | None = ...,
-    rate: str | flow.Rate | None = ...,
-    key_rate: str | flow.Rate | None = ...,
-    fair: bool = ...,
-) -> QueueSettings: ...
-
-
-@overload
-def configure_queue(
-    conn: object,
-    name: str,
-    *,
-    concurrency: int | None = ...,
-    key_concurrency: int | None = ...,
-    rate: str | flow.Rate | None = ...,
-    key_rate: str | flow.Rate | None = ...,
-    fair: bool = ...,
-) -> Any: ...
-
-
-def configure_queue(
-    conn: object,
-    name: str,
-    *,
-    concurrency: Any = flow.UNSET,
-    key_concurrency: Any = flow.UNSET,
-    rate: Any = flow.UNSET,
-    key_rate: Any = flow.UNSET,
-    fair: Any = flow.UNSET,
-) -> Any:
+    concurrency: int | None = flow.UNSET,
+    key_concurrency: int | None = flow.UNSET,
+    rate: str | flow.Rate | None = flow.UNSET,
+    key_rate: str | flow.Rate | None = flow.UNSET,
+    fair: bool = flow.UNSET,
+) -> QueueSettings:
     """Set limits of queue ``name``, cluster-wide; the limits not named stay as they are.
 
     ``concurrency``: at most N of the queue's jobs running at once; ``key_concurrency``: at
@@ -140,21 +116,21 @@ def configure_queue(
     in any window of length D; ``key_rate``: the same per ``limit_key``. ``None`` clears a
     limit. ``fair=True``: among the queue's due jobs of one priority, the claim takes the
     limit keys in turn (jobs without a key form one key). Runs in ``conn``'s transaction;
-    an async connection returns a coroutine, as ``configure_queue_async``.
+    an async connection returns the coroutine of ``configure_queue_async``.
     """
     limits = {"concurrency": concurrency, "key_concurrency": key_concurrency, "fair": fair}
-    return run_on(conn, _configure(name, rate=rate, key_rate=key_rate, **limits))
+    return run(conn, _configure(name, rate=rate, key_rate=key_rate, **limits))
 
 
 async def configure_queue_async(
     conn: object,
     name: str,
     *,
-    concurrency: Any = flow.UNSET,
-    key_concurrency: Any = flow.UNSET,
-    rate: Any = flow.UNSET,
-    key_rate: Any = flow.UNSET,
-    fair: Any = flow.UNSET,
+    concurrency: int | None = flow.UNSET,
+    key_concurrency: int | None = flow.UNSET,
+    rate: str | flow.Rate | None = flow.UNSET,
+    key_rate: str | flow.Rate | None = flow.UNSET,
+    fair: bool = flow.UNSET,
 ) -> QueueSettings:
     """``configure_queue`` on an async connection."""
     limits = {"concurrency": concurrency, "key_concurrency": key_concurrency, "fair": fair}

@@ -8,14 +8,13 @@ its children) is not here: it is the trigger of migrations/0017_workflows.sql.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, overload
+from typing import Any
 
 import psycopg
 
-from pgbeat.db import frameworks, runner
+from pgbeat.db import runner
 from pgbeat.db.literals import number_array
 from pgbeat.db.runner import DICTS, Plan
 from pgbeat.db.sql import workflows as workflow_sql
@@ -128,10 +127,20 @@ class CancelledWorkflow:
 
 
 def _enqueue_plan(flow: Workflow, key: str | None) -> Plan[EnqueuedWorkflow]:
-    """Checks first (no SQL on bad input), then the workflow row, its jobs, steps, edges."""
+    """The checks, at once (no SQL, not even a BEGIN, on bad input), then the plan."""
     if key is not None and (not isinstance(key, str) or not key):
         raise ValueError("a workflow's key must be a non-empty string or None")
-    jobs, steps, edges = insert_params(flow)
+    return _insert_plan(flow, key, *insert_params(flow))
+
+
+def _insert_plan(
+    flow: Workflow,
+    key: str | None,
+    jobs: dict[str, Any],
+    steps: dict[str, Any],
+    edges: dict[str, Any],
+) -> Plan[EnqueuedWorkflow]:
+    """The workflow row, its jobs, steps and edges."""
     found = yield workflow_sql.WORKFLOWS_INSERT, {"name": flow.name, "key": key}
     if not found:
         rows = yield workflow_sql.WORKFLOWS_FIND_KEY, {"key": key}
@@ -161,51 +170,26 @@ def _enqueue_plan(flow: Workflow, key: str | None) -> Plan[EnqueuedWorkflow]:
     return EnqueuedWorkflow(workflow_id, {s.name: ids[i] for i, s in enumerate(flow.steps)})
 
 
-@overload
+@runner.async_aware("enqueue_workflow_async")
 def enqueue_workflow(
-    conn: frameworks.SyncCaller, flow: Workflow, *, key: str | None = None
-) -> EnqueuedWorkflow: ...
-
-
-@overload
-def enqueue_workflow(
-    conn: frameworks.AsyncCaller, flow: Workflow, *, key: str | None = None
-) -> Coroutine[Any, Any, EnqueuedWorkflow]: ...
-
-
-def enqueue_workflow(conn: object, flow: Workflow, *, key: str | None = None) -> Any:
+    conn: psycopg.Connection[Any], flow: Workflow, *, key: str | None = None
+) -> EnqueuedWorkflow:
     """Insert every step of ``flow`` as a job on ``conn``, in its current transaction.
 
     Returns the workflow's ``id`` and ``jobs`` (step name -> job id). With ``key``, a
     workflow of that key inserts once: a later call (or one waiting on a concurrent one
     that commits) inserts nothing and returns the first (``inserted=False``). A schedule's
     handler fans out once per period with ``key=job.unique_key``. ``conn`` is anything
-    ``enqueue`` takes; an async one returns a coroutine, as ``enqueue_workflow_async``.
+    ``enqueue`` takes; an async one returns the coroutine of ``enqueue_workflow_async``.
     """
-    plan = _enqueue_plan(flow, key)
-    first = next(plan)  # the checks run here, before any SQL
-    return runner.run_on(conn, _resumed(first, plan), together=True)
+    return runner.run(conn, _enqueue_plan(flow, key), together=True)
 
 
 async def enqueue_workflow_async(
     conn: object, flow: Workflow, *, key: str | None = None
 ) -> EnqueuedWorkflow:
     """``enqueue_workflow`` on an async connection (psycopg or SQLAlchemy), awaited."""
-    plan = _enqueue_plan(flow, key)
-    first = next(plan)
-    return await runner.run_on_async(conn, _resumed(first, plan), together=True)
-
-
-def _resumed(first: runner.Statement, plan: Plan[runner.T]) -> Plan[runner.T]:
-    """``plan`` again from its first statement, which was drawn to run its checks."""
-    rows = yield first
-    try:
-        statement = plan.send(rows)
-        while True:
-            statement = plan.send((yield statement))
-    except StopIteration as finished:
-        value: runner.T = finished.value
-        return value
+    return await runner.run_on_async(conn, _enqueue_plan(flow, key), together=True)
 
 
 def _check_id(workflow_id: object) -> int:
@@ -270,7 +254,9 @@ def repair_plan(batch: int) -> Plan[tuple[int, int]]:
     return released, len(rows) - released
 
 
-def repair_workflows(conn: object, *, batch: int = REPAIR_BATCH) -> Any:
+def repair_workflows(
+    conn: psycopg.Connection[Any], *, batch: int = REPAIR_BATCH
+) -> tuple[int, int]:
     """Release or cancel held steps whose parents all ended (what the advance left behind,
     if anything did), and forget workflows with no step left; (released, cancelled)."""
-    return runner.run_on(conn, repair_plan(batch))
+    return runner.run(conn, repair_plan(batch))

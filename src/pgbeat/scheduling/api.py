@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import psycopg
+
 from pgbeat.db import runner
 from pgbeat.db.runner import Plan
 from pgbeat.db.sql import schedules as schedule_sql
@@ -26,8 +28,9 @@ Change = Literal["created", "updated", "unchanged"]
 WRITER = "api"  # updated_by of rows written from code
 
 
+@runner.async_aware("upsert_schedule_async")
 def upsert_schedule(
-    conn: object,
+    conn: psycopg.Connection[Any],
     name: str,
     *,
     cron: str | None = None,
@@ -48,11 +51,11 @@ def upsert_schedule(
     tags: Sequence[str] | None = None,
     deadline: str | timedelta | None = None,
     on_late: str | None = None,
-) -> Any:
+) -> Change:
     """Create or change the schedule ``name`` on ``conn``, in its current transaction.
 
-    Returns ``"created"``, ``"updated"`` or ``"unchanged"``; with an async connection, a
-    coroutine of it (as ``upsert_schedule_async``). Durations are written as in
+    Returns ``"created"``, ``"updated"`` or ``"unchanged"``; an async connection returns the
+    coroutine of ``upsert_schedule_async``. Durations are written as in
     schedules.toml (``"30s"``, ``"1h30m"``) or given as ``timedelta``; ``kind`` defaults to
     the name, ``catch_up`` to ``"latest"`` within ``catch_up_window`` (``"1h"``). Pause state
     survives a change. ``start_at`` / ``end_at`` (aware datetimes or ISO-8601 text with an
@@ -64,28 +67,7 @@ def upsert_schedule(
     Raises ``ScheduleError`` (one line) for an invalid value, and
     ``ScheduleConflict`` when a schedules file declares ``name``: change it there.
     """
-    schedule = _validated(
-        name,
-        cron=cron,
-        every=every,
-        timezone=timezone,
-        kind=kind,
-        payload=payload,
-        max_attempts=max_attempts,
-        catch_up=catch_up,
-        catch_up_window=catch_up_window,
-        overlap=overlap,
-        jitter=jitter,
-        start_at=start_at,
-        end_at=end_at,
-        pause_after_failures=pause_after_failures,
-        queue=queue,
-        priority=priority,
-        tags=tags,
-        deadline=deadline,
-        on_late=on_late,
-    )
-    return runner.run_on(conn, _upsert_plan(schedule))
+    return runner.run(conn, _upsert_plan(_validated(locals())))
 
 
 async def upsert_schedule_async(
@@ -112,38 +94,21 @@ async def upsert_schedule_async(
     on_late: str | None = None,
 ) -> Change:
     """``upsert_schedule`` for an async connection (psycopg or SQLAlchemy), awaited."""
-    schedule = _validated(
-        name,
-        cron=cron,
-        every=every,
-        timezone=timezone,
-        kind=kind,
-        payload=payload,
-        max_attempts=max_attempts,
-        catch_up=catch_up,
-        catch_up_window=catch_up_window,
-        overlap=overlap,
-        jitter=jitter,
-        start_at=start_at,
-        end_at=end_at,
-        pause_after_failures=pause_after_failures,
-        queue=queue,
-        priority=priority,
-        tags=tags,
-        deadline=deadline,
-        on_late=on_late,
-    )
-    return await runner.run_on_async(conn, _upsert_plan(schedule))
+    return await runner.run_on_async(
+        conn, _upsert_plan(_validated(locals()))
+    )  # locals(): the arguments
 
 
-def delete_schedule(conn: object, name: str) -> Any:
+@runner.async_aware("delete_schedule_async")
+def delete_schedule(conn: psycopg.Connection[Any], name: str) -> bool:
     """Delete the schedule ``name``, created from code, in ``conn``'s current transaction.
 
-    Returns True when it existed, False when there was no such schedule (or a coroutine of
-    that with an async connection). Its history stays until retention removes it. Raises
-    ``ScheduleConflict`` for a schedule of a schedules file: remove it from the file.
+    Returns True when it existed, False when there was no such schedule; an async
+    connection returns the coroutine of ``delete_schedule_async``. Its history stays until
+    retention removes it. Raises ``ScheduleConflict`` for a schedule of a schedules file:
+    remove it from the file.
     """
-    return runner.run_on(conn, _delete_plan(name))
+    return runner.run(conn, _delete_plan(name))
 
 
 async def delete_schedule_async(conn: object, name: str) -> bool:
@@ -151,9 +116,15 @@ async def delete_schedule_async(conn: object, name: str) -> bool:
     return await runner.run_on_async(conn, _delete_plan(name))
 
 
-def _validated(name: str, **values: Any) -> Schedule:
-    """The schedule these keyword values describe, or ``ScheduleError`` (one line)."""
-    given = {key: value for key, value in values.items() if value is not None}
+def _validated(arguments: dict[str, Any]) -> Schedule:
+    """The schedule an ``upsert_schedule`` call's arguments describe (its ``locals()``, taken
+    first thing: the same names in both faces), or ``ScheduleError`` (one line)."""
+    name = arguments["name"]
+    given = {
+        key: value
+        for key, value in arguments.items()
+        if value is not None and key not in ("conn", "name")
+    }
     if "payload" in given:
         given["payload"] = payloads.json_value(given["payload"])
     try:

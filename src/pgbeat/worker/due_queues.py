@@ -1,11 +1,12 @@
 """The queues with due jobs of the worker's kinds, as the last walk saw them: a hint for the
 claim by queue and kind (db/sql/jobs/claim_heads.py), which re-checks every row it takes.
 
-A walk visits every queue with pending jobs (20,000 tenants' delayed jobs: some 100 ms), so
-it is never run per claim: at most every ``WALK_SHARE``-th of the time it takes (its cost
-stays a small share of the worker's, whatever the number of queues), and at least every
-``WALK_MIN`` seconds once something may have changed (new jobs were announced, a claim came
-back short). A queue outside the hint waits for the next walk.
+A walk visits every queue with pending jobs (with thousands of tenants' delayed jobs it costs
+more than a claim: docs/benchmarks.md), so it is never run per claim: at most every
+``WALK_SHARE``-th of the time it takes (its cost stays a small share of the worker's,
+whatever the number of queues), and at least every ``WALK_MIN`` seconds once something may
+have changed (new jobs were announced, a claim came back short). A queue outside the hint
+waits for the next walk.
 """
 
 from __future__ import annotations

@@ -53,10 +53,31 @@ SELECT name, source, kind, cron, every, timezone, payload, max_attempts, catch_u
        paused_reason, resumed_at, created_at, updated_at, updated_by, deleted_at
 FROM pgbeat_schedules WHERE name = %(name)s"""
 
+# What both upserts of a schedule (from code, from a file) set on a row that exists: the new
+# definition, who wrote it, and a tombstone brought back to life as a new schedule (created
+# now, not paused); a live row keeps its pause state.
+_REDEFINED: LiteralString = """
+    kind = excluded.kind, cron = excluded.cron, every = excluded.every,
+    timezone = excluded.timezone, payload = excluded.payload,
+    max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
+    catch_up_window = excluded.catch_up_window, overlap = excluded.overlap,
+    jitter = excluded.jitter, start_at = excluded.start_at, end_at = excluded.end_at,
+    pause_after_failures = excluded.pause_after_failures, queue = excluded.queue,
+    priority = excluded.priority, tags = excluded.tags, deadline = excluded.deadline,
+    on_late = excluded.on_late, definition_hash = excluded.definition_hash,
+    updated_at = now(), updated_by = excluded.updated_by, deleted_at = NULL,
+    created_at = CASE WHEN s.deleted_at IS NULL THEN s.created_at ELSE now() END,
+    paused = s.paused AND s.deleted_at IS NULL,
+    paused_at = CASE WHEN s.deleted_at IS NULL THEN s.paused_at END,
+    paused_by = CASE WHEN s.deleted_at IS NULL THEN s.paused_by END,
+    paused_reason = CASE WHEN s.deleted_at IS NULL THEN s.paused_reason END,
+    resumed_at = CASE WHEN s.deleted_at IS NULL THEN s.resumed_at END"""
+
 # Creates or changes a schedule from code, in the caller's transaction (primary key). A row of
 # a file is left alone (the caller sees no row and raises); a tombstone comes back to life as
 # a new schedule. Nothing is written when the definition is the same.
-SCHEDULES_UPSERT_API: LiteralString = """
+SCHEDULES_UPSERT_API: LiteralString = (
+    """
 INSERT INTO pgbeat_schedules AS s (name, source, kind, cron, every, timezone, payload,
     max_attempts, catch_up, catch_up_window, overlap, jitter, start_at, end_at,
     pause_after_failures, queue, priority, tags, deadline, on_late, definition_hash, updated_by)
@@ -65,25 +86,13 @@ VALUES (%(name)s, 'api', %(kind)s, %(cron)s, %(every)s, %(timezone)s, %(payload)
     %(start_at)s, %(end_at)s, %(pause_after_failures)s, %(queue)s, %(priority)s,
     %(tags)s::text[], %(deadline)s, %(on_late)s, %(definition_hash)s, %(by)s)
 ON CONFLICT (name) DO UPDATE SET
-    source = 'api', kind = excluded.kind, cron = excluded.cron, every = excluded.every,
-    timezone = excluded.timezone, payload = excluded.payload,
-    max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
-    catch_up_window = excluded.catch_up_window, overlap = excluded.overlap,
-    jitter = excluded.jitter, start_at = excluded.start_at, end_at = excluded.end_at,
-    pause_after_failures = excluded.pause_after_failures, queue = excluded.queue,
-    priority = excluded.priority, tags = excluded.tags, deadline = excluded.deadline,
-    on_late = excluded.on_late,
-    definition_hash = excluded.definition_hash, file_hash = NULL,
-    updated_at = now(), updated_by = excluded.updated_by, deleted_at = NULL,
-    created_at = CASE WHEN s.deleted_at IS NULL THEN s.created_at ELSE now() END,
-    paused = s.paused AND s.deleted_at IS NULL,
-    paused_at = CASE WHEN s.deleted_at IS NULL THEN s.paused_at END,
-    paused_by = CASE WHEN s.deleted_at IS NULL THEN s.paused_by END,
-    paused_reason = CASE WHEN s.deleted_at IS NULL THEN s.paused_reason END,
-    resumed_at = CASE WHEN s.deleted_at IS NULL THEN s.resumed_at END
+    source = 'api', file_hash = NULL,"""
+    + _REDEFINED
+    + """
 WHERE (s.source = 'api' AND s.definition_hash <> excluded.definition_hash)
    OR s.deleted_at IS NOT NULL
 RETURNING (xmax = 0) AS created"""
+)
 
 # Who owns a schedule, to explain an upsert or delete that changed nothing (primary key).
 SCHEDULES_OWNER: LiteralString = """
@@ -100,7 +109,8 @@ RETURNING name"""
 # the names code owns (%(skip)s). A row whose definition is the one given is not written;
 # pause state is kept. Rows go in name order so that concurrent writers lock them alike.
 # Returns the names written.
-SCHEDULES_UPSERT_FILE: LiteralString = """
+SCHEDULES_UPSERT_FILE: LiteralString = (
+    """
 INSERT INTO pgbeat_schedules AS s (name, source, kind, cron, every, timezone, payload,
     max_attempts, catch_up, catch_up_window, overlap, jitter, start_at, end_at,
     pause_after_failures, queue, priority, tags, deadline, on_late, definition_hash,
@@ -123,25 +133,13 @@ FROM unnest(%(names)s::text[], %(kinds)s::text[], %(crons)s::text[], %(everys)s:
 WHERE NOT (f.name = ANY(%(skip)s::text[]))
 ORDER BY f.name
 ON CONFLICT (name) DO UPDATE SET
-    source = 'file', kind = excluded.kind, cron = excluded.cron, every = excluded.every,
-    timezone = excluded.timezone, payload = excluded.payload,
-    max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
-    catch_up_window = excluded.catch_up_window, overlap = excluded.overlap,
-    jitter = excluded.jitter, start_at = excluded.start_at, end_at = excluded.end_at,
-    pause_after_failures = excluded.pause_after_failures, queue = excluded.queue,
-    priority = excluded.priority, tags = excluded.tags, deadline = excluded.deadline,
-    on_late = excluded.on_late, definition_hash = excluded.definition_hash,
-    file_hash = excluded.file_hash, updated_at = now(), updated_by = excluded.updated_by,
-    deleted_at = NULL,
-    created_at = CASE WHEN s.deleted_at IS NULL THEN s.created_at ELSE now() END,
-    paused = s.paused AND s.deleted_at IS NULL,
-    paused_at = CASE WHEN s.deleted_at IS NULL THEN s.paused_at END,
-    paused_by = CASE WHEN s.deleted_at IS NULL THEN s.paused_by END,
-    paused_reason = CASE WHEN s.deleted_at IS NULL THEN s.paused_reason END,
-    resumed_at = CASE WHEN s.deleted_at IS NULL THEN s.resumed_at END
+    source = 'file', file_hash = excluded.file_hash,"""
+    + _REDEFINED
+    + """
 WHERE (s.source = 'file' AND s.definition_hash <> excluded.definition_hash)
    OR s.deleted_at IS NOT NULL
 RETURNING s.name"""
+)
 
 # The names of a file that code owns already: the file sync leaves them alone (primary key).
 SCHEDULES_OWNED_BY_API: LiteralString = """

@@ -42,11 +42,9 @@ RETURNING id"""
 
 # -- by key ----------------------------------------------------------------------------------
 
-# Inserts keyed jobs from parallel arrays (one per key: the caller drops repeats); a key
-# whose live job exists inserts nothing and returns no row (jobs_live_key). A NULL max_wait
-# leaves run_at as asked (least() ignores NULLs); otherwise run_at is at most now + max_wait.
-# meta (the caller's trace context) is the same for every job of the call.
-JOBS_INSERT_KEYED: LiteralString = """
+# What the two keyed inserts below share: the keyed jobs of a call, from parallel arrays
+# (one per key), and the arbiter of a key's live job (jobs_live_key).
+_KEYED_ROWS: LiteralString = """
 INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
                   meta, tags)
 SELECT kind, job_key, payload,
@@ -61,9 +59,18 @@ FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
      AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
                 queue, priority, limit_key, tags)
 ON CONFLICT (kind, job_key)
-    WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
+    WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')"""
+
+# Inserts keyed jobs from parallel arrays (one per key: the caller drops repeats); a key
+# whose live job exists inserts nothing and returns no row (jobs_live_key). A NULL max_wait
+# leaves run_at as asked (least() ignores NULLs); otherwise run_at is at most now + max_wait.
+# meta (the caller's trace context) is the same for every job of the call.
+JOBS_INSERT_KEYED: LiteralString = (
+    _KEYED_ROWS
+    + """
 DO NOTHING
 RETURNING id, kind, job_key"""
+)
 
 # Inserts keyed jobs, or rewrites the pending live job of each key (jobs_live_key): the new
 # payload; run_at the new one (replace), the later (keep_latest) or the earlier
@@ -75,22 +82,9 @@ RETURNING id, kind, job_key"""
 # of skipping it. A key whose live job is running returns no row: the caller supersedes it
 # and comes back. The statement-level insert trigger wakes idle workers on commit, updates
 # included. The queue, priority, limit key and tags are the new request's.
-JOBS_UPSERT_KEYED: LiteralString = """
-INSERT INTO jobs (kind, job_key, payload, run_at, max_attempts, queue, priority, limit_key,
-                  meta, tags)
-SELECT kind, job_key, payload,
-       least(coalesce(run_at, now() + delay_seconds * interval '1 second'),
-             now() + %(max_wait)s::interval),
-       max_attempts, queue, priority, limit_key,
-       %(meta)s::jsonb, tags::text[]
-FROM unnest(%(kinds)s::text[], %(job_keys)s::text[], %(payloads)s::jsonb[],
-            %(run_ats)s::timestamptz[], %(delay_seconds)s::float8[], %(max_attempts)s::int[],
-            %(queues)s::text[], %(priorities)s::smallint[], %(limit_keys)s::text[],
-            %(tags)s::text[])
-     AS new_job(kind, job_key, payload, run_at, delay_seconds, max_attempts,
-                queue, priority, limit_key, tags)
-ON CONFLICT (kind, job_key)
-    WHERE job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
+JOBS_UPSERT_KEYED: LiteralString = (
+    _KEYED_ROWS
+    + """
 DO UPDATE SET
     payload = excluded.payload,
     run_at = least(CASE %(on_conflict)s::text
@@ -106,6 +100,7 @@ DO UPDATE SET
     tags = excluded.tags
 WHERE jobs.status = 'pending'
 RETURNING id, kind, job_key"""
+)
 
 # Takes the keys from their running jobs (jobs_live_key): each run goes on, but its row
 # leaves the index and will never run again (see JOBS_RETRY, JOBS_RELEASE, JOBS_REAP).
