@@ -15,6 +15,7 @@ import pydantic
 import pytest
 
 import pgbeat
+from pgbeat.jobs import actions
 from pgbeat.worker import operations
 from tests.helpers import running_worker as running
 from tests.helpers import statuses, wait_for
@@ -195,6 +196,42 @@ def test_a_retry_runs_when_due_not_at_the_next_poll(
         # a deadline well inside the 30 s poll: only the retry's wake-up can meet it
         wait_for(lambda: status_is(conn, job_id, "done"), timeout=10, message="retry done")
     assert job_row(conn, job_id)[1] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action", ["retry", "run_now", "reap"])
+def test_jobs_put_back_by_an_update_wake_an_idle_worker(
+    database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry, action: str
+) -> None:
+    """An operator's retry or run-now, and a reap of a dead worker's lease, are UPDATEs (no
+    insert trigger): they announce the jobs themselves, or idle workers (and a limited queue
+    resting dry) would wait for their poll."""
+    ran: list[int] = []
+    registry.register("back", lambda payload: ran.append(1))
+    if action == "retry":
+        job_id = pgbeat.enqueue(conn, "back", {})
+        conn.execute(
+            "UPDATE jobs SET status = 'failed', finished_at = now() WHERE id = %s", (job_id,)
+        )
+    elif action == "run_now":
+        job_id = pgbeat.enqueue(conn, "back", {}, delay=timedelta(hours=1))
+    else:  # the job of a worker that died: running, its lease expiring
+        job_id = pgbeat.enqueue(conn, "back", {})
+        conn.execute(
+            "UPDATE jobs SET status = 'running', attempts = 1, started_at = now(),"
+            " locked_until = now() + interval '1 second' WHERE id = %s",
+            (job_id,),
+        )
+    with running(database_url, registry, poll_interval=timedelta(seconds=30)) as worker:
+        assert worker._listener is not None and worker._listener.connected.wait(10)
+        wait_for(lambda: worker._claimer.limited is not None, message="a first claim")
+        if action == "reap":  # another worker's reaper (this one's reaps every 7.5 s)
+            wait_for(lambda: operations.reap_expired(conn), timeout=10, message="lease expired")
+        else:
+            getattr(actions, action)(conn, [job_id])
+        # a deadline well inside the 30 s poll: only the announcement can meet it
+        wait_for(lambda: status_is(conn, job_id, "done"), timeout=10, message="job run")
+    assert ran == [1]
 
 
 @pytest.mark.slow

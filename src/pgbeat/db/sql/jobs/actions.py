@@ -60,7 +60,10 @@ WHERE (kind, unique_key) IN (SELECT * FROM unnest(%(kinds)s::text[], %(keys)s::t
 
 # Retry: jobs that are not running back to pending, due now, attempts reset (primary key).
 # Of the given jobs of one job_key only the newest, and none whose key another live job
-# holds (jobs_live_key): a key has one live job. A running job is its worker's.
+# holds (jobs_live_key): a key has one live job. A running job is its worker's. Announced
+# on pgbeat_jobs as an enqueue is (one notification at commit, however many rows): an
+# UPDATE fires no insert trigger, and a worker resting a limited queue that ran dry would
+# otherwise not look at it again until its next notification.
 JOBS_RETRY: LiteralString = """
 UPDATE jobs AS j
 SET status = 'pending', attempts = 0, run_at = now(), locked_until = NULL, finished_at = NULL,
@@ -71,7 +74,7 @@ WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status <> 'running'
       WHERE other.kind = j.kind AND other.job_key = j.job_key AND other.id <> j.id
         AND ((other.superseded_at IS NULL AND other.status IN ('pending', 'running'))
              OR (other.id > j.id AND other.id = ANY(%(ids)s::bigint[])))))
-RETURNING id"""
+RETURNING id, pg_notify(pgbeat_channel('pgbeat_jobs'), '')"""
 
 # The failed jobs (of one kind, if given) that `jobs retry --failed` puts back, oldest
 # first, and how many failed jobs there are: of the failed jobs of one job_key only the
@@ -102,10 +105,12 @@ RETURNING id, status,
           pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
                                                 ELSE 'pgbeat_finished' END), id::text)"""
 
-# Run now: pending jobs due now (primary key).
+# Run now: pending jobs due now (primary key), announced as JOBS_RETRY's are (a worker
+# waits for a resting queue's next due job by its old run_at).
 JOBS_RUN_NOW: LiteralString = """
 UPDATE jobs SET run_at = now()
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' RETURNING id"""
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'
+RETURNING id, pg_notify(pgbeat_channel('pgbeat_jobs'), '')"""
 
 # Delete: finished (done, failed, cancelled) jobs, gone with their record (primary key).
 JOBS_DELETE: LiteralString = """

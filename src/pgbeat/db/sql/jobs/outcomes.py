@@ -232,7 +232,9 @@ SELECT status, result, last_error FROM jobs WHERE id = %(id)s"""
 
 # Returns jobs whose lease expired (their worker died) to pending, or to failed once their
 # attempts are spent, so a job that keeps killing its worker ends (jobs_running). A
-# superseded or cancelled job is not run again: it ends cancelled.
+# superseded or cancelled job is not run again: it ends cancelled. Jobs back to pending are
+# announced on pgbeat_jobs, as JOBS_RETRY's are: every worker resting a limited queue that
+# ran dry (the dead worker held its jobs) looks at it again.
 JOBS_REAP: LiteralString = """
 UPDATE jobs
 SET status = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
@@ -249,4 +251,5 @@ SET status = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT N
                  || 'lease expired during attempt ' || attempts
                  || ' (worker died or lost the database)'
 WHERE status = 'running' AND locked_until < now()
-RETURNING id, kind, status"""
+RETURNING id, kind, status,
+          CASE WHEN status = 'pending' THEN pg_notify(pgbeat_channel('pgbeat_jobs'), '') END"""
