@@ -19,6 +19,7 @@ from typing import LiteralString
 from pgbeat.db.sql.jobs.claim_parts import (
     _CLAIM_LIMITED_TAIL,
     _CLAIMED_COLUMNS,
+    _HEADS_LOCKED,
     _KEY_LEFT,
     _KEY_LEFT_N,
     _KINDS,
@@ -30,6 +31,7 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _SETTINGS_AND_BUDGET,
     _TAKE_BEST_PICKED,
 )
+from pgbeat.db.sql.jobs.queue_heads import _UNKEYED, first_queue, queue_heads
 
 # -- the statements -----------------------------------------------------------------------
 
@@ -92,8 +94,8 @@ JOBS_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_jobs')"
 # saw (%(held)s), so the scan starts 5 s back (a job that fell due between the claim and
 # this look comes back negative: claim again) and never walks a paused queue's backlog.
 # JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues. The first in run_at order, not
-# min(run_at): a plan kept from an empty table read all of jobs_claim_kind (it holds every
-# column asked) for min(); in that order only jobs_ready reads it without a sort.
+# min(run_at): a plan kept from an empty table read all of an index holding every column
+# asked (0021's jobs_claim_kind) for min(); in that order only jobs_ready reads it unsorted.
 JOBS_SECONDS_TO_NEXT: LiteralString = (
     """
 SELECT extract(epoch FROM (
@@ -109,19 +111,24 @@ SELECT extract(epoch FROM (
 
 # JOBS_CLAIM when some queues are held or the worker takes only some queues: the scan of
 # JOBS_CLAIM would step over every pending job of a held queue (a paused queue's 200,000
-# jobs on every claim). Instead each wanted queue's head is read from jobs_claim_queue (the
-# worker's --queues, or the queues with pending jobs found by a skip scan of that index,
-# one probe per queue), FOR UPDATE SKIP LOCKED, and the best of those heads (at most
-# %(limit)s per queue: never the backlog) are claimed; the rows locked but not taken are
-# free again when the statement ends. Held queues are re-checked and the taken rows found
-# by their tuple address, as in JOBS_CLAIM.
+# jobs on every claim). Instead each wanted queue's heads are read (queue_heads.py: each
+# kind's, in both indexes of the queue's pending jobs; the worker's --queues, or the queues
+# with pending jobs found by a skip scan, one probe per index and queue), FOR UPDATE SKIP
+# LOCKED, and the best of those heads (at most %(limit)s per queue, kind and index: never
+# the backlog) are claimed; the rows locked but not taken are free again when the
+# statement ends. Held queues are re-checked and the taken rows found by their tuple
+# address, as in JOBS_CLAIM.
 JOBS_CLAIM_BY_QUEUE: LiteralString = (
     """
 WITH RECURSIVE pending_queues(q) AS (
-    SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending')
+    SELECT """
+    + first_queue("NULL::text")
+    + """
     WHERE %(queues)s::text[] IS NULL
     UNION ALL
-    SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending' AND queue > pending_queues.q)
+    SELECT """
+    + first_queue("pending_queues.q")
+    + """
     FROM pending_queues WHERE pending_queues.q IS NOT NULL
 ),
 wanted(q) AS (
@@ -130,18 +137,9 @@ wanted(q) AS (
     SELECT unnest(%(queues)s::text[])
 ),
 picked AS (
-    SELECT head.tid, head.id, head.priority, head.run_at
-    FROM wanted CROSS JOIN LATERAL (
-        SELECT ctid AS tid, id, priority, run_at FROM jobs
-        WHERE status = 'pending' AND queue = wanted.q AND run_at <= now()
-          AND """
-    + _KINDS
+    """
+    + _HEADS_LOCKED
     + """
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS head
-    WHERE wanted.q <> ALL(%(held)s::text[])
 )
 """
     + _TAKE_BEST_PICKED
@@ -155,29 +153,40 @@ picked AS (
 # rate's starts left, the seconds until its oldest start leaves the window, the claim the
 # queue needs now (``mode``), and a statement's own last columns.
 
-# The claim of a queue with whole-queue limits only: its budget in claim order
-# (jobs_claim_queue). Claims nothing when the queue needs another claim now (``mode``).
+# The claim of a queue with whole-queue limits only: its budget in claim order (the best of
+# its kinds' heads, queue_heads.py). Claims nothing when the queue needs another claim now
+# (``mode``). The heads are read unlocked (the queue's row lock serialises its claims; the
+# update re-checks that each row is pending): locked, every kind's head would be.
 JOBS_CLAIM_LIMITED: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
     + """,
 picked AS (
-    SELECT id FROM jobs
-    WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
-      AND """
-    + _KINDS
+    SELECT id FROM (
+    """
+    + queue_heads(
+        "id, priority, run_at",
+        "",
+        "%(queue)s",
+        "coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)",
+    )
     + """
+    ) AS heads
     ORDER BY priority DESC, run_at, id
     LIMIT coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)
-    FOR UPDATE SKIP LOCKED
 ),"""
     + _CLAIM_LIMITED_TAIL
     + """, NULL::bigint AS scanned, NULL::text AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
+# How many of a key-limited queue's first due jobs its head claim reads (none when the
+# queue needs another claim now).
+_HEAD_SCAN: LiteralString = """coalesce(
+        (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)"""
+
 # The claim of a queue with per-key limits, from the head of its backlog: the first
-# %(scan)s due jobs in claim order (jobs_claim_queue), of which each limit key gets as many
+# %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py), of which each limit key gets as many
 # as its own budget allows (_KEY_LEFT): a saturated key gets none, so a batch never holds
 # more of a key than it may run. Jobs without a limit_key count against the queue's limits
 # only. Up to the queue's budget are taken in claim order. A full head that gave less than
@@ -188,14 +197,15 @@ JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     + _SETTINGS_AND_BUDGET
     + """,
 head AS (
-    SELECT id, limit_key, priority, run_at FROM jobs
-    WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
-      AND """
-    + _KINDS
+    SELECT id, limit_key, priority, run_at FROM (
+    """
+    + queue_heads("id, limit_key, priority, run_at", "", "%(queue)s", _HEAD_SCAN)
     + """
+    ) AS heads
     ORDER BY priority DESC, run_at, id
-    LIMIT coalesce((SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END
-                    FROM budget), 0)
+    LIMIT """
+    + _HEAD_SCAN
+    + """
 ),
 ranked AS (
     SELECT id, limit_key, priority, run_at,
@@ -270,8 +280,8 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # keys with pending jobs, in key order from the one after %(after)s (where the worker's last
 # claim of the queue stopped), then from the first key up to %(after)s: the round goes on
 # from claim to claim, and each claim's cost is bounded by %(keys)s probes, whatever the
-# number of keys. Jobs without a limit key form one key of their own (jobs_claim_unkeyed),
-# first in a round. Each visited key gives its first due jobs (at most its own budget when
+# number of keys. Jobs without a limit key form one key of their own (the best of its kinds'
+# heads in the index of unkeyed jobs, queue_heads.py), first in a round. Each visited key gives its first due jobs (at most its own budget when
 # the queue has per-key limits, _KEY_LEFT), numbered in the key's own order (its index's:
 # no sort); the claim takes them by priority, then round (the first job of every key, then
 # the second...), then the key's place in the walk: among jobs of one priority, one key's
@@ -343,11 +353,11 @@ candidates AS (
     SELECT c.id, c.priority, c.nth, %(keys)s::int + 1, NULL
     FROM budget AS b CROSS JOIN LATERAL (
         SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
-        FROM (SELECT id, priority, run_at FROM jobs
-              WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NULL
-                AND run_at <= now() AND """
-    + _KINDS
+        FROM (SELECT id, priority, run_at FROM (
+              """
+    + queue_heads("id, priority, run_at", "", "%(queue)s", "b.n", splits=(_UNKEYED,))
     + """
+              ) AS unkeyed
               ORDER BY priority DESC, run_at, id
               LIMIT b.n) AS j
     ) AS c
@@ -366,7 +376,7 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
 # Seconds until the earliest pending job of the worker's limited queues falls due
-# (jobs_claim_queue), so an idle worker wakes for a delayed job of a limited queue too.
+# (jobs_ready, filtered), so an idle worker wakes for a delayed job of a limited queue too.
 # Never kept (prepare=False): a plan kept from a small table walks all of jobs_claim_order.
 JOBS_SECONDS_TO_NEXT_LIMITED: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.jobs.queue_heads import queue_heads
+
 # What every claim sets on the rows it takes: the lease and started_at by one clock.
 _SET_RUNNING: LiteralString = """
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
@@ -152,7 +154,7 @@ _CLAIM_LIMITED_TAIL: LiteralString = (
 # after %(keys)s keys (the next claim goes on from there: its cost does not grow with the
 # keys whose budget is spent). Each next key is the first in key order (`ORDER BY
 # limit_key LIMIT 1`, not min(): a plan kept before any ANALYZE computed min() from the
-# queue's whole backlog in jobs_claim_queue, 7.6 s a claim at 40,000 jobs over 20,000 keys;
+# queue's whole backlog in the queue's claim order, 7.6 s a claim at 40,000 jobs over 20,000 keys;
 # in key order only jobs_claim_key reads it without a sort). A key's own jobs are matched by
 # a range on limit_key for the same reason (claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND).
 _PENDING_KEYS_AFTER: LiteralString = """
@@ -170,6 +172,19 @@ pending_keys(limit_key, pos) AS (
     FROM pending_keys
     WHERE pending_keys.limit_key IS NOT NULL AND pending_keys.pos < %(keys)s::int
 )"""
+
+# The heads of the queues of a ``wanted(q)`` relation (every kind's, in both indexes of a
+# queue's pending jobs: queue_heads.py), at most %(limit)s each, FOR UPDATE SKIP LOCKED
+# (workers claiming at once pass over each other's rows), held queues left out: what the
+# claims by heads take the best of.
+_HEADS_LOCKED: LiteralString = queue_heads(
+    "ctid AS tid, id, priority, run_at",
+    "wanted CROSS JOIN ",
+    "wanted.q",
+    "%(limit)s",
+    lock="\n        FOR UPDATE SKIP LOCKED",
+    where="\n    WHERE wanted.q <> ALL(%(held)s::text[])",
+)
 
 # The claims by heads (JOBS_CLAIM_BY_QUEUE, claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND): of
 # the heads a ``picked`` CTE locked (tid, priority, run_at, id), the best %(limit)s in claim
