@@ -186,12 +186,12 @@ _HEAD_SCAN: LiteralString = """coalesce(
         (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)"""
 
 # The claim of a queue with per-key limits, from the head of its backlog: the first
-# %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py), of which each limit key gets as many
-# as its own budget allows (_KEY_LEFT): a saturated key gets none, so a batch never holds
-# more of a key than it may run. Jobs without a limit_key count against the queue's limits
-# only. Up to the queue's budget are taken in claim order. A full head that gave less than
-# the budget means saturated keys clog it, and the worker goes on with
-# JOBS_CLAIM_LIMITED_KEYS.
+# %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py), of
+# which each limit key gets as many as its own budget allows (_KEY_LEFT): a saturated key
+# gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
+# count against the queue's limits only. Up to the queue's budget are taken in claim
+# order. A full head that gave less than the budget means saturated keys clog it, and the
+# worker goes on with JOBS_CLAIM_LIMITED_KEYS.
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
@@ -280,9 +280,10 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # keys with pending jobs, in key order from the one after %(after)s (where the worker's last
 # claim of the queue stopped), then from the first key up to %(after)s: the round goes on
 # from claim to claim, and each claim's cost is bounded by %(keys)s probes, whatever the
-# number of keys. Jobs without a limit key form one key of their own (the best of its kinds'
-# heads in the index of unkeyed jobs, queue_heads.py), first in a round. Each visited key gives its first due jobs (at most its own budget when
-# the queue has per-key limits, _KEY_LEFT), numbered in the key's own order (its index's:
+# number of keys. Jobs without a limit key form one key of their own (the best of its
+# kinds' heads in the index of unkeyed jobs, queue_heads.py), first in a round. Each
+# visited key gives its first due jobs (at most its own budget when the queue has per-key
+# limits, _KEY_LEFT), numbered in the key's own order (its index's:
 # no sort); the claim takes them by priority, then round (the first job of every key, then
 # the second...), then the key's place in the walk: among jobs of one priority, one key's
 # backlog does not delay another key's job by more than a round. ``last_key`` is the key

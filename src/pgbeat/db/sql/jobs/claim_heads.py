@@ -5,8 +5,9 @@ the claim's cost no longer grows").
 
 The worker walks the queues with due jobs of its kinds now and then (JOBS_DUE_QUEUES) and
 keeps the answer as a hint; each claim reads only those queues' heads, per kind (the two
-indexes of a queue's pending jobs, migration 0023: queue_heads.py), and re-checks everything the hint could have got wrong:
-pending, due, kind, and that the queue is not held. A queue the hint misses waits for the
+indexes of a queue's pending jobs, migration 0023: queue_heads.py), and re-checks
+everything the hint could have got wrong: pending, due, kind, and that the queue is not
+held. A queue the hint misses waits for the
 next walk, never longer than worker/due_queues.py's refresh.
 """
 
