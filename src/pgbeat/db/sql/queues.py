@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.jobs.queue_heads import first_queue, pending_in, pending_up_to
+from pgbeat.db.sql.jobs.queue_heads import _HELD_AHEAD, _NEXT_QUEUE, _PENDING_OF
 
 # A row the constraints of migration 0019 refuse (written by SQL before them): NULL when
 # valid, else why. Workers skip such a queue's limits (its jobs wait), `queues list` and the
@@ -108,18 +108,19 @@ WITH RECURSIVE walk(q, walked, found) AS (
     SELECT head.q, 1, (head.q IS NOT NULL AND """
     + _HEAD_MATCHES
     + """)::int
-    FROM (SELECT """
-    + first_queue("%(after)s::text")
+    FROM (SELECT %(after)s::text AS q) AS prev,
+         LATERAL (SELECT """
+    + _NEXT_QUEUE
     + """ AS q) AS head
     UNION ALL
-    SELECT next.q, w.walked + 1, w.found + (next.q IS NOT NULL AND """
+    SELECT next.q, prev.walked + 1, prev.found + (next.q IS NOT NULL AND """
     + _NEXT_MATCHES
     + """)::int
-    FROM walk AS w,
+    FROM walk AS prev,
          LATERAL (SELECT """
-    + first_queue("w.q")
+    + _NEXT_QUEUE
     + """ AS q) AS next
-    WHERE w.q IS NOT NULL AND w.walked < %(span)s AND w.found < %(limit)s
+    WHERE prev.q IS NOT NULL AND prev.walked < %(span)s AND prev.found < %(limit)s
 ),
 bound AS (
     SELECT CASE WHEN bool_or(q IS NULL) THEN NULL ELSE max(q) END AS searched_to FROM walk
@@ -156,7 +157,7 @@ SELECT queue_name AS name, coalesce(paused, false) AS paused, concurrency, key_c
     + _PROBLEM
     + """ AS problem,
        """
-    + pending_in("queue_name")
+    + _PENDING_OF
     + """ AS pending,
        coalesce((SELECT jobs FROM running WHERE running.queue = queue_name), 0) AS running,
        bound.searched_to
@@ -184,7 +185,7 @@ SELECT name, paused,
     + _PROBLEM
     + """ AS problem, updated_at,
        """
-    + pending_up_to("name", "%(ahead)s")
+    + _HELD_AHEAD
     + """ AS ahead
 FROM pgbeat_queues
 WHERE (paused OR fair OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL

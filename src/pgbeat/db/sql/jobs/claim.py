@@ -19,7 +19,6 @@ from typing import LiteralString
 from pgbeat.db.sql.jobs.claim_parts import (
     _CLAIM_LIMITED_TAIL,
     _CLAIMED_COLUMNS,
-    _HEADS_LOCKED,
     _KEY_LEFT,
     _KEY_LEFT_N,
     _KINDS,
@@ -29,9 +28,9 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _RUNNING_KEYS,
     _SET_RUNNING,
     _SETTINGS_AND_BUDGET,
-    _TAKE_BEST_PICKED,
+    _TAKE_BEST_HEADS,
 )
-from pgbeat.db.sql.jobs.queue_heads import _UNKEYED, first_queue, queue_heads
+from pgbeat.db.sql.jobs.queue_heads import _NEXT_QUEUE, _QUEUE_HEADS, _UNKEYED_HEADS
 
 # -- the statements -----------------------------------------------------------------------
 
@@ -122,27 +121,21 @@ JOBS_CLAIM_BY_QUEUE: LiteralString = (
     """
 WITH RECURSIVE pending_queues(q) AS (
     SELECT """
-    + first_queue("NULL::text")
-    + """
+    + _NEXT_QUEUE
+    + """ FROM (SELECT NULL::text AS q) AS prev
     WHERE %(queues)s::text[] IS NULL
     UNION ALL
     SELECT """
-    + first_queue("pending_queues.q")
-    + """
-    FROM pending_queues WHERE pending_queues.q IS NOT NULL
+    + _NEXT_QUEUE
+    + """ FROM pending_queues AS prev
+    WHERE prev.q IS NOT NULL
 ),
-wanted(q) AS (
-    SELECT q FROM pending_queues WHERE q IS NOT NULL
+w(q) AS (
+    SELECT q FROM pending_queues WHERE q IS NOT NULL AND q <> ALL(%(held)s::text[])
     UNION ALL
-    SELECT unnest(%(queues)s::text[])
-),
-picked AS (
-    """
-    + _HEADS_LOCKED
-    + """
-)
-"""
-    + _TAKE_BEST_PICKED
+    SELECT q FROM unnest(%(queues)s::text[]) AS given(q) WHERE q <> ALL(%(held)s::text[])
+),"""
+    + _TAKE_BEST_HEADS
 )
 
 # -- the claims of a limited or fair queue --------------------------------------------------
@@ -161,29 +154,25 @@ JOBS_CLAIM_LIMITED: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
     + """,
+w(q) AS (
+    SELECT %(queue)s::text
+),
+lim(n) AS (
+    SELECT coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)
+),
 picked AS (
     SELECT id FROM (
     """
-    + queue_heads(
-        "id, priority, run_at",
-        "",
-        "%(queue)s",
-        "coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)",
-    )
+    + _QUEUE_HEADS
     + """
     ) AS heads
     ORDER BY priority DESC, run_at, id
-    LIMIT coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)
+    LIMIT (SELECT n FROM lim)
 ),"""
     + _CLAIM_LIMITED_TAIL
     + """, NULL::bigint AS scanned, NULL::text AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
 )
-
-# How many of a key-limited queue's first due jobs its head claim reads (none when the
-# queue needs another claim now).
-_HEAD_SCAN: LiteralString = """coalesce(
-        (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)"""
 
 # The claim of a queue with per-key limits, from the head of its backlog: the first
 # %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py), of
@@ -196,16 +185,21 @@ JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
     + """,
+w(q) AS (
+    SELECT %(queue)s::text
+),
+lim(n) AS (
+    SELECT coalesce(
+        (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)
+),
 head AS (
     SELECT id, limit_key, priority, run_at FROM (
     """
-    + queue_heads("id, limit_key, priority, run_at", "", "%(queue)s", _HEAD_SCAN)
+    + _QUEUE_HEADS
     + """
     ) AS heads
     ORDER BY priority DESC, run_at, id
-    LIMIT """
-    + _HEAD_SCAN
-    + """
+    LIMIT (SELECT n FROM lim)
 ),
 ranked AS (
     SELECT id, limit_key, priority, run_at,
@@ -324,6 +318,12 @@ walk_start(limit_key, pos) AS (
     WHERE w.limit_key IS NOT NULL AND (%(after)s::text IS NULL OR w.limit_key < %(after)s)
       AND w.pos + (SELECT count(*) FROM after_keys) < %(keys)s::int
 ),
+w(q) AS (
+    SELECT %(queue)s::text
+),
+lim(n) AS (
+    SELECT n FROM budget WHERE n > 0 AND mode = 'fair'
+),
 keys AS MATERIALIZED (
     SELECT limit_key, pos FROM after_keys
     UNION ALL
@@ -352,17 +352,15 @@ candidates AS (
     ) AS c
     UNION ALL
     SELECT c.id, c.priority, c.nth, %(keys)s::int + 1, NULL
-    FROM budget AS b CROSS JOIN LATERAL (
-        SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
-        FROM (SELECT id, priority, run_at FROM (
-              """
-    + queue_heads("id, priority, run_at", "", "%(queue)s", "b.n", splits=(_UNKEYED,))
+    FROM (SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
+          FROM (SELECT id, priority, run_at FROM (
+                """
+    + _UNKEYED_HEADS
     + """
-              ) AS unkeyed
-              ORDER BY priority DESC, run_at, id
-              LIMIT b.n) AS j
+                ) AS unkeyed
+                ORDER BY priority DESC, run_at, id
+                LIMIT (SELECT n FROM lim)) AS j
     ) AS c
-    WHERE b.n > 0 AND b.mode = 'fair'
 ),
 picked AS MATERIALIZED (
     SELECT id, limit_key, priority, nth, pos FROM candidates

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.jobs.claim_parts import _HEADS_LOCKED, _TAKE_BEST_PICKED
-from pgbeat.db.sql.jobs.queue_heads import _KEYED, _UNKEYED, first_queue
+from pgbeat.db.sql.jobs.claim_parts import _TAKE_BEST_HEADS
+from pgbeat.db.sql.jobs.queue_heads import _NEXT_QUEUE
 
 # How many of the first due jobs in claim order (jobs_claim_order) are of kinds the worker
 # has no handler for: at most %(ahead)s rows read, so a worker whose kinds fill the head
@@ -37,25 +37,21 @@ JOBS_DUE_QUEUES: LiteralString = (
     """
 WITH RECURSIVE pending_queues(q) AS (
     SELECT """
-    + first_queue("NULL::text")
-    + """
+    + _NEXT_QUEUE
+    + """ FROM (SELECT NULL::text AS q) AS prev
     UNION ALL
     SELECT """
-    + first_queue("p.q")
-    + """
-    FROM pending_queues AS p WHERE p.q IS NOT NULL
+    + _NEXT_QUEUE
+    + """ FROM pending_queues AS prev
+    WHERE prev.q IS NOT NULL
 )
 SELECT q FROM pending_queues
 WHERE q IS NOT NULL AND q <> ALL(%(held)s::text[])
   AND (EXISTS (SELECT FROM jobs
-               WHERE status = 'pending' AND """
-    + _UNKEYED
-    + """ AND queue = q
+               WHERE status = 'pending' AND limit_key IS NULL AND queue = q
                  AND kind = ANY(%(kinds)s::text[]) AND run_at <= now())
        OR EXISTS (SELECT FROM jobs
-                  WHERE status = 'pending' AND """
-    + _KEYED
-    + """ AND queue = q
+                  WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = q
                     AND kind = ANY(%(kinds)s::text[]) AND run_at <= now()))
 ORDER BY q"""
 )
@@ -63,7 +59,7 @@ ORDER BY q"""
 # Leases up to %(limit)s due jobs of the worker's kinds from the queues %(queues)s (the
 # walk's hint, or the worker's --queues), less the held ones: each (queue, kind)'s first
 # %(limit)s due jobs in claim order in both indexes of the queue's pending jobs (their
-# heads, whatever precedes them in jobs_claim_order: claim_parts.py's _HEADS_LOCKED), FOR
+# heads, whatever precedes them in jobs_claim_order: claim_parts.py's _TAKE_BEST_HEADS), FOR
 # UPDATE SKIP LOCKED, so workers claiming at once pass over each other's rows as
 # JOBS_CLAIM's do (candidates picked unlocked and locked after collided: 4 workers took a
 # third of what they took alone); the best %(limit)s of those heads, in claim order, are
@@ -72,14 +68,8 @@ ORDER BY q"""
 # the update.
 JOBS_CLAIM_BY_QUEUE_KIND: LiteralString = (
     """
-WITH wanted(q) AS (
-    SELECT unnest(%(queues)s::text[])
-),
-picked AS (
-    """
-    + _HEADS_LOCKED
-    + """
-)
-"""
-    + _TAKE_BEST_PICKED
+WITH w(q) AS (
+    SELECT q FROM unnest(%(queues)s::text[]) AS given(q) WHERE q <> ALL(%(held)s::text[])
+),"""
+    + _TAKE_BEST_HEADS
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.jobs.queue_heads import queue_heads
+from pgbeat.db.sql.jobs.queue_heads import _QUEUE_HEADS_LOCKED
 
 # What every claim sets on the rows it takes: the lease and started_at by one clock.
 _SET_RUNNING: LiteralString = """
@@ -173,19 +173,6 @@ pending_keys(limit_key, pos) AS (
     WHERE pending_keys.limit_key IS NOT NULL AND pending_keys.pos < %(keys)s::int
 )"""
 
-# The heads of the queues of a ``wanted(q)`` relation (every kind's, in both indexes of a
-# queue's pending jobs: queue_heads.py), at most %(limit)s each, FOR UPDATE SKIP LOCKED
-# (workers claiming at once pass over each other's rows), held queues left out: what the
-# claims by heads take the best of.
-_HEADS_LOCKED: LiteralString = queue_heads(
-    "ctid AS tid, id, priority, run_at",
-    "wanted CROSS JOIN ",
-    "wanted.q",
-    "%(limit)s",
-    lock="\n        FOR UPDATE SKIP LOCKED",
-    where="\n    WHERE wanted.q <> ALL(%(held)s::text[])",
-)
-
 # The claims by heads (JOBS_CLAIM_BY_QUEUE, claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND): of
 # the heads a ``picked`` CTE locked (tid, priority, run_at, id), the best %(limit)s in claim
 # order are taken by tuple address, held queues re-checked; the others are free again when
@@ -198,4 +185,21 @@ WHERE ctid = ANY(ARRAY(
     SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
     + _NOT_HELD_PROBED
     + _CLAIMED_COLUMNS
+)
+
+# The claims by heads, after a ``w(q)`` of the queues to read (held ones left out): every
+# kind's head of each queue in both indexes of a queue's pending jobs (queue_heads.py), at
+# most %(limit)s each, locked FOR UPDATE SKIP LOCKED; the best of them taken.
+_TAKE_BEST_HEADS: LiteralString = (
+    """
+lim(n) AS (
+    SELECT %(limit)s::int
+),
+picked AS (
+    """
+    + _QUEUE_HEADS_LOCKED
+    + """
+)
+"""
+    + _TAKE_BEST_PICKED
 )

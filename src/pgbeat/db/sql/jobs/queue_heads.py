@@ -14,152 +14,119 @@ the smaller of each index's next queue (a skip scan: one probe per index and que
 Each read names its index's predicate (``limit_key IS NULL`` or ``IS NOT NULL``) and
 matches the kind by a range, not ``=``: a kept generic plan drops a ``kind = $n`` from
 the index order and may read another index filtering; in the range, only these give it.
+
+The fragments read the names their statement gives them: ``prev.q`` (the queue before),
+``w.q`` (the queue read), ``lim.n`` (the most rows of a head), ``k.kind`` (_KINDS_OF's).
 """
 
 from __future__ import annotations
 
 from typing import LiteralString
 
-# The predicates of the two indexes of a queue's pending jobs (migration 0023).
-_UNKEYED: LiteralString = "limit_key IS NULL"
-_KEYED: LiteralString = "limit_key IS NOT NULL"
+# The next queue with pending jobs after ``prev.q`` (NULL: the first of all), or NULL: the
+# smaller of both indexes' next queue, one probe each.
+_NEXT_QUEUE: LiteralString = """least(
+        (SELECT queue FROM jobs WHERE status = 'pending' AND limit_key IS NULL
+           AND queue > coalesce(prev.q, '') ORDER BY queue LIMIT 1),
+        (SELECT queue FROM jobs WHERE status = 'pending' AND limit_key IS NOT NULL
+           AND queue > coalesce(prev.q, '') ORDER BY queue LIMIT 1))"""
 
+# The next kind with pending jobs in queue ``w.q`` after ``present.kind`` (NULL: the first).
+_NEXT_KIND: LiteralString = """least(
+            (SELECT kind FROM jobs WHERE status = 'pending' AND limit_key IS NULL
+               AND queue = w.q AND kind > coalesce(present.kind, '') ORDER BY kind LIMIT 1),
+            (SELECT kind FROM jobs WHERE status = 'pending' AND limit_key IS NOT NULL
+               AND queue = w.q AND kind > coalesce(present.kind, '') ORDER BY kind LIMIT 1))"""
 
-def first_queue(after: LiteralString) -> LiteralString:
-    """The first queue with pending jobs after ``after`` (an SQL expression; NULL: the
-    first of all), or NULL: the smaller of both indexes' next queue."""
-    return (
-        """least(
-        (SELECT queue FROM jobs WHERE status = 'pending' AND """
-        + _UNKEYED
-        + """
-           AND queue > coalesce("""
-        + after
-        + """, '') ORDER BY queue LIMIT 1),
-        (SELECT queue FROM jobs WHERE status = 'pending' AND """
-        + _KEYED
-        + """
-           AND queue > coalesce("""
-        + after
-        + """, '') ORDER BY queue LIMIT 1))"""
-    )
-
-
-def _first_kind(queue: LiteralString, after: LiteralString) -> LiteralString:
-    """The first kind with pending jobs in ``queue`` after ``after`` (NULL: the first)."""
-    return (
-        """least(
-            (SELECT kind FROM jobs WHERE status = 'pending' AND """
-        + _UNKEYED
-        + " AND queue = "
-        + queue
-        + """
-               AND kind > coalesce("""
-        + after
-        + """, '') ORDER BY kind LIMIT 1),
-            (SELECT kind FROM jobs WHERE status = 'pending' AND """
-        + _KEYED
-        + " AND queue = "
-        + queue
-        + """
-               AND kind > coalesce("""
-        + after
-        + """, '') ORDER BY kind LIMIT 1))"""
-    )
-
-
-def kinds_of(queue: LiteralString) -> LiteralString:
-    """The kinds a claim reads in ``queue``, as ``k(kind)``: the worker's (%(kinds)s), or,
-    for a claim of every kind (NULL), the kinds with pending jobs there (a skip scan, one
-    probe per index and kind; evaluated only then)."""
-    return (
-        """unnest(coalesce(%(kinds)s::text[], ARRAY(
+# The kinds a claim reads in queue ``w.q``, as ``k(kind)``: the worker's (%(kinds)s), or,
+# for a claim of every kind (NULL), the kinds with pending jobs there (a skip scan, one
+# probe per index and kind; evaluated only then).
+_KINDS_OF: LiteralString = (
+    """unnest(coalesce(%(kinds)s::text[], ARRAY(
         WITH RECURSIVE present(kind) AS (
             SELECT """
-        + _first_kind(queue, "NULL::text")
-        + """
+    + _NEXT_KIND
+    + """ FROM (SELECT NULL::text AS kind) AS present
             UNION ALL
             SELECT """
-        + _first_kind(queue, "present.kind")
-        + """
-            FROM present WHERE present.kind IS NOT NULL
+    + _NEXT_KIND
+    + """ FROM present WHERE present.kind IS NOT NULL
         )
         SELECT kind FROM present WHERE kind IS NOT NULL))) AS k(kind)"""
-    )
+)
 
-
-def kind_head(
-    columns: LiteralString, split: LiteralString, queue: LiteralString, limit: LiteralString
-) -> LiteralString:
-    """The first ``limit`` due jobs of kind ``k.kind`` in ``queue`` in the index ``split``
-    names, in claim order (that index's: no sort), as ``columns``."""
-    return (
-        """SELECT """
-        + columns
-        + """ FROM jobs
-        WHERE status = 'pending' AND """
-        + split
-        + " AND queue = "
-        + queue
-        + """
-          AND kind >= k.kind AND kind <= k.kind AND run_at <= now()
+# What a head returns, and where it reads: the first ``lim.n`` due jobs of kind ``k.kind`` in
+# queue ``w.q``, in claim order (its index's: no sort). Then the index's predicate.
+_HEAD: LiteralString = """
+        SELECT ctid AS tid, id, limit_key, priority, run_at FROM jobs
+        WHERE status = 'pending' AND queue = w.q AND kind >= k.kind AND kind <= k.kind
+          AND run_at <= now() AND """
+_HEAD_ORDER: LiteralString = """
         ORDER BY kind, priority DESC, run_at, id
-        LIMIT """
-        + limit
-    )
+        LIMIT lim.n"""
+_LOCKED: LiteralString = """
+        FOR UPDATE SKIP LOCKED"""
+_EACH_KIND: LiteralString = "SELECT h.* FROM w CROSS JOIN lim CROSS JOIN " + _KINDS_OF
 
+# The heads of queue ``w.q``'s unkeyed jobs: each kind's (a fair queue's unkeyed "key").
+_UNKEYED_HEADS: LiteralString = (
+    _EACH_KIND
+    + "\n    CROSS JOIN LATERAL ("
+    + _HEAD
+    + "limit_key IS NULL"
+    + _HEAD_ORDER
+    + "\n    ) AS h"
+)
 
-def queue_heads(
-    columns: LiteralString,
-    source: LiteralString,
-    queue: LiteralString,
-    limit: LiteralString,
-    lock: LiteralString = "",
-    where: LiteralString = "",
-    splits: tuple[LiteralString, ...] = (_UNKEYED, _KEYED),
-) -> LiteralString:
-    """The heads of every kind (kinds_of) of ``queue`` in the indexes ``splits``: rows of
-    ``columns`` (as ``h``), at most ``limit`` per kind and index, each ``lock``ed (``FOR
-    UPDATE SKIP LOCKED`` or nothing), from ``source`` (a FROM item that gives ``queue``, or
-    nothing) filtered by ``where``. Not in order: the caller takes the best of them."""
-    branches = [
-        "SELECT h.* FROM "
-        + source
-        + kinds_of(queue)
-        + "\n    CROSS JOIN LATERAL (\n        "
-        + kind_head(columns, split, queue, limit)
-        + lock
-        + "\n    ) AS h"
-        + where
-        for split in splits
-    ]
-    return "\n    UNION ALL\n    ".join(branches)
+# The heads of every kind of queue ``w.q`` (of each queue of ``w``) in both indexes, as
+# ``tid, id, limit_key, priority, run_at``: at most ``lim.n`` per queue, kind and index,
+# not in order (the caller takes the best of them).
+_QUEUE_HEADS: LiteralString = (
+    _UNKEYED_HEADS
+    + "\n    UNION ALL\n    "
+    + _EACH_KIND
+    + "\n    CROSS JOIN LATERAL ("
+    + _HEAD
+    + "limit_key IS NOT NULL"
+    + _HEAD_ORDER
+    + "\n    ) AS h"
+)
 
+# _QUEUE_HEADS with each head's rows locked, FOR UPDATE SKIP LOCKED (workers claiming at
+# once pass over each other's rows).
+_QUEUE_HEADS_LOCKED: LiteralString = (
+    _EACH_KIND
+    + "\n    CROSS JOIN LATERAL ("
+    + _HEAD
+    + "limit_key IS NULL"
+    + _HEAD_ORDER
+    + _LOCKED
+    + "\n    ) AS h\n    UNION ALL\n    "
+    + _EACH_KIND
+    + "\n    CROSS JOIN LATERAL ("
+    + _HEAD
+    + "limit_key IS NOT NULL"
+    + _HEAD_ORDER
+    + _LOCKED
+    + "\n    ) AS h"
+)
 
-def pending_up_to(queue: LiteralString, most: LiteralString) -> LiteralString:
-    """How many pending jobs ``queue`` holds, counted up to ``most`` (a bounded probe of
-    each index, in its order: without the order a plan read jobs_ready whole)."""
-    counts = [
-        "(SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending' AND "
-        + split
-        + " AND queue = "
-        + queue
-        + "\n ORDER BY kind, priority DESC, run_at, id LIMIT "
-        + most
-        + ") AS few)"
-        for split in (_UNKEYED, _KEYED)
-    ]
-    return "least(" + most + ", " + " + ".join(counts) + ")"
+# How many pending jobs the held queue ``name`` (QUEUES_HELD's row) holds, counted up to
+# %(ahead)s: a bounded probe of each index, in its order (without the order a plan read
+# jobs_ready whole for an empty queue).
+_HELD_AHEAD: LiteralString = """least(%(ahead)s,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs
+                              WHERE status = 'pending' AND limit_key IS NULL AND queue = name
+                              ORDER BY kind, priority DESC, run_at, id LIMIT %(ahead)s) AS few)
+       + (SELECT count(*) FROM (SELECT 1 FROM jobs
+                                WHERE status = 'pending' AND limit_key IS NOT NULL
+                                  AND queue = name
+                                ORDER BY kind, priority DESC, run_at, id LIMIT %(ahead)s)
+              AS few))"""
 
-
-def pending_in(queue: LiteralString) -> LiteralString:
-    """How many pending jobs ``queue`` holds (each index's rows of that queue only)."""
-    counts = [
-        "(SELECT count(*) FROM jobs WHERE status = 'pending' AND "
-        + split
-        + " AND queue = "
-        + queue
-        + ")"
-        for split in (_UNKEYED, _KEYED)
-    ]
-    return "(" + " + ".join(counts) + ")"
+# How many pending jobs the listed queue ``queue_name`` holds (each index's rows of it).
+_PENDING_OF: LiteralString = """(
+       (SELECT count(*) FROM jobs
+        WHERE status = 'pending' AND limit_key IS NULL AND queue = queue_name)
+       + (SELECT count(*) FROM jobs
+          WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = queue_name))"""
