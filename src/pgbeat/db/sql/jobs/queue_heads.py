@@ -55,10 +55,9 @@ _KINDS_OF: LiteralString = (
         SELECT kind FROM present WHERE kind IS NOT NULL))) AS k(kind)"""
 )
 
-# What a head returns, and where it reads: the first ``lim.n`` due jobs of kind ``k.kind`` in
-# queue ``w.q``, in claim order (its index's: no sort). Then the index's predicate.
-_HEAD: LiteralString = """
-        SELECT ctid AS tid, id, limit_key, priority, run_at FROM jobs
+# Where a head reads: the first ``lim.n`` due jobs of kind ``k.kind`` in queue ``w.q``, in
+# claim order (its index's: no sort). After the columns; then the index's predicate.
+_HEAD: LiteralString = """ FROM jobs
         WHERE status = 'pending' AND queue = w.q AND kind >= k.kind AND kind <= k.kind
           AND run_at <= now() AND """
 _HEAD_ORDER: LiteralString = """
@@ -67,11 +66,18 @@ _HEAD_ORDER: LiteralString = """
 _LOCKED: LiteralString = """
         FOR UPDATE SKIP LOCKED"""
 _EACH_KIND: LiteralString = "SELECT h.* FROM w CROSS JOIN lim CROSS JOIN " + _KINDS_OF
+_LATERAL: LiteralString = "\n    CROSS JOIN LATERAL (\n        SELECT "
+# A head's columns. Unlocked, the unkeyed index's head names no column outside the index,
+# so it may be read from the index alone (where the visibility map allows).
+_UNKEYED_COLUMNS: LiteralString = "id, NULL::text AS limit_key, priority, run_at"
+_KEYED_COLUMNS: LiteralString = "id, limit_key, priority, run_at"
+_TID: LiteralString = "ctid AS tid, "
 
 # The heads of queue ``w.q``'s unkeyed jobs: each kind's (a fair queue's unkeyed "key").
 _UNKEYED_HEADS: LiteralString = (
     _EACH_KIND
-    + "\n    CROSS JOIN LATERAL ("
+    + _LATERAL
+    + _UNKEYED_COLUMNS
     + _HEAD
     + "limit_key IS NULL"
     + _HEAD_ORDER
@@ -79,31 +85,36 @@ _UNKEYED_HEADS: LiteralString = (
 )
 
 # The heads of every kind of queue ``w.q`` (of each queue of ``w``) in both indexes, as
-# ``tid, id, limit_key, priority, run_at``: at most ``lim.n`` per queue, kind and index,
-# not in order (the caller takes the best of them).
+# ``id, limit_key, priority, run_at``: at most ``lim.n`` per queue, kind and index, not in
+# order (the caller takes the best of them).
 _QUEUE_HEADS: LiteralString = (
     _UNKEYED_HEADS
     + "\n    UNION ALL\n    "
     + _EACH_KIND
-    + "\n    CROSS JOIN LATERAL ("
+    + _LATERAL
+    + _KEYED_COLUMNS
     + _HEAD
     + "limit_key IS NOT NULL"
     + _HEAD_ORDER
     + "\n    ) AS h"
 )
 
-# _QUEUE_HEADS with each head's rows locked, FOR UPDATE SKIP LOCKED (workers claiming at
-# once pass over each other's rows).
+# _QUEUE_HEADS with each row's tuple address first (``tid``) and each head's rows locked,
+# FOR UPDATE SKIP LOCKED (workers claiming at once pass over each other's rows).
 _QUEUE_HEADS_LOCKED: LiteralString = (
     _EACH_KIND
-    + "\n    CROSS JOIN LATERAL ("
+    + _LATERAL
+    + _TID
+    + _KEYED_COLUMNS
     + _HEAD
     + "limit_key IS NULL"
     + _HEAD_ORDER
     + _LOCKED
     + "\n    ) AS h\n    UNION ALL\n    "
     + _EACH_KIND
-    + "\n    CROSS JOIN LATERAL ("
+    + _LATERAL
+    + _TID
+    + _KEYED_COLUMNS
     + _HEAD
     + "limit_key IS NOT NULL"
     + _HEAD_ORDER
