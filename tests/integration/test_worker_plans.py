@@ -31,7 +31,7 @@ LEASE = timedelta(minutes=5)
 # What the worker's claim and outcome connections keep a plan of, and the index it must read.
 KEPT = {
     "JOBS_CLAIM": (claim_sql, "jobs_claim_order"),
-    "JOBS_CLAIM_BY_QUEUE": (claim_sql, "jobs_claim_queue"),
+    "JOBS_CLAIM_BY_QUEUE": (claim_sql, "Index Scan using jobs_claim_queue_unkeyed"),
     "JOBS_CLAIM_SKIPPING": (claim_sql, "jobs_claim_order"),
     "JOBS_SECONDS_TO_NEXT": (claim_sql, "Index Scan using jobs_"),
     "JOBS_COMPLETE": (outcome_sql, "jobs_pkey"),
@@ -40,9 +40,9 @@ KEPT = {
     "JOBS_FAIL": (outcome_sql, "jobs_pkey"),
     "JOBS_REAP": (outcome_sql, "jobs_running"),
     "JOBS_META": (meta_sql, "jobs_pkey"),
-    "QUEUES_HELD": (queue_sql, "jobs_claim_queue"),  # its bounded probe of each held queue
-    "JOBS_CLAIM_BY_QUEUE_KIND": (heads_sql, "Index Scan using jobs_claim_kind"),
-    "JOBS_DUE_QUEUES": (heads_sql, "using jobs_claim_kind"),
+    "QUEUES_HELD": (queue_sql, "jobs_claim_queue_keyed"),  # its bounded probe of each held queue
+    "JOBS_CLAIM_BY_QUEUE_KIND": (heads_sql, "Index Scan using jobs_claim_queue_keyed"),
+    "JOBS_DUE_QUEUES": (heads_sql, "using jobs_claim_queue_unkeyed"),
     "JOBS_KINDS_AHEAD": (heads_sql, "Index Scan using jobs_claim_order"),
 }
 # What they run but never keep: a plan made on an empty table reads the wrong index.
@@ -227,4 +227,4 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
             arguments = ", ".join(["NULL"] * count)
             plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE {name}({arguments})"))
             assert not sorts_backlog(plan), (label, plan)
-            assert "Index Scan using jobs_claim" in plan, (label, plan)
+            assert re.search(r"Index (Only )?Scan using jobs_claim", plan), (label, plan)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.jobs.queue_heads import _HELD_AHEAD, _NEXT_QUEUE, _PENDING_OF
+
 # A row the constraints of migration 0019 refuse (written by SQL before them): NULL when
 # valid, else why. Workers skip such a queue's limits (its jobs wait), `queues list` and the
 # dashboard show the reason instead of the values they cannot read.
@@ -89,14 +91,15 @@ _RUNNING_MATCHES = _matches("r.queue")
 
 # One page of the queues with settings or live jobs, by name after %(after)s, whose name
 # contains %(name)s (NULL: any), at most %(limit)s. The queues with pending jobs are walked
-# in name order by a skip scan of jobs_claim_queue (one probe per queue), which stops once
+# in name order by a skip scan of the two indexes of a queue's pending jobs (migration
+# 0023, jobs/queue_heads.py: one probe per index and queue), which stops once
 # %(limit)s of them match or %(span)s were probed: a page never walks all 20,000 queues of
 # a tenant-scale database. ``searched_to`` is the last queue walked when the walk stopped
 # before the end (NULL when it reached it): every queue up to it was looked at, so the
 # page holds the matching names up to it, from the walk, pgbeat_queues (primary key) and
 # the queues with running jobs (counted once, through jobs_running: at most the cluster's
 # slots), and the next page starts after it when the page is not full. Then the page's
-# pending counts, each a scan of that queue's rows only (jobs_claim_queue). Settings as
+# pending counts, each a scan of that queue's rows only (both indexes). Settings as
 # _SETTINGS_COLUMNS, then the counts and ``searched_to``; one row with a NULL name when
 # the page is empty (it still carries ``searched_to``).
 QUEUES_LIST: LiteralString = (
@@ -105,16 +108,19 @@ WITH RECURSIVE walk(q, walked, found) AS (
     SELECT head.q, 1, (head.q IS NOT NULL AND """
     + _HEAD_MATCHES
     + """)::int
-    FROM (SELECT min(queue) AS q FROM jobs
-          WHERE status = 'pending' AND queue > coalesce(%(after)s::text, '')) AS head
+    FROM (SELECT %(after)s::text AS q) AS prev,
+         LATERAL (SELECT """
+    + _NEXT_QUEUE
+    + """ AS q) AS head
     UNION ALL
-    SELECT next.q, w.walked + 1, w.found + (next.q IS NOT NULL AND """
+    SELECT next.q, prev.walked + 1, prev.found + (next.q IS NOT NULL AND """
     + _NEXT_MATCHES
     + """)::int
-    FROM walk AS w,
-         LATERAL (SELECT min(queue) AS q FROM jobs WHERE status = 'pending' AND queue > w.q)
-             AS next
-    WHERE w.q IS NOT NULL AND w.walked < %(span)s AND w.found < %(limit)s
+    FROM walk AS prev,
+         LATERAL (SELECT """
+    + _NEXT_QUEUE
+    + """ AS q) AS next
+    WHERE prev.q IS NOT NULL AND prev.walked < %(span)s AND prev.found < %(limit)s
 ),
 bound AS (
     SELECT CASE WHEN bool_or(q IS NULL) THEN NULL ELSE max(q) END AS searched_to FROM walk
@@ -150,7 +156,9 @@ SELECT queue_name AS name, coalesce(paused, false) AS paused, concurrency, key_c
        coalesce(fair, false) AS fair, """
     + _PROBLEM
     + """ AS problem,
-       (SELECT count(*) FROM jobs WHERE status = 'pending' AND queue = queue_name) AS pending,
+       """
+    + _PENDING_OF
+    + """ AS pending,
        coalesce((SELECT jobs FROM running WHERE running.queue = queue_name), 0) AS running,
        bound.searched_to
 FROM bound
@@ -164,8 +172,8 @@ ORDER BY queue_name"""
 # table): the fast claim skips them all, the limited claim takes the running ones with the
 # statement their ``mode`` needs, unless the row has a ``problem`` (skipped, named once).
 # ``updated_at`` tells the worker a queue's settings changed (its rest ends); ``ahead``
-# counts the queue's pending jobs up to %(ahead)s (jobs_claim_queue, in its order: a bounded
-# probe; without the order a plan read jobs_ready whole for an empty queue), which
+# counts the queue's pending jobs up to %(ahead)s (both indexes of its pending jobs, in their
+# order: a bounded probe; without the order a plan read jobs_ready whole), which
 # tells the worker whether its fast claim may simply skip them (JOBS_CLAIM_SKIPPING).
 QUEUES_HELD: LiteralString = (
     """
@@ -176,9 +184,9 @@ SELECT name, paused,
        """
     + _PROBLEM
     + """ AS problem, updated_at,
-       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'pending' AND queue = name
-                              ORDER BY priority DESC, run_at, id LIMIT %(ahead)s) AS few)
-           AS ahead
+       """
+    + _HELD_AHEAD
+    + """ AS ahead
 FROM pgbeat_queues
 WHERE (paused OR fair OR concurrency IS NOT NULL OR key_concurrency IS NOT NULL
        OR rate_count IS NOT NULL OR key_rate_count IS NOT NULL)

@@ -28,8 +28,9 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _RUNNING_KEYS,
     _SET_RUNNING,
     _SETTINGS_AND_BUDGET,
-    _TAKE_BEST_PICKED,
+    _TAKE_BEST_HEADS,
 )
+from pgbeat.db.sql.jobs.queue_heads import _NEXT_QUEUE, _QUEUE_HEADS, _UNKEYED_HEADS
 
 # -- the statements -----------------------------------------------------------------------
 
@@ -92,8 +93,8 @@ JOBS_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_jobs')"
 # saw (%(held)s), so the scan starts 5 s back (a job that fell due between the claim and
 # this look comes back negative: claim again) and never walks a paused queue's backlog.
 # JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues. The first in run_at order, not
-# min(run_at): a plan kept from an empty table read all of jobs_claim_kind (it holds every
-# column asked) for min(); in that order only jobs_ready reads it without a sort.
+# min(run_at): a plan kept from an empty table read all of an index holding every column
+# asked (0021's jobs_claim_kind) for min(); in that order only jobs_ready reads it unsorted.
 JOBS_SECONDS_TO_NEXT: LiteralString = (
     """
 SELECT extract(epoch FROM (
@@ -109,42 +110,32 @@ SELECT extract(epoch FROM (
 
 # JOBS_CLAIM when some queues are held or the worker takes only some queues: the scan of
 # JOBS_CLAIM would step over every pending job of a held queue (a paused queue's 200,000
-# jobs on every claim). Instead each wanted queue's head is read from jobs_claim_queue (the
-# worker's --queues, or the queues with pending jobs found by a skip scan of that index,
-# one probe per queue), FOR UPDATE SKIP LOCKED, and the best of those heads (at most
-# %(limit)s per queue: never the backlog) are claimed; the rows locked but not taken are
-# free again when the statement ends. Held queues are re-checked and the taken rows found
-# by their tuple address, as in JOBS_CLAIM.
+# jobs on every claim). Instead each wanted queue's heads are read (queue_heads.py: each
+# kind's, in both indexes of the queue's pending jobs; the worker's --queues, or the queues
+# with pending jobs found by a skip scan, one probe per index and queue), FOR UPDATE SKIP
+# LOCKED, and the best of those heads (at most %(limit)s per queue, kind and index: never
+# the backlog) are claimed; the rows locked but not taken are free again when the
+# statement ends. Held queues are re-checked and the taken rows found by their tuple
+# address, as in JOBS_CLAIM.
 JOBS_CLAIM_BY_QUEUE: LiteralString = (
     """
 WITH RECURSIVE pending_queues(q) AS (
-    SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending')
+    SELECT """
+    + _NEXT_QUEUE
+    + """ FROM (SELECT NULL::text AS q) AS prev
     WHERE %(queues)s::text[] IS NULL
     UNION ALL
-    SELECT (SELECT min(queue) FROM jobs WHERE status = 'pending' AND queue > pending_queues.q)
-    FROM pending_queues WHERE pending_queues.q IS NOT NULL
+    SELECT """
+    + _NEXT_QUEUE
+    + """ FROM pending_queues AS prev
+    WHERE prev.q IS NOT NULL
 ),
-wanted(q) AS (
-    SELECT q FROM pending_queues WHERE q IS NOT NULL
+w(q) AS (
+    SELECT q FROM pending_queues WHERE q IS NOT NULL AND q <> ALL(%(held)s::text[])
     UNION ALL
-    SELECT unnest(%(queues)s::text[])
-),
-picked AS (
-    SELECT head.tid, head.id, head.priority, head.run_at
-    FROM wanted CROSS JOIN LATERAL (
-        SELECT ctid AS tid, id, priority, run_at FROM jobs
-        WHERE status = 'pending' AND queue = wanted.q AND run_at <= now()
-          AND """
-    + _KINDS
-    + """
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS head
-    WHERE wanted.q <> ALL(%(held)s::text[])
-)
-"""
-    + _TAKE_BEST_PICKED
+    SELECT q FROM unnest(%(queues)s::text[]) AS given(q) WHERE q <> ALL(%(held)s::text[])
+),"""
+    + _TAKE_BEST_HEADS
 )
 
 # -- the claims of a limited or fair queue --------------------------------------------------
@@ -155,21 +146,28 @@ picked AS (
 # rate's starts left, the seconds until its oldest start leaves the window, the claim the
 # queue needs now (``mode``), and a statement's own last columns.
 
-# The claim of a queue with whole-queue limits only: its budget in claim order
-# (jobs_claim_queue). Claims nothing when the queue needs another claim now (``mode``).
+# The claim of a queue with whole-queue limits only: its budget in claim order (the best of
+# its kinds' heads, queue_heads.py). Claims nothing when the queue needs another claim now
+# (``mode``). The heads are read unlocked (the queue's row lock serialises its claims; the
+# update re-checks that each row is pending): locked, every kind's head would be.
 JOBS_CLAIM_LIMITED: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
     + """,
+w(q) AS (
+    SELECT %(queue)s::text
+),
+lim(n) AS (
+    SELECT coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)
+),
 picked AS (
-    SELECT id FROM jobs
-    WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
-      AND """
-    + _KINDS
+    SELECT id FROM (
+    """
+    + _QUEUE_HEADS
     + """
+    ) AS heads
     ORDER BY priority DESC, run_at, id
-    LIMIT coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)
-    FOR UPDATE SKIP LOCKED
+    LIMIT (SELECT n FROM lim)
 ),"""
     + _CLAIM_LIMITED_TAIL
     + """, NULL::bigint AS scanned, NULL::text AS last_key
@@ -177,25 +175,31 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
 # The claim of a queue with per-key limits, from the head of its backlog: the first
-# %(scan)s due jobs in claim order (jobs_claim_queue), of which each limit key gets as many
-# as its own budget allows (_KEY_LEFT): a saturated key gets none, so a batch never holds
-# more of a key than it may run. Jobs without a limit_key count against the queue's limits
-# only. Up to the queue's budget are taken in claim order. A full head that gave less than
-# the budget means saturated keys clog it, and the worker goes on with
-# JOBS_CLAIM_LIMITED_KEYS.
+# %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py), of
+# which each limit key gets as many as its own budget allows (_KEY_LEFT): a saturated key
+# gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
+# count against the queue's limits only. Up to the queue's budget are taken in claim
+# order. A full head that gave less than the budget means saturated keys clog it, and the
+# worker goes on with JOBS_CLAIM_LIMITED_KEYS.
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
     + """,
+w(q) AS (
+    SELECT %(queue)s::text
+),
+lim(n) AS (
+    SELECT coalesce(
+        (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)
+),
 head AS (
-    SELECT id, limit_key, priority, run_at FROM jobs
-    WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
-      AND """
-    + _KINDS
+    SELECT id, limit_key, priority, run_at FROM (
+    """
+    + _QUEUE_HEADS
     + """
+    ) AS heads
     ORDER BY priority DESC, run_at, id
-    LIMIT coalesce((SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END
-                    FROM budget), 0)
+    LIMIT (SELECT n FROM lim)
 ),
 ranked AS (
     SELECT id, limit_key, priority, run_at,
@@ -270,9 +274,10 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # keys with pending jobs, in key order from the one after %(after)s (where the worker's last
 # claim of the queue stopped), then from the first key up to %(after)s: the round goes on
 # from claim to claim, and each claim's cost is bounded by %(keys)s probes, whatever the
-# number of keys. Jobs without a limit key form one key of their own (jobs_claim_unkeyed),
-# first in a round. Each visited key gives its first due jobs (at most its own budget when
-# the queue has per-key limits, _KEY_LEFT), numbered in the key's own order (its index's:
+# number of keys. Jobs without a limit key form one key of their own (the best of its
+# kinds' heads in the index of unkeyed jobs, queue_heads.py), first in a round. Each
+# visited key gives its first due jobs (at most its own budget when the queue has per-key
+# limits, _KEY_LEFT), numbered in the key's own order (its index's:
 # no sort); the claim takes them by priority, then round (the first job of every key, then
 # the second...), then the key's place in the walk: among jobs of one priority, one key's
 # backlog does not delay another key's job by more than a round. ``last_key`` is the key
@@ -313,6 +318,12 @@ walk_start(limit_key, pos) AS (
     WHERE w.limit_key IS NOT NULL AND (%(after)s::text IS NULL OR w.limit_key < %(after)s)
       AND w.pos + (SELECT count(*) FROM after_keys) < %(keys)s::int
 ),
+w(q) AS (
+    SELECT %(queue)s::text
+),
+lim(n) AS (
+    SELECT n FROM budget WHERE n > 0 AND mode = 'fair'
+),
 keys AS MATERIALIZED (
     SELECT limit_key, pos FROM after_keys
     UNION ALL
@@ -341,17 +352,15 @@ candidates AS (
     ) AS c
     UNION ALL
     SELECT c.id, c.priority, c.nth, %(keys)s::int + 1, NULL
-    FROM budget AS b CROSS JOIN LATERAL (
-        SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
-        FROM (SELECT id, priority, run_at FROM jobs
-              WHERE status = 'pending' AND queue = %(queue)s AND limit_key IS NULL
-                AND run_at <= now() AND """
-    + _KINDS
+    FROM (SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
+          FROM (SELECT id, priority, run_at FROM (
+                """
+    + _UNKEYED_HEADS
     + """
-              ORDER BY priority DESC, run_at, id
-              LIMIT b.n) AS j
+                ) AS unkeyed
+                ORDER BY priority DESC, run_at, id
+                LIMIT (SELECT n FROM lim)) AS j
     ) AS c
-    WHERE b.n > 0 AND b.mode = 'fair'
 ),
 picked AS MATERIALIZED (
     SELECT id, limit_key, priority, nth, pos FROM candidates
@@ -366,7 +375,7 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
 # Seconds until the earliest pending job of the worker's limited queues falls due
-# (jobs_claim_queue), so an idle worker wakes for a delayed job of a limited queue too.
+# (jobs_ready, filtered), so an idle worker wakes for a delayed job of a limited queue too.
 # Never kept (prepare=False): a plan kept from a small table walks all of jobs_claim_order.
 JOBS_SECONDS_TO_NEXT_LIMITED: LiteralString = """
 SELECT extract(epoch FROM min(run_at) - now())::float8 FROM jobs

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.jobs.queue_heads import _QUEUE_HEADS_LOCKED
+
 # What every claim sets on the rows it takes: the lease and started_at by one clock.
 _SET_RUNNING: LiteralString = """
 SET status = 'running', attempts = attempts + 1, locked_until = now() + %(lease)s::interval,
@@ -152,7 +154,7 @@ _CLAIM_LIMITED_TAIL: LiteralString = (
 # after %(keys)s keys (the next claim goes on from there: its cost does not grow with the
 # keys whose budget is spent). Each next key is the first in key order (`ORDER BY
 # limit_key LIMIT 1`, not min(): a plan kept before any ANALYZE computed min() from the
-# queue's whole backlog in jobs_claim_queue, 7.6 s a claim at 40,000 jobs over 20,000 keys;
+# queue's whole backlog in the queue's claim order, 7.6 s a claim at 40,000 jobs over 20,000 keys;
 # in key order only jobs_claim_key reads it without a sort). A key's own jobs are matched by
 # a range on limit_key for the same reason (claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND).
 _PENDING_KEYS_AFTER: LiteralString = """
@@ -183,4 +185,21 @@ WHERE ctid = ANY(ARRAY(
     SELECT tid FROM picked ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
     + _NOT_HELD_PROBED
     + _CLAIMED_COLUMNS
+)
+
+# The claims by heads, after a ``w(q)`` of the queues to read (held ones left out): every
+# kind's head of each queue in both indexes of a queue's pending jobs (queue_heads.py), at
+# most %(limit)s each, locked FOR UPDATE SKIP LOCKED; the best of them taken.
+_TAKE_BEST_HEADS: LiteralString = (
+    """
+lim(n) AS (
+    SELECT %(limit)s::int
+),
+picked AS (
+    """
+    + _QUEUE_HEADS_LOCKED
+    + """
+)
+"""
+    + _TAKE_BEST_PICKED
 )
