@@ -5,7 +5,7 @@ Rows: ``shapes``, the drain of 20,000 default-queue jobs beside each of bench.fl
 SHAPES against the same drain alone, alternated (jobs/s over at most 8 s); ``keys``, a
 drain over 20,000 limit keys with ``key_concurrency = 1`` and with ``key_rate = 1/1h`` (every
 key free: one job each) against the same jobs unlimited (and, with ``--base-src``, the
-key_concurrency drain of another revision); ``fair``, key B's start (the claim's
+same drains of another revision); ``fair``, key B's start (the claim's
 ``started_at`` less the job's ``created_at``, p50/p99 of 200) with key A's backlog enqueued
 first, in a queue of concurrency 50, fair or not, and with the queue otherwise empty.
 docs/flow-control.md quotes them.
@@ -198,7 +198,7 @@ def measure_shapes(args: argparse.Namespace, admin: str) -> dict[str, Any]:
 
 def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     """20,000 jobs over 20,000 keys: unlimited, key_concurrency = 1, key_rate = 1/1h (every
-    key free), alternated; the key_concurrency drain of --base-src too if given."""
+    key free), alternated; the same three drains of --base-src too if given."""
     keyed = {"jobs": args.jobs, "processes": args.processes, "keys": args.keys, "slots": 100}
     variants: dict[str, tuple[Path, dict[str, Any]]] = {
         "unlimited": (args.src, keyed),
@@ -208,6 +208,7 @@ def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     if args.base_src:
         variants["base_unlimited"] = (args.base_src, keyed)
         variants["base_key_concurrency_1"] = (args.base_src, {**keyed, "key_concurrency": 1})
+        variants["base_key_rate_1_per_1h"] = (args.base_src, {**keyed, "key_rate": "1/1h"})
     runs: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.repeat):
         for name, (src, kwargs) in variants.items():
@@ -238,24 +239,39 @@ def measure_enqueue(args: argparse.Namespace, admin: str) -> dict[str, Any]:
 
 
 def measure_fairness(args: argparse.Namespace, admin: str) -> dict[str, Any]:
-    """Key B's start p50/p99 behind A's backlog, fair or not, and with the queue empty."""
+    """Key B's start p50/p99 behind A's backlog, fair or not, and with the queue empty; each
+    of --base-src too (``base_`` rows), alternated, --repeat times (``_runs``: each run's)."""
     found: dict[str, Any] = {"processes": args.processes}
     modes = (("empty", 0, True), ("not_fair", args.backlog, False), ("fair", args.backlog, True))
-    for name, backlog, fair in modes:
-        if name == "not_fair" and not args.not_fair:
-            continue
-        waits = run_child(
-            args.src, admin, "fairness", backlog=backlog, samples=200, fair=fair,
-            processes=args.processes,
-        )["waits"]  # fmt: skip
+    sources = [("", args.src)] + ([("base_", args.base_src)] if args.base_src else [])
+    waits: dict[str, list[list[float]]] = {}
+    for _ in range(args.repeat):
+        for name, backlog, fair in modes:
+            if name == "not_fair" and not args.not_fair:
+                continue
+            for prefix, src in sources:
+                waits.setdefault(prefix + name, []).append(
+                    run_child(
+                        src, admin, "fairness", backlog=backlog, samples=200, fair=fair,
+                        processes=args.processes,
+                    )["waits"]
+                )  # fmt: skip
+                print(f"fair {prefix}{name}: {_starts(waits[prefix + name][-1])}", file=sys.stderr)
+    for name, runs in waits.items():
         found[name] = {
-            "backlog": backlog,
-            "b_start_p50_ms": round(1000 * percentile(waits, 0.5), 1),
-            "b_start_p99_ms": round(1000 * percentile(waits, 0.99), 1),
-            "samples": len(waits),
+            **_starts([w for run in runs for w in run]),
+            "runs": [_starts(r) for r in runs],
         }
-        print(f"fair {name}: {found[name]}", file=sys.stderr)
     return found
+
+
+def _starts(waits: list[float]) -> dict[str, Any]:
+    """B's start p50/p99 in milliseconds, and how many."""
+    return {
+        "b_start_p50_ms": round(1000 * percentile(waits, 0.5), 1),
+        "b_start_p99_ms": round(1000 * percentile(waits, 0.99), 1),
+        "samples": len(waits),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,11 +197,7 @@ head AS (
     LIMIT coalesce((SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END
                     FROM budget), 0)
 ),
-ranked AS (
-    SELECT id, limit_key, priority, run_at,
-           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
-    FROM head
-),"""
+"""
     + _RUNNING_KEYS
     + """,
 head_keys AS MATERIALIZED (
@@ -214,11 +210,16 @@ head_keys AS MATERIALIZED (
     + """
     WHERE k.limit_key IS NOT NULL
 ),
+ranked AS (
+    SELECT head.id, head.limit_key, head.priority, head.run_at, hk.n AS key_left,
+           row_number() OVER (PARTITION BY head.limit_key
+                              ORDER BY head.priority DESC, head.run_at, head.id) AS nth
+    FROM head LEFT JOIN head_keys AS hk ON hk.limit_key = head.limit_key
+),
 picked AS (
-    SELECT ranked.id FROM ranked
-    LEFT JOIN head_keys AS hk ON hk.limit_key = ranked.limit_key
-    WHERE ranked.limit_key IS NULL OR ranked.nth <= coalesce(hk.n, ranked.nth)
-    ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
+    SELECT id FROM ranked
+    WHERE limit_key IS NULL OR nth <= coalesce(key_left, nth)
+    ORDER BY priority DESC, run_at, id
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
     + _CLAIM_LIMITED_TAIL
