@@ -240,7 +240,9 @@ class Worker:
         with self._lock:
             notified, self._notified = self._notified, False
             changed, self._queues_changed = self._queues_changed, False
-            freed, self._freed = self._freed, set()
+            freed = self._freed
+            if freed:
+                self._freed = set()
         self._timers.note(now, notified or bool(freed))
         if freed:
             self._claimer.slots_freed(freed)
