@@ -182,7 +182,11 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # more of a key than it may run. Jobs without a limit_key count against the queue's limits
 # only. Up to the queue's budget are taken in claim order. A full head that gave less than
 # the budget means saturated keys clog it, and the worker goes on with
-# JOBS_CLAIM_LIMITED_KEYS.
+# JOBS_CLAIM_LIMITED_KEYS. The keys' budgets are one jsonb object looked up by key, not
+# rows joined to the head: with the sort penalty of the worker's sessions (enable_sort off)
+# above the window, or few rows expected after an ANALYZE that saw no due job, the kept
+# plan joined them by a nested loop, every head row compared with every key
+# (docs/flow-control.md).
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
@@ -201,9 +205,9 @@ head AS (
     + _RUNNING_KEYS
     + """,
 head_keys AS MATERIALIZED (
-    SELECT k.limit_key, """
+    SELECT jsonb_object_agg(k.limit_key, """
     + _KEY_LEFT_N
-    + """ AS n
+    + """) AS n
     FROM (SELECT DISTINCT limit_key FROM head) AS k
     CROSS JOIN budget AS b"""
     + _KEY_LEFT
@@ -211,10 +215,10 @@ head_keys AS MATERIALIZED (
     WHERE k.limit_key IS NOT NULL
 ),
 ranked AS (
-    SELECT head.id, head.limit_key, head.priority, head.run_at, hk.n AS key_left,
-           row_number() OVER (PARTITION BY head.limit_key
-                              ORDER BY head.priority DESC, head.run_at, head.id) AS nth
-    FROM head LEFT JOIN head_keys AS hk ON hk.limit_key = head.limit_key
+    SELECT id, limit_key, priority, run_at,
+           ((SELECT n FROM head_keys) ->> limit_key)::int AS key_left,
+           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
+    FROM head
 ),
 picked AS (
     SELECT id FROM ranked
