@@ -131,6 +131,7 @@ def child_fairness(
         plant_fairness(conn, backlog, fair)
         with fleet(url, processes, 50, sleep=0.02):
             time.sleep(1.0)
+            a_before, sampling = _a_started(conn), time.monotonic()
             for _ in range(samples):
                 pgbeat.enqueue(conn, "b", queue="tenants", limit_key="B")
                 time.sleep(0.02)
@@ -141,11 +142,20 @@ def child_fairness(
                 if row is not None and row[0] >= samples:
                     break
                 time.sleep(0.05)
+            a_per_s = (_a_started(conn) - a_before) / (time.monotonic() - sampling)
         waits = conn.execute(
             "SELECT extract(epoch FROM coalesce(started_at, now()) - created_at)::float8"
             " FROM jobs WHERE kind = 'b'"
         ).fetchall()
-    return {"waits": [w for (w,) in waits]}
+    return {"waits": [w for (w,) in waits], "a_per_s": a_per_s}
+
+
+def _a_started(conn: psycopg.Connection[Any]) -> int:
+    """How many of key A's jobs have started (A's share of the slots, while B samples)."""
+    found = conn.execute(
+        "SELECT count(*) FROM jobs WHERE kind = 'a' AND started_at IS NOT NULL"
+    ).fetchone()
+    return int(found[0]) if found is not None else 0
 
 
 def child_enqueue(url: str, jobs: int, singles: int) -> dict[str, Any]:
@@ -245,22 +255,24 @@ def measure_fairness(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     modes = (("empty", 0, True), ("not_fair", args.backlog, False), ("fair", args.backlog, True))
     sources = [("", args.src)] + ([("base_", args.base_src)] if args.base_src else [])
     waits: dict[str, list[list[float]]] = {}
+    a_rates: dict[str, list[int]] = {}  # A's jobs started per second while B sampled
     for _ in range(args.repeat):
         for name, backlog, fair in modes:
             if name == "not_fair" and not args.not_fair:
                 continue
             for prefix, src in sources:
-                waits.setdefault(prefix + name, []).append(
-                    run_child(
-                        src, admin, "fairness", backlog=backlog, samples=200, fair=fair,
-                        processes=args.processes,
-                    )["waits"]
+                result = run_child(
+                    src, admin, "fairness", backlog=backlog, samples=200, fair=fair,
+                    processes=args.processes,
                 )  # fmt: skip
-                print(f"fair {prefix}{name}: {_starts(waits[prefix + name][-1])}", file=sys.stderr)
+                waits.setdefault(prefix + name, []).append(result["waits"])
+                a_rates.setdefault(prefix + name, []).append(round(result["a_per_s"]))
+                print(f"fair {prefix}{name}: {_starts(result['waits'])}", file=sys.stderr)
     for name, runs in waits.items():
         found[name] = {
             **_starts([w for run in runs for w in run]),
             "runs": [_starts(r) for r in runs],
+            "a_started_per_s": a_rates[name],
         }
     return found
 
