@@ -5,7 +5,7 @@ Rows: ``shapes``, the drain of 20,000 default-queue jobs beside each of bench.fl
 SHAPES against the same drain alone, alternated (jobs/s over at most 8 s); ``keys``, a
 drain over 20,000 limit keys with ``key_concurrency = 1`` and with ``key_rate = 1/1h`` (every
 key free: one job each) against the same jobs unlimited (and, with ``--base-src``, the
-key_concurrency drain of another revision); ``fair``, key B's start (the claim's
+same drains of another revision); ``fair``, key B's start (the claim's
 ``started_at`` less the job's ``created_at``, p50/p99 of 200) with key A's backlog enqueued
 first, in a queue of concurrency 50, fair or not, and with the queue otherwise empty.
 docs/flow-control.md quotes them.
@@ -131,6 +131,7 @@ def child_fairness(
         plant_fairness(conn, backlog, fair)
         with fleet(url, processes, 50, sleep=0.02):
             time.sleep(1.0)
+            a_before, sampling = _a_started(conn), time.monotonic()
             for _ in range(samples):
                 pgbeat.enqueue(conn, "b", queue="tenants", limit_key="B")
                 time.sleep(0.02)
@@ -141,11 +142,20 @@ def child_fairness(
                 if row is not None and row[0] >= samples:
                     break
                 time.sleep(0.05)
+            a_per_s = (_a_started(conn) - a_before) / (time.monotonic() - sampling)
         waits = conn.execute(
             "SELECT extract(epoch FROM coalesce(started_at, now()) - created_at)::float8"
             " FROM jobs WHERE kind = 'b'"
         ).fetchall()
-    return {"waits": [w for (w,) in waits]}
+    return {"waits": [w for (w,) in waits], "a_per_s": a_per_s}
+
+
+def _a_started(conn: psycopg.Connection[Any]) -> int:
+    """How many of key A's jobs have started (A's share of the slots, while B samples)."""
+    found = conn.execute(
+        "SELECT count(*) FROM jobs WHERE kind = 'a' AND started_at IS NOT NULL"
+    ).fetchone()
+    return int(found[0]) if found is not None else 0
 
 
 def child_enqueue(url: str, jobs: int, singles: int) -> dict[str, Any]:
@@ -198,7 +208,7 @@ def measure_shapes(args: argparse.Namespace, admin: str) -> dict[str, Any]:
 
 def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     """20,000 jobs over 20,000 keys: unlimited, key_concurrency = 1, key_rate = 1/1h (every
-    key free), alternated; the key_concurrency drain of --base-src too if given."""
+    key free), alternated; the same three drains of --base-src too if given."""
     keyed = {"jobs": args.jobs, "processes": args.processes, "keys": args.keys, "slots": 100}
     variants: dict[str, tuple[Path, dict[str, Any]]] = {
         "unlimited": (args.src, keyed),
@@ -208,6 +218,7 @@ def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     if args.base_src:
         variants["base_unlimited"] = (args.base_src, keyed)
         variants["base_key_concurrency_1"] = (args.base_src, {**keyed, "key_concurrency": 1})
+        variants["base_key_rate_1_per_1h"] = (args.base_src, {**keyed, "key_rate": "1/1h"})
     runs: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.repeat):
         for name, (src, kwargs) in variants.items():
@@ -238,24 +249,41 @@ def measure_enqueue(args: argparse.Namespace, admin: str) -> dict[str, Any]:
 
 
 def measure_fairness(args: argparse.Namespace, admin: str) -> dict[str, Any]:
-    """Key B's start p50/p99 behind A's backlog, fair or not, and with the queue empty."""
+    """Key B's start p50/p99 behind A's backlog, fair or not, and with the queue empty; each
+    of --base-src too (``base_`` rows), alternated, --repeat times (``_runs``: each run's)."""
     found: dict[str, Any] = {"processes": args.processes}
     modes = (("empty", 0, True), ("not_fair", args.backlog, False), ("fair", args.backlog, True))
-    for name, backlog, fair in modes:
-        if name == "not_fair" and not args.not_fair:
-            continue
-        waits = run_child(
-            args.src, admin, "fairness", backlog=backlog, samples=200, fair=fair,
-            processes=args.processes,
-        )["waits"]  # fmt: skip
+    sources = [("", args.src)] + ([("base_", args.base_src)] if args.base_src else [])
+    waits: dict[str, list[list[float]]] = {}
+    a_rates: dict[str, list[int]] = {}  # A's jobs started per second while B sampled
+    for _ in range(args.repeat):
+        for name, backlog, fair in modes:
+            if name == "not_fair" and not args.not_fair:
+                continue
+            for prefix, src in sources:
+                result = run_child(
+                    src, admin, "fairness", backlog=backlog, samples=200, fair=fair,
+                    processes=args.processes,
+                )  # fmt: skip
+                waits.setdefault(prefix + name, []).append(result["waits"])
+                a_rates.setdefault(prefix + name, []).append(round(result["a_per_s"]))
+                print(f"fair {prefix}{name}: {_starts(result['waits'])}", file=sys.stderr)
+    for name, runs in waits.items():
         found[name] = {
-            "backlog": backlog,
-            "b_start_p50_ms": round(1000 * percentile(waits, 0.5), 1),
-            "b_start_p99_ms": round(1000 * percentile(waits, 0.99), 1),
-            "samples": len(waits),
+            **_starts([w for run in runs for w in run]),
+            "runs": [_starts(r) for r in runs],
+            "a_started_per_s": a_rates[name],
         }
-        print(f"fair {name}: {found[name]}", file=sys.stderr)
     return found
+
+
+def _starts(waits: list[float]) -> dict[str, Any]:
+    """B's start p50/p99 in milliseconds, and how many."""
+    return {
+        "b_start_p50_ms": round(1000 * percentile(waits, 0.5), 1),
+        "b_start_p99_ms": round(1000 * percentile(waits, 0.99), 1),
+        "samples": len(waits),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -123,3 +123,34 @@ def test_an_unexpected_error_is_handed_to_the_worker(
     wait_for(lambda: writer.failures == ["failed"], timeout=5, message="failure reported")
     assert isinstance(writer.writer.failure, psycopg.errors.UndefinedTable)
     assert writer.writer.close() == 1  # the outcome is still there, not dropped
+
+
+def test_a_write_names_the_watched_queues_its_jobs_left(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A limited queue's slot is free once its job's outcome is committed: the writer tells
+    the claiming loop which watched queues had jobs leave running, after the write."""
+    freed: list[frozenset[str]] = []
+    recorder = OutcomeBuffer(pgbeat.BackoffPolicy(), random.Random(1), Metrics())
+    writer = OutcomeFlusher(
+        Connector(database_url, "test-outcomes"),
+        recorder,
+        batch=3,
+        window=3600.0,
+        on_failure=lambda: None,
+        on_freed=freed.append,
+    )
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("k", queue=q) for q in ("api", "bulk", "default")])
+    jobs = operations.claim_jobs(conn, 3, timedelta(minutes=5), None)
+    now = time.monotonic()
+    recorder.watched = frozenset({"api", "bulk", "quiet"})
+    writer.start()
+    try:
+        for job in jobs:
+            recorder.add(Run(job, None, None, now + 60, now, settled=True, finished_at=now))
+        writer.poke()
+        wait_for(lambda: freed)
+        assert freed == [frozenset({"api", "bulk"})]
+        assert statuses(conn) == {"done": 3}  # written before it was said
+    finally:
+        writer.close()

@@ -10,9 +10,12 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 import pgbeat
+from pgbeat.worker import claiming
 from pgbeat.worker.claiming import LIMITED_RECHECK, Claimer
+from tests.helpers import running_worker, statuses, wait_for
 
 LEASE = timedelta(minutes=5)
 
@@ -76,3 +79,64 @@ def test_saturated_keys_are_asked_again_soon(conn: psycopg.Connection[Any]) -> N
     assert len(claimer.claim(conn, 10)) == 1
     wait = claimer.seconds_to_next(conn, fast=False)
     assert wait is not None and 0 < wait <= LIMITED_RECHECK, wait
+
+
+def _finish(conn: psycopg.Connection[Any], queue: str) -> None:
+    """The queue's running jobs done, as a worker's outcome writer would."""
+    conn.execute(
+        "UPDATE jobs SET status = 'done', finished_at = now(), locked_until = NULL"
+        " WHERE status = 'running' AND queue = %s",
+        (queue,),
+    )
+
+
+def test_a_full_queue_rests_until_a_job_of_it_leaves_running_or_jobs_arrive(
+    conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its slots full, a queue is not asked again at once; the worker's own written outcome
+    of one of its jobs (slots_freed), or a notification of jobs, ends the rest at once, so
+    a fair queue's new key does not wait out LIMITED_RECHECK (made an hour here)."""
+    monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    pgbeat.configure_queue(conn, "api", concurrency=1, fair=True)
+    _enqueue(conn, 4, queue="api", limit_key="A")
+    claimer = Claimer(LEASE)
+    assert claimer.watched == frozenset() and len(claimer.claim(conn, 10)) == 1
+    assert claimer.watched == {"api"}  # the worker reports its written outcomes of these
+    assert claimer.claim(conn, 10) == []  # full: rests
+    _finish(conn, "api")
+    assert claimer.claim(conn, 10) == []  # still resting: nothing said a slot is free
+    claimer.slots_freed({"default"})
+    assert claimer.claim(conn, 10) == []  # another queue's outcome frees nothing here
+    claimer.slots_freed({"api"})
+    assert len(claimer.claim(conn, 10)) == 1
+    assert claimer.claim(conn, 10) == []
+    _finish(conn, "api")
+    claimer.jobs_arrived()  # a notification: maybe another worker's slot is free too
+    assert len(claimer.claim(conn, 10)) == 1
+
+
+def test_a_spent_rate_rest_is_not_ended_by_a_freed_slot(conn: psycopg.Connection[Any]) -> None:
+    pgbeat.configure_queue(conn, "api", rate="1/1h")
+    _enqueue(conn, 3, queue="api")
+    claimer = Claimer(LEASE)
+    assert len(claimer.claim(conn, 10)) == 1
+    assert claimer.claim(conn, 10) == []  # the rate is spent: rests for the window
+    claimer.slots_freed({"api"})
+    claimer.jobs_arrived()
+    wait = claimer.seconds_to_next(conn, fast=False)
+    assert wait is not None and wait > 3000, wait  # only time frees a rate
+
+
+@pytest.mark.slow  # a real worker
+def test_a_worker_claims_a_full_queue_again_when_its_own_job_finishes(
+    database_url: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the recheck made an hour, a queue of concurrency 1 drains only because each
+    written outcome of its jobs wakes the worker's next claim."""
+    monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    pgbeat.configure_queue(conn, "api", concurrency=1)
+    _enqueue(conn, 20, queue="api")
+    registry = pgbeat.Registry()
+    registry.handler("noop")(lambda payload: None)
+    with running_worker(database_url, registry, concurrency=5):
+        wait_for(lambda: statuses(conn).get("done") == 20, timeout=30)

@@ -228,3 +228,5 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
             plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE {name}({arguments})"))
             assert not sorts_backlog(plan), (label, plan)
             assert re.search(r"Index (Only )?Scan using jobs_claim", plan), (label, plan)
+            # keys matched row by row (a nested loop of the head with its keys' budgets)
+            assert not re.search(r"Join Filter: \(.*limit_key", plan), (label, plan)

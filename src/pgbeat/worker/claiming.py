@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +26,7 @@ from pgbeat.worker.locked_claim import LIMIT_KEY, claim_locked
 
 log = logging.getLogger("pgbeat.worker")
 
-LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again
+LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again, unheard
 FAST_RECHECK = 0.05  # seconds a fast path found short is not asked first again, unless notified
 HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
 HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
@@ -44,13 +44,15 @@ class Claimer:
     ``limited`` is the worker's limited and fair queues as the last claim saw them (None
     before the first, or after a notification that settings changed): they are claimed in
     turn, each from its own budget, and the fast path takes the other slots; every other
-    claim the fast path goes first. A queue whose limits were spent is left alone for 50 ms,
-    or until its rate's oldest start leaves the window; a queue that ran out of due jobs
-    rests until jobs are announced or its next job falls due; a change of the queue's
-    settings (a notification, or its ``updated_at`` at the next read of the held queues, every
-    HELD_REFRESH seconds) ends both rests. These are hints: every statement re-reads the
-    settings it enforces. ``limited_short`` says a limited queue gave fewer jobs than asked:
-    the loop then asks ``seconds_to_next`` soon.
+    claim the fast path goes first. A queue whose limits were spent is left alone until its
+    rate's oldest start leaves the window, or, when its slots or keys were full, until a job
+    of it leaves running here (slots_freed), a job is announced, or LIMITED_RECHECK; a queue
+    that ran out of due jobs rests until jobs are announced or its next job falls due; a
+    change of the queue's settings (a notification, or its ``updated_at`` at the next read of
+    the held queues, every HELD_REFRESH seconds) ends every rest. These are hints: every
+    statement re-reads the settings it enforces. ``limited_short`` says a limited queue gave
+    fewer jobs than asked: the loop then asks ``seconds_to_next`` soon. ``watched`` is the
+    limited queues, whose written outcomes the worker reports to slots_freed.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class Claimer:
         self.kinds = None if kinds is None else list(kinds)  # [] claims nothing
         self.queues = list(queues) if queues else None
         self.limited: list[str] | None = None
+        self.watched: frozenset[str] = frozenset()
         self.held: list[str] = []  # paused, limited or fair: not for the fast path
         self.limited_short = False
         self.listening = False  # notifications are heard: a dry queue rests until one
@@ -74,6 +77,7 @@ class Claimer:
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
+        self._full: set[str] = set()  # ... because their slots were full (concurrency)
         self._mode: dict[str, str] = {}  # per limited queue: 'whole', 'keyed' or 'fair'
         self._updated: dict[str, Any] = {}  # per held queue: its settings' updated_at
         self._invalid: set[str] = set()  # rows the constraints refuse, logged once
@@ -135,12 +139,22 @@ class Claimer:
         self._due.stale()
         if self._empty:
             self._held_until = 0.0
+        self.slots_freed(self._full)
+
+    def slots_freed(self, queues: Set[str]) -> None:
+        """Jobs of these limited queues left running (their outcomes are written here), or
+        jobs were announced: the queues that rest because their slots were full are asked
+        again (a claim whose budget is 0 is one cheap round trip: no key is walked)."""
+        for queue in self._full.intersection(queues):
+            self._full.discard(queue)
+            self._queue_idle_until.pop(queue, None)
 
     def settings_changed(self) -> None:
         """A queue's settings changed (a notification): the next claim reads the held
         queues first, and every rest ends."""
         self.limited = None
         self._queue_idle_until.clear()
+        self._full.clear()
         self._keys_idle_until.clear()
         self.jobs_arrived()
 
@@ -283,6 +297,7 @@ class Claimer:
         self._foreign_ahead = int(foreign[0]) if foreign is not None else 0
         self.held = [name for name, *_ in rows]
         self.limited = []
+        self.watched = frozenset(name for name, paused, *_ in rows if not paused)
         self._held_ahead = sum(int(row[-1]) for row in rows)
         empty = {row[0] for row in rows if int(row[-1]) == 0}
         if self._empty - empty:  # jobs came to a queue that had none: claim again soon
@@ -291,6 +306,7 @@ class Claimer:
         for name, paused, mode, problem, updated_at, _ in rows:
             if self._updated.get(name, updated_at) != updated_at:
                 self._queue_idle_until.pop(name, None)
+                self._full.discard(name)
                 self._keys_idle_until.pop(name, None)
                 self._fruitless.pop(name, None)
                 self._dry.discard(name)
@@ -331,8 +347,7 @@ class Claimer:
         if granted == 0:
             spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
             pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
-            self._queue_idle_until[queue] = now + pause
-            self._held_back(now + pause)
+            self._rest(queue, now + pause, full=not spent)
             return rows
         keyed = mode == "keyed"
         if keyed and scanned == params["scan"] and len(rows) < granted:
@@ -344,8 +359,7 @@ class Claimer:
                 fruitless = self._fruitless.get(queue, 0) + 1 if timed else 1
                 self._fruitless[queue] = fruitless
                 pause = min(KEYS_IDLE_MAX, KEYS_IDLE_PAUSE * 2 ** (fruitless - 1))
-                self._queue_idle_until[queue] = now + pause
-                self._held_back(now + pause)
+                self._rest(queue, now + pause)
                 return rows
         if rows:
             self._fruitless.pop(queue, None)
@@ -358,6 +372,16 @@ class Claimer:
         else:  # its limits, or saturated keys: a completion may free a slot
             self._held_back(now + LIMITED_RECHECK)
         return rows
+
+    def _rest(self, queue: str, until: float, full: bool = False) -> None:
+        """Leave a limited queue alone until ``until`` (monotonic); ``full``: its slots
+        were, and slots_freed ends the rest sooner."""
+        self._queue_idle_until[queue] = until
+        if full:
+            self._full.add(queue)
+        else:
+            self._full.discard(queue)
+        self._held_back(until)
 
     def _claim_keys(
         self, conn: psycopg.Connection[Any], queue: str, params: dict[str, Any], limit: int

@@ -30,6 +30,9 @@ class OutcomeFlusher:
     to raise: a bug must stop the worker loudly, not leave outcomes unwritten in silence.
     ``on_requeued`` hears of retries and releases written: their jobs are pending again,
     and the claiming loop would otherwise learn of them only at its next poll.
+    ``on_freed`` hears of the recorder's watched queues whose jobs left running: a
+    limited queue's slot is free once the outcome is committed, not when the handler
+    returns, so the claiming loop waits for this, not for the slot.
     """
 
     def __init__(
@@ -41,6 +44,7 @@ class OutcomeFlusher:
         window: float,
         on_failure: Callable[[], None],
         on_requeued: Callable[[], None] | None = None,
+        on_freed: Callable[[frozenset[str]], None] | None = None,
     ) -> None:
         self._connector = connector
         self._recorder = recorder
@@ -48,6 +52,7 @@ class OutcomeFlusher:
         self._window = window
         self._on_failure = on_failure
         self._on_requeued = on_requeued
+        self._on_freed = on_freed
         self._closing = threading.Event()
         self._failed_while_closing = 0
         self._loop = BackgroundLoop("pgbeat-outcomes", self._step, on_failure=self._failed)
@@ -82,8 +87,10 @@ class OutcomeFlusher:
             return wait
         result = self._connector.run(self._recorder.flush)
         if not isinstance(result, Outage):
-            if result and self._on_requeued is not None:
+            if result.requeued and self._on_requeued is not None:
                 self._on_requeued()
+            if result.freed and self._on_freed is not None:
+                self._on_freed(result.freed)
             return 0.0
         # A backoff that new outcomes could cut short would hammer a database that is down.
         if not closing:

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -35,8 +35,23 @@ _DONE = Outcome("done")
 _UNASKED = "stopped for a cancel notification the database holds no request for: released"
 
 
+class Written(NamedTuple):
+    """What a flush wrote: whether a job went back to pending (a retry or a release), and
+    which of the watched queues had jobs leave running (the slots they free)."""
+
+    requeued: bool
+    freed: frozenset[str]
+
+
+NOTHING_WRITTEN = Written(False, frozenset())
+
+
 class OutcomeBuffer:
-    """A thread-safe buffer of settled runs, flushed by the worker loop."""
+    """A thread-safe buffer of settled runs, flushed by the worker loop.
+
+    ``watched`` is the queues whose slots the claiming loop waits for (its limited ones,
+    set by that thread): a flush names those its written jobs were of.
+    """
 
     def __init__(self, backoff: BackoffPolicy, rng: random.Random, metrics: Metrics) -> None:
         self._backoff = backoff
@@ -47,6 +62,7 @@ class OutcomeBuffer:
         self._since: float | None = None  # when the oldest unwritten run settled
         self._tally: Counter[str] = Counter()  # outcomes since the last summary line
         self._summed = time.monotonic()  # when the last summary line was written
+        self.watched: frozenset[str] = frozenset()
 
     def add(self, run: Run) -> int:
         """Buffer ``run``; return how many runs now wait."""
@@ -61,16 +77,18 @@ class OutcomeBuffer:
         with self._lock:
             return len(self._runs), self._since
 
-    def flush(self, conn: psycopg.Connection[Any]) -> bool:
+    def flush(self, conn: psycopg.Connection[Any]) -> Written:
         """Write every waiting run; on failure they wait for the next flush.
 
-        Returns True when a job went back to pending (a retry or a release), so the worker
-        can look again for work it would otherwise only find at its next poll.
+        Says whether a job went back to pending (a retry or a release), so the worker can
+        look again for work it would otherwise only find at its next poll, and which
+        watched queues the written jobs were of: their slots are free now.
         """
         with self._lock:
             runs, self._runs, self._since = self._runs, [], None
         if not runs:
-            return False
+            return NOTHING_WRITTEN
+        watched = self.watched  # one read: the claiming thread replaces it whole
         try:
             decided = self._write(conn, self._decide(runs))
         except BaseException:
@@ -84,7 +102,10 @@ class OutcomeBuffer:
                 _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
         self._summarise(decided)
-        return any(outcome.verdict in ("retry", "released", "snoozed") for _, outcome in decided)
+        requeued = any(o.verdict in ("retry", "released", "snoozed") for _, o in decided)
+        if not watched:
+            return Written(requeued, frozenset())
+        return Written(requeued, frozenset(r.job.queue for r in runs if r.job.queue in watched))
 
     def _summarise(self, decided: Sequence[tuple[Run, Outcome]]) -> None:
         """Count outcomes; once a minute, one INFO line of what the worker finished (the

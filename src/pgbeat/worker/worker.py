@@ -104,8 +104,10 @@ class Worker:
             window=BATCH_WINDOW,
             on_failure=self._loop.wake,
             on_requeued=self._on_notify,
+            on_freed=self._on_freed,
         )
         self._notified = False
+        self._freed: set[str] = set()  # limited queues whose jobs' outcomes were written
         self._queues_changed = False
         self._timers = ClaimTimers(
             poll_every=self.settings.poll_interval.total_seconds(),
@@ -144,6 +146,13 @@ class Worker:
     def _on_notify(self) -> None:
         with self._lock:
             self._notified = True
+        self._loop.wake()
+
+    def _on_freed(self, queues: frozenset[str]) -> None:
+        """Jobs of limited queues left running (their outcomes committed): claim again now,
+        instead of at the limited queues' recheck."""
+        with self._lock:
+            self._freed.update(queues)
         self._loop.wake()
 
     def _on_queues_changed(self) -> None:
@@ -231,13 +240,19 @@ class Worker:
         with self._lock:
             notified, self._notified = self._notified, False
             changed, self._queues_changed = self._queues_changed, False
-        self._timers.note(now, notified)
+            freed = self._freed
+            if freed:
+                self._freed = set()
+        self._timers.note(now, notified or bool(freed))
+        if freed:
+            self._claimer.slots_freed(freed)
         self._claimer.listening = self._listener is not None and self._listener.connected.is_set()
         if changed:
             self._claimer.settings_changed()
         elif notified:
             self._claimer.jobs_arrived()
         claim = self._claim_size(now)
+        self._recorder.watched = self._claimer.watched
         beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
         self._renewer.polling = self._listener is None or not self._listener.connected.is_set()
         renew = self._renewer.due(now)

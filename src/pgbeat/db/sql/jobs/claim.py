@@ -180,7 +180,11 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
 # count against the queue's limits only. Up to the queue's budget are taken in claim
 # order. A full head that gave less than the budget means saturated keys clog it, and the
-# worker goes on with JOBS_CLAIM_LIMITED_KEYS.
+# worker goes on with JOBS_CLAIM_LIMITED_KEYS. The keys' budgets are one jsonb object
+# looked up by key, not rows joined to the head: with the sort penalty of the worker's
+# sessions (enable_sort off) above the window, or few rows expected after an ANALYZE that
+# saw no due job, the kept plan joined them by a nested loop, every head row compared with
+# every key (docs/flow-control.md).
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
@@ -201,28 +205,29 @@ head AS (
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT n FROM lim)
 ),
-ranked AS (
-    SELECT id, limit_key, priority, run_at,
-           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
-    FROM head
-),"""
+"""
     + _RUNNING_KEYS
     + """,
 head_keys AS MATERIALIZED (
-    SELECT k.limit_key, """
+    SELECT jsonb_object_agg(k.limit_key, """
     + _KEY_LEFT_N
-    + """ AS n
+    + """) AS n
     FROM (SELECT DISTINCT limit_key FROM head) AS k
     CROSS JOIN budget AS b"""
     + _KEY_LEFT
     + """
     WHERE k.limit_key IS NOT NULL
 ),
+ranked AS (
+    SELECT id, limit_key, priority, run_at,
+           ((SELECT n FROM head_keys) ->> limit_key)::int AS key_left,
+           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
+    FROM head
+),
 picked AS (
-    SELECT ranked.id FROM ranked
-    LEFT JOIN head_keys AS hk ON hk.limit_key = ranked.limit_key
-    WHERE ranked.limit_key IS NULL OR ranked.nth <= coalesce(hk.n, ranked.nth)
-    ORDER BY ranked.priority DESC, ranked.run_at, ranked.id
+    SELECT id FROM ranked
+    WHERE limit_key IS NULL OR nth <= coalesce(key_left, nth)
+    ORDER BY priority DESC, run_at, id
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
     + _CLAIM_LIMITED_TAIL

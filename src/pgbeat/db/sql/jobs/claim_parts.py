@@ -93,17 +93,22 @@ budget AS MATERIALIZED (
 )"""
 
 # The running jobs of the queue per limit key (jobs_running: at most the cluster's slots),
-# counted once per claim (MATERIALIZED: inlined, it ran once per row).
+# counted once per claim (MATERIALIZED: inlined, it ran once per row), as one row: a jsonb
+# object of key -> count, looked up by key. Not a row per key joined to the keys: a plan
+# kept after ANALYZE saw no due job (so few rows expected) joined them by a nested loop,
+# every key compared with every running key, and the worker's sorts off leave the planner
+# no choice to see there (docs/flow-control.md).
 _RUNNING_KEYS: LiteralString = """
 running_keys AS MATERIALIZED (
-    SELECT limit_key, count(*) AS n FROM jobs
-    WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
-      AND (SELECT key_concurrency FROM budget) IS NOT NULL
-    GROUP BY limit_key
+    SELECT coalesce(jsonb_object_agg(limit_key, n), '{}') AS n FROM (
+        SELECT limit_key, count(*) AS n FROM jobs
+        WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
+          AND (SELECT key_concurrency FROM budget) IS NOT NULL
+        GROUP BY limit_key) AS per_key
 )"""
 
-# A limit key's budget: key_concurrency less its running jobs (running_keys, joined so the
-# planner can hash it), key_rate less its starts in the window, counted for this key alone
+# A limit key's budget: key_concurrency less its running jobs (looked up in running_keys),
+# key_rate less its starts in the window, counted for this key alone
 # (pgbeat_queue_starts_key_window: one probe, so the cost does not grow with the other
 # keys' starts; in key order, read by a range on the key, as _PENDING_KEYS_AFTER says why:
 # a kept plan counted every key's starts of the window through pgbeat_queue_starts_window,
@@ -111,7 +116,7 @@ running_keys AS MATERIALIZED (
 # _KEY_LEFT_N is NULL when the queue has no per-key limit. Joined to a row
 # ``k`` carrying the key, beside ``budget AS b``.
 _KEY_LEFT: LiteralString = """
-    LEFT JOIN running_keys AS r ON r.limit_key = k.limit_key
+    CROSS JOIN running_keys AS r
     CROSS JOIN LATERAL (
         SELECT count(*) AS n FROM (
             SELECT FROM pgbeat_queue_starts AS s
@@ -122,7 +127,8 @@ _KEY_LEFT: LiteralString = """
             LIMIT b.key_rate_count) AS in_window
     ) AS started"""
 _KEY_LEFT_N: LiteralString = (
-    "least(b.key_concurrency - coalesce(r.n, 0), b.key_rate_count - started.n)"
+    "least(b.key_concurrency - coalesce((r.n ->> k.limit_key)::int, 0),"
+    " b.key_rate_count - started.n)"
 )
 
 # A limited claim's update of the rows it picked (by id, re-checking they are pending: the
