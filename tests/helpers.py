@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, LiteralString, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -190,6 +190,13 @@ def statuses(conn: psycopg.Connection[Any]) -> dict[str, int]:
     return {status: count for status, count in rows}
 
 
+def claim_statements() -> dict[str, LiteralString]:
+    """Every claim statement of ``db/sql/jobs/claim.py`` (``JOBS_CLAIM...``) by its name."""
+    from pgbeat.db.sql.jobs import claim
+
+    return {name: text for name, text in vars(claim).items() if name.startswith("JOBS_CLAIM")}
+
+
 def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Every node of an ``EXPLAIN (FORMAT JSON)`` plan, the given one first."""
     yield node
@@ -248,9 +255,40 @@ def temporary_database(
             drop_database(admin, name)
 
 
-# -- a worker in a thread -------------------------------------------------------------------
+# -- a worker (or a scheduler) in a thread ----------------------------------------------------
 
 FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
+
+
+class Service(Protocol):
+    """What runs until told to stop: a ``pgbeat.Worker``, a ``Scheduler``."""
+
+    def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@contextmanager
+def in_thread(service: Service, join: float = 30) -> Iterator[threading.Thread]:
+    """``service.run()`` in a thread of this process until the block ends (then stopped,
+    and checked to have stopped within ``join`` seconds): the one way tests run a worker or
+    a scheduler beside them. The thread is given for checks that it is still alive."""
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        service.stop()
+        thread.join(timeout=join)
+        assert not thread.is_alive(), f"the {type(service).__name__.lower()} did not stop"
+
+
+def noop_registry(*kinds: str) -> pgbeat.Registry:
+    """A registry whose handlers of ``kinds`` do nothing."""
+    registry = pgbeat.Registry()
+    for kind in kinds:
+        registry.register(kind, lambda payload: None)
+    return registry
 
 
 @contextmanager
@@ -260,14 +298,8 @@ def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Iter
     retries back off in milliseconds unless ``backoff`` is given."""
     settings.setdefault("backoff", FAST_BACKOFF)
     worker = pgbeat.Worker(url, registry, pgbeat.WorkerSettings(**settings))
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
+    with in_thread(worker):
         yield worker
-    finally:
-        worker.stop()
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "the worker did not stop"
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
