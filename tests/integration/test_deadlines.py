@@ -52,14 +52,13 @@ def late_keys(conn: psycopg.Connection[Any], name: str) -> list[str]:
 
 
 def test_a_period_not_done_by_its_deadline_is_late_once_with_one_alert(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(
         conn, "backup", every="10s", catch_up="none", deadline="5s", on_late="alert"
     )
     t0 = whole_second_after(conn)
     fire = t0 + (10 - t0.second % 10) % 10 * SECOND  # the first 10 s period from t0
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     assert scheduler.tick(conn, fire).inserted == [key("backup", fire)]
     set_job(conn, key("backup", fire), "running")
     assert scheduler.tick(conn, fire + 4 * SECOND).late == []  # not due yet
@@ -86,11 +85,10 @@ def test_a_period_not_done_by_its_deadline_is_late_once_with_one_alert(
 
 
 def test_a_period_done_in_time_is_not_late_and_one_done_after_is(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "report", every="1s", catch_up="none", deadline="1h")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     scheduler.tick(conn, t0 + SECOND)
     set_job(conn, key("report", t0), "done")  # finished now: within the hour
@@ -113,15 +111,10 @@ def test_a_period_done_in_time_is_not_late_and_one_done_after_is(
     ],
 )
 def test_every_unfinished_outcome_is_late(
-    database_url: str,
-    conn: psycopg.Connection[Any],
-    status: str,
-    attempts: int,
-    shown: str,
+    conn: psycopg.Connection[Any], status: str, attempts: int, shown: str, scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "job", every="1s", catch_up="none", deadline="2s", on_late="a")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     set_job(conn, key("job", t0), status, attempts)
     assert key("job", t0) in scheduler.tick(conn, t0 + 2 * SECOND).late
@@ -130,14 +123,13 @@ def test_every_unfinished_outcome_is_late(
 
 
 def test_periods_missed_while_every_scheduler_was_down_are_late(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(
         conn, "nightly", every="10s", catch_up="latest", deadline="3s", on_late="alert"
     )
     t0 = whole_second_after(conn)
     fire = t0 + (10 - t0.second % 10) % 10 * SECOND
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, fire)
     set_job(conn, key("nightly", fire), "done")
     # every replica down for 35 s: three periods pass; the latest is caught up, late already
@@ -151,12 +143,11 @@ def test_periods_missed_while_every_scheduler_was_down_are_late(
 
 
 def test_skipped_and_paused_periods_are_not_watched(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "solo", every="2s", overlap="skip", deadline="2s", on_late="alert")
     t0 = whole_second_after(conn)
     fire = t0 + (t0.second % 2) * SECOND
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, fire)
     skipped = scheduler.tick(conn, fire + 2 * SECOND)  # its job still pending: overlap
     assert skipped.skipped == [key("solo", fire + 2 * SECOND)]
@@ -165,12 +156,11 @@ def test_skipped_and_paused_periods_are_not_watched(
 
 
 def test_history_json_and_status_show_late_schedules(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "late1", every="1s", catch_up="none", deadline="1s")
     pgbeat.upsert_schedule(conn, "fine", every="1s", catch_up="none", deadline="1h")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     set_job(conn, key("fine", t0), "done")
     scheduler.tick(conn, t0 + 2 * SECOND)
@@ -190,11 +180,10 @@ def test_history_json_and_status_show_late_schedules(
 
 
 def test_a_deadline_change_applies_to_periods_claimed_after_it(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "change", every="1s", catch_up="none")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     assert pgbeat.upsert_schedule(conn, "change", every="1s", catch_up="none", deadline="1s")
     scheduler.tick(conn, t0)  # the period claimed before the change stays unwatched

@@ -124,12 +124,11 @@ def test_on_tables_analyzed_empty_the_claim_probes_by_index(
 
 @pytest.mark.slow
 def test_periods_built_ahead_are_the_ones_a_tick_would_build(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     """The loop builds the next fire's periods while it waits; they must be the same."""
     for n in range(50):
         pgbeat.upsert_schedule(conn, f"every3_{n}", every="3s", catch_up="none", jitter="2s")
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     with in_thread(scheduler, join=10):
         wait_for(lambda: scheduler.prepared_ticks >= 1, timeout=20, message="a prepared tick")
         pgbeat.upsert_schedule(conn, "every3_0", every="3s", catch_up="none")  # a change
