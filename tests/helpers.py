@@ -3,10 +3,12 @@ one way to make a throwaway database, and the one way to run a worker in a threa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -61,15 +63,8 @@ def run_cli(
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``pgbeat ARGS`` to completion and capture its output."""
-    return subprocess.run(
-        [sys.executable, "-m", "pgbeat", *args],
-        env=cli_env(database_url, **env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        check=False,
-    )
+    command = [sys.executable, "-m", "pgbeat", *args]
+    return run_process(command, cwd, cli_env(database_url, **env), timeout)
 
 
 def run_cli_here(
@@ -97,6 +92,33 @@ def run_cli_here(
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
+def run_cli_at_once(
+    args: Sequence[str], database_url: str, count: int, timeout: float = 120, **env: str
+) -> list[tuple[str, str]]:
+    """``pgbeat ARGS`` in ``count`` processes started together (replicas racing), each of
+    which must exit 0; what each printed, (stdout, stderr)."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pgbeat", *args],
+            env=cli_env(database_url, **env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    outputs = [p.communicate(timeout=timeout) for p in processes]
+    assert [p.returncode for p in processes] == [0] * count, outputs
+    return outputs
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a server a test starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def lock_waiters(conn: psycopg.Connection[Any]) -> int:
     """How many sessions on ``conn``'s database wait for a lock: the way to know a racing
     statement reached its wait, without sleeping."""
@@ -107,19 +129,41 @@ def lock_waiters(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def run_process(
+    command: Sequence[str | Path],
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` to its end (with this process's environment unless ``env`` is given),
+    its output captured as text."""
+    return subprocess.run(
+        [str(part) for part in command],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_ok(
+    command: Sequence[str | Path],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> str:
+    """``command`` run by ``run_process``, which must exit 0; what it printed on stdout."""
+    done = run_process(command, cwd, env, timeout)
+    assert done.returncode == 0, f"{command}: {done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
 def run_python(script: str, url: str, timeout: float = 120) -> str:
     """``python -c SCRIPT URL`` in a process of its own (a fresh interpreter: nothing this
     one imported or configured), which must exit 0; what it printed."""
-    done = subprocess.run(
-        [sys.executable, "-c", script, url],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_ok([sys.executable, "-c", script, url], timeout=timeout)
 
 
 class CliProcess:
@@ -183,6 +227,13 @@ def start_cli(
 ) -> CliProcess:
     """Start ``pgbeat ARGS`` in the background (stdout and stderr collected together)."""
     return CliProcess([sys.executable, "-m", "pgbeat", *args], cli_env(database_url, **env), cwd)
+
+
+def schedules_toml(directory: Path, text: str) -> Path:
+    """A schedules file (``schedules.toml``) in ``directory`` holding ``text``."""
+    path = directory / "schedules.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def statuses(conn: psycopg.Connection[Any]) -> dict[str, int]:
@@ -283,6 +334,20 @@ def in_thread(service: Service, join: float = 30) -> Iterator[threading.Thread]:
         assert not thread.is_alive(), f"the {type(service).__name__.lower()} did not stop"
 
 
+def until_cancelled(heard: threading.Event, seconds: float = 60) -> Callable[[Any], Any]:
+    """An async handler that sleeps ``seconds`` unless cancelled, and sets ``heard`` when its
+    task is cancelled."""
+
+    async def handler(payload: Any) -> None:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            heard.set()
+            raise
+
+    return handler
+
+
 def noop_registry(*kinds: str) -> pgbeat.Registry:
     """A registry whose handlers of ``kinds`` do nothing."""
     registry = pgbeat.Registry()
@@ -308,15 +373,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def run_bench(server_url: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     """``python -m <args>`` (a benchmark) from the repository's root against ``server_url``."""
     env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_process([sys.executable, "-m", *args], REPO_ROOT, env, timeout)
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from pgbeat.errors import ScheduleError
 from pgbeat.observe.metrics import PrometheusMetrics
 from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import plan_nodes, run_cli_here
+from tests.helpers import plan_nodes, run_cli_here, schedules_toml
 from tests.integration.test_schedule_state import SECOND, whole_second_after
 
 
@@ -45,6 +45,14 @@ def alerts(conn: psycopg.Connection[Any], kind: str = "alert") -> list[dict[str,
     return [row[0] for row in rows]
 
 
+def every_ten_seconds(conn: psycopg.Connection[Any], name: str, **policy: Any) -> datetime:
+    """An every-10s schedule ``name`` with ``policy`` (upsert_schedule's arguments) created;
+    its first fire after the creation."""
+    pgbeat.upsert_schedule(conn, name, every="10s", **policy)
+    t0 = whole_second_after(conn)
+    return t0 + (10 - t0.second % 10) % 10 * SECOND
+
+
 def late_keys(conn: psycopg.Connection[Any], name: str) -> list[str]:
     return sorted(
         key(name, r.fire_at) for r in state.schedule_history(conn, name, limit=100) if r.late
@@ -54,11 +62,7 @@ def late_keys(conn: psycopg.Connection[Any], name: str) -> list[str]:
 def test_a_period_not_done_by_its_deadline_is_late_once_with_one_alert(
     database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
-    pgbeat.upsert_schedule(
-        conn, "backup", every="10s", catch_up="none", deadline="5s", on_late="alert"
-    )
-    t0 = whole_second_after(conn)
-    fire = t0 + (10 - t0.second % 10) % 10 * SECOND  # the first 10 s period from t0
+    fire = every_ten_seconds(conn, "backup", catch_up="none", deadline="5s", on_late="alert")
     assert scheduler.tick(conn, fire).inserted == [key("backup", fire)]
     set_job(conn, key("backup", fire), "running")
     assert scheduler.tick(conn, fire + 4 * SECOND).late == []  # not due yet
@@ -125,11 +129,7 @@ def test_every_unfinished_outcome_is_late(
 def test_periods_missed_while_every_scheduler_was_down_are_late(
     database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
-    pgbeat.upsert_schedule(
-        conn, "nightly", every="10s", catch_up="latest", deadline="3s", on_late="alert"
-    )
-    t0 = whole_second_after(conn)
-    fire = t0 + (10 - t0.second % 10) % 10 * SECOND
+    fire = every_ten_seconds(conn, "nightly", catch_up="latest", deadline="3s", on_late="alert")
     scheduler.tick(conn, fire)
     set_job(conn, key("nightly", fire), "done")
     # every replica down for 35 s: three periods pass; the latest is caught up, late already
@@ -266,8 +266,7 @@ def test_the_judging_reads_the_watched_periods_by_index_not_the_history(
 
 
 def test_schedules_check_refuses_a_bad_deadline_in_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text('[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "soon"\n')
+    path = schedules_toml(tmp_path, '[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "soon"\n')
     result = run_cli_here(["schedules", "check", str(path)], None)
     assert result.returncode == 1
     [line] = (result.stdout + result.stderr).strip().splitlines()
