@@ -1,5 +1,6 @@
-"""Test helpers: waiting on conditions with deadlines, the real CLI in a subprocess, the
-one way to make a throwaway database, and the one way to run a worker in a thread."""
+"""Test helpers: waiting on conditions with deadlines, the real CLI (and other commands) in a
+subprocess, the one way to make a throwaway database, and the one way to run a worker or a
+scheduler in a thread."""
 
 from __future__ import annotations
 
