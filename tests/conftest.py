@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import shutil
+import signal
 import tempfile
 import threading
 import warnings
@@ -27,6 +28,7 @@ import pgbeat
 from pgbeat.db.migrate import apply_migrations
 from tests import recycling
 from tests.helpers import (
+    CliProcess,
     create_database,
     drop_database,
     running_worker,
@@ -233,6 +235,16 @@ def _root_log_handlers() -> Iterator[None]:
         if handler not in root.handlers:
             root.addHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture
+def started() -> Iterator[list[CliProcess]]:
+    """The background ``pgbeat`` processes a test starts (``started.append(start_cli(...))``),
+    killed when it ends, however it ends."""
+    processes: list[CliProcess] = []
+    yield processes
+    for process in processes:
+        process.stop(signal.SIGKILL)
 
 
 @pytest.fixture

@@ -1,12 +1,15 @@
-"""Test helpers: waiting on conditions with deadlines, the real CLI in a subprocess, the
-one way to make a throwaway database, and the one way to run a worker in a thread."""
+"""Test helpers: waiting on conditions with deadlines, the real CLI (and other commands) in a
+subprocess, the one way to make a throwaway database, and the one way to run a worker or a
+scheduler in a thread."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, LiteralString, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -61,15 +64,8 @@ def run_cli(
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``pgbeat ARGS`` to completion and capture its output."""
-    return subprocess.run(
-        [sys.executable, "-m", "pgbeat", *args],
-        env=cli_env(database_url, **env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        check=False,
-    )
+    command = [sys.executable, "-m", "pgbeat", *args]
+    return run_process(command, cwd, cli_env(database_url, **env), timeout)
 
 
 def run_cli_here(
@@ -97,6 +93,33 @@ def run_cli_here(
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
+def run_cli_at_once(
+    args: Sequence[str], database_url: str, count: int, timeout: float = 120, **env: str
+) -> list[tuple[str, str]]:
+    """``pgbeat ARGS`` in ``count`` processes started together (replicas racing), each of
+    which must exit 0; what each printed, (stdout, stderr)."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pgbeat", *args],
+            env=cli_env(database_url, **env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    outputs = [p.communicate(timeout=timeout) for p in processes]
+    assert [p.returncode for p in processes] == [0] * count, outputs
+    return outputs
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a server a test starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def lock_waiters(conn: psycopg.Connection[Any]) -> int:
     """How many sessions on ``conn``'s database wait for a lock: the way to know a racing
     statement reached its wait, without sleeping."""
@@ -107,19 +130,41 @@ def lock_waiters(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def run_process(
+    command: Sequence[str | Path],
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` to its end (with this process's environment unless ``env`` is given),
+    its output captured as text."""
+    return subprocess.run(
+        [str(part) for part in command],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_ok(
+    command: Sequence[str | Path],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> str:
+    """``command`` run by ``run_process``, which must exit 0; what it printed on stdout."""
+    done = run_process(command, cwd, env, timeout)
+    assert done.returncode == 0, f"{command}: {done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
 def run_python(script: str, url: str, timeout: float = 120) -> str:
     """``python -c SCRIPT URL`` in a process of its own (a fresh interpreter: nothing this
     one imported or configured), which must exit 0; what it printed."""
-    done = subprocess.run(
-        [sys.executable, "-c", script, url],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_ok([sys.executable, "-c", script, url], timeout=timeout)
 
 
 class CliProcess:
@@ -185,9 +230,23 @@ def start_cli(
     return CliProcess([sys.executable, "-m", "pgbeat", *args], cli_env(database_url, **env), cwd)
 
 
+def schedules_toml(directory: Path, text: str) -> Path:
+    """A schedules file (``schedules.toml``) in ``directory`` holding ``text``."""
+    path = directory / "schedules.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def statuses(conn: psycopg.Connection[Any]) -> dict[str, int]:
     rows = conn.execute("SELECT status, count(*) FROM jobs GROUP BY status").fetchall()
     return {status: count for status, count in rows}
+
+
+def claim_statements() -> dict[str, LiteralString]:
+    """Every claim statement of ``db/sql/jobs/claim.py`` (``JOBS_CLAIM...``) by its name."""
+    from pgbeat.db.sql.jobs import claim
+
+    return {name: text for name, text in vars(claim).items() if name.startswith("JOBS_CLAIM")}
 
 
 def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -248,9 +307,54 @@ def temporary_database(
             drop_database(admin, name)
 
 
-# -- a worker in a thread -------------------------------------------------------------------
+# -- a worker (or a scheduler) in a thread ----------------------------------------------------
 
 FAST_BACKOFF = pgbeat.BackoffPolicy(base=timedelta(milliseconds=10), cap=timedelta(milliseconds=50))
+
+
+class Service(Protocol):
+    """What runs until told to stop: a ``pgbeat.Worker``, a ``Scheduler``."""
+
+    def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@contextmanager
+def in_thread(service: Service, join: float = 30) -> Iterator[threading.Thread]:
+    """``service.run()`` in a thread of this process until the block ends (then stopped,
+    and checked to have stopped within ``join`` seconds): the one way tests run a worker or
+    a scheduler beside them. The thread is given for checks that it is still alive."""
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        service.stop()
+        thread.join(timeout=join)
+        assert not thread.is_alive(), f"the {type(service).__name__.lower()} did not stop"
+
+
+def until_cancelled(heard: threading.Event, seconds: float = 60) -> Callable[[Any], Any]:
+    """An async handler that sleeps ``seconds`` unless cancelled, and sets ``heard`` when its
+    task is cancelled."""
+
+    async def handler(payload: Any) -> None:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            heard.set()
+            raise
+
+    return handler
+
+
+def noop_registry(*kinds: str) -> pgbeat.Registry:
+    """A registry whose handlers of ``kinds`` do nothing."""
+    registry = pgbeat.Registry()
+    for kind in kinds:
+        registry.register(kind, lambda payload: None)
+    return registry
 
 
 @contextmanager
@@ -260,14 +364,8 @@ def running_worker(url: str, registry: pgbeat.Registry, **settings: Any) -> Iter
     retries back off in milliseconds unless ``backoff`` is given."""
     settings.setdefault("backoff", FAST_BACKOFF)
     worker = pgbeat.Worker(url, registry, pgbeat.WorkerSettings(**settings))
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
+    with in_thread(worker):
         yield worker
-    finally:
-        worker.stop()
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "the worker did not stop"
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -276,15 +374,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def run_bench(server_url: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     """``python -m <args>`` (a benchmark) from the repository's root against ``server_url``."""
     env = {**os.environ, "DATABASE_URL": server_url, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_process([sys.executable, "-m", *args], REPO_ROOT, env, timeout)
 
 
 @contextmanager

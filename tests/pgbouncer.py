@@ -22,6 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from tests.helpers import free_port
+
 BINARY = "pgbouncer"
 
 INI = """\
@@ -53,13 +55,6 @@ def unavailable_reason(server_url: str) -> str | None:
     if not parts.scheme.startswith("postgres") or not parts.hostname:
         return "pgbouncer tests need DATABASE_URL with a TCP host (not a unix socket)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Pgbouncer:

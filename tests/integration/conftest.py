@@ -1,4 +1,5 @@
-"""Fixtures shared by integration tests: the Django project's, and the dashboard's.
+"""Fixtures shared by integration tests: a scheduler ticked by hand, the Django project's,
+and the dashboard's.
 
 The Django project in tests/django_project:
 
@@ -19,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgbeat.scheduling.scheduler import Scheduler
 from tests.helpers import temporary_database
 from tests.integration.ui_support import (
     CHROMIUM,
@@ -31,6 +33,13 @@ from tests.integration.ui_support import (
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 DJANGO_PROJECT = Path(__file__).resolve().parents[1] / "django_project"
+
+
+@pytest.fixture
+def scheduler(database_url: str) -> Scheduler:
+    """A scheduler of the test database's schedules (no file, no heartbeats) for the test to
+    tick by hand: ``scheduler.tick(conn, now)``."""
+    return Scheduler(database_url, None, heartbeat=False)
 
 
 @pytest.fixture(scope="session")

@@ -27,9 +27,7 @@ from tests.integration.ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     REPO_ROOT,
-    VIEWER_TOKEN,
-    dashboard,
-    seed_activity,
+    activity_dashboard,
     sync_schedules,
     write_schedules,
 )
@@ -67,14 +65,7 @@ def seeded_site(server_url: str) -> Iterator[tuple[str, str]]:
         with tempfile.TemporaryDirectory() as folder:
             schedules = write_schedules(Path(folder))
             sync_schedules(url, schedules)
-            with psycopg.connect(url, autocommit=True) as conn:
-                seed_activity(conn)
-            with dashboard(
-                url,
-                token=ADMIN_TOKEN,
-                viewer_token=VIEWER_TOKEN,
-                refresh_seconds=0,
-            ) as ui:
+            with activity_dashboard(url) as ui:
                 yield ui.url, url
 
 

@@ -63,12 +63,18 @@ def executions(conn: psycopg.Connection[Any], job_id: int) -> int:
     return int(row[0])
 
 
+def running_sleepy(conn: psycopg.Connection[Any], seconds: int) -> int:
+    """A job that sleeps ``seconds`` (unless cancelled), once the worker has started it."""
+    job_id = pgbeat.enqueue(conn, "sleepy", {"seconds": seconds})
+    assert job_id is not None
+    wait_for(lambda: executions(conn, job_id) == 1, timeout=30)
+    return job_id
+
+
 def test_a_forged_cancel_of_a_running_job_does_not_stop_it(
     database_url: str, conn: psycopg.Connection[Any], worker: CliProcess
 ) -> None:
-    job_id = pgbeat.enqueue(conn, "sleepy", {"seconds": 3})
-    assert job_id is not None
-    wait_for(lambda: executions(conn, job_id) == 1, timeout=30)
+    job_id = running_sleepy(conn, 3)
     forge(database_url, job_id)
     assert pgbeat.wait(conn, job_id, timeout=60).status == "done"
     row = conn.execute("SELECT how FROM ends WHERE job_id = %s", (job_id,)).fetchall()
@@ -88,9 +94,7 @@ def test_a_forged_cancel_of_a_job_about_to_be_claimed_does_not_stop_it(
 def test_a_real_cancel_still_stops_the_run_at_once(
     database_url: str, conn: psycopg.Connection[Any], worker: CliProcess
 ) -> None:
-    job_id = pgbeat.enqueue(conn, "sleepy", {"seconds": 60})
-    assert job_id is not None
-    wait_for(lambda: executions(conn, job_id) == 1, timeout=30)
+    job_id = running_sleepy(conn, 60)
     asked = time.monotonic()
     assert pgbeat.cancel_job(conn, job_id).accepted
     assert pgbeat.wait(conn, job_id, timeout=30).status == "cancelled"

@@ -13,21 +13,14 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import testing as testing_sql
 from pgbeat.worker import operations
-from tests.helpers import run_cli
+from tests.helpers import claim_statements, run_cli
 from tests.integration.ui_support import dashboard
 
 LEASE = timedelta(minutes=5)
 CLAIMS: dict[str, LiteralString] = {
-    "JOBS_CLAIM": claim_sql.JOBS_CLAIM,
-    "JOBS_CLAIM_BY_QUEUE": claim_sql.JOBS_CLAIM_BY_QUEUE,
-    "JOBS_CLAIM_LIMITED": claim_sql.JOBS_CLAIM_LIMITED,
-    "JOBS_CLAIM_LIMITED_HEAD": claim_sql.JOBS_CLAIM_LIMITED_HEAD,
-    "JOBS_CLAIM_LIMITED_KEYS": claim_sql.JOBS_CLAIM_LIMITED_KEYS,
-    "JOBS_CLAIM_FAIR": claim_sql.JOBS_CLAIM_FAIR,
-    "JOBS_CLAIM_SKIPPING": claim_sql.JOBS_CLAIM_SKIPPING,
+    **claim_statements(),
     "JOBS_CLAIM_NEXT_DUE": testing_sql.JOBS_CLAIM_NEXT_DUE,
 }
 # Every parameter any of them takes: the default queue, without limits for the fast claims

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import pgbeat
-from tests.helpers import start_cli, statuses, wait_for
+from tests.helpers import schedules_toml, start_cli, statuses, wait_for
 
 ACTIVITY = """
 SELECT application_name FROM pg_stat_activity
@@ -69,8 +69,7 @@ def test_worker_connections(
 def test_scheduler_connections(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text('[schedules.tick]\nevery = "1s"\n')
+    path = schedules_toml(tmp_path, '[schedules.tick]\nevery = "1s"\n')
     scheduler = start_cli(["scheduler", "--schedules", str(path)], database_url)
     try:
         expected = Counter({"pgbeat-scheduler": 1})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +13,7 @@ import pgbeat
 from pgbeat.scheduling.file import parse_schedules
 from pgbeat.scheduling.scheduler import Scheduler
 from tests.apps.jobs_app import SETUP, registry
-from tests.helpers import statuses, wait_for
+from tests.helpers import in_thread, statuses, wait_for
 
 TERMINATE = """
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -34,11 +33,8 @@ def test_worker_survives_terminated_backends(
     # A claim whose reply is lost with the connection leaves its jobs running until their
     # lease expires: a short lease lets the reaper bring them back within the test.
     settings = pgbeat.WorkerSettings(concurrency=4, lease=timedelta(seconds=2))
-    worker = pgbeat.Worker(database_url, registry, settings)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
     kills = 0
-    try:
+    with in_thread(pgbeat.Worker(database_url, registry, settings)):
         while (done := statuses(conn).get("done", 0)) < total and kills < 6:
             kills += conn.execute(TERMINATE).fetchone()[0] > 0  # type: ignore[index]
 
@@ -48,12 +44,8 @@ def test_worker_survives_terminated_backends(
 
             wait_for(progressed, timeout=30, message="progress after the connection loss")
         wait_for(lambda: statuses(conn) == {"done": total}, timeout=60, message="all done")
-    finally:
-        worker.stop()
-        thread.join(timeout=30)
     assert kills >= 3, "the backends were never terminated: the test proved nothing"
     assert conn.execute("SELECT count(*) FROM effects").fetchone() == (total,)
-    assert not thread.is_alive()
 
 
 @pytest.mark.slow
@@ -61,11 +53,8 @@ def test_scheduler_survives_terminated_backends(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     schedules = parse_schedules('[schedules.s]\nevery = "1s"\ncatch_up = "all"\n')
-    scheduler = Scheduler(database_url, schedules)
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
-    started = datetime.now(UTC)
-    try:
+    with in_thread(Scheduler(database_url, schedules)):
+        started = datetime.now(UTC)
         wait_for(lambda: statuses(conn).get("pending", 0) >= 2, timeout=20, message="first ticks")
         for _ in range(3):
             conn.execute(TERMINATE)
@@ -82,9 +71,6 @@ def test_scheduler_survives_terminated_backends(
             timeout=20,
             message="ticks after the kills",
         )
-    finally:
-        scheduler.stop()
-        thread.join(timeout=30)
     runs = [
         r[0]
         for r in conn.execute(

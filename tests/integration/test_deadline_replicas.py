@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.helpers import CliProcess, start_cli, wait_for
+from tests.helpers import CliProcess, schedules_toml, start_cli, wait_for
 from tests.integration.test_scheduler_processes import in_loop, stop_all
 
 SCHEDULES = """
@@ -61,8 +61,7 @@ def _seconds_to_next_due(conn: psycopg.Connection[Any]) -> float:
 def test_three_replicas_killed_around_deadlines_alert_once_per_late_period(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text(SCHEDULES)
+    path = schedules_toml(tmp_path, SCHEDULES)
     args = ["scheduler", "--schedules", str(path), "--log-level", "WARNING"]
     rng = random.Random(38)
     replicas: list[CliProcess] = [start_cli(args, database_url) for _ in range(3)]

@@ -22,7 +22,7 @@ from pgbeat.errors import ScheduleError
 from pgbeat.observe.metrics import PrometheusMetrics
 from pgbeat.scheduling import deadlines, state
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import plan_nodes, run_cli_here
+from tests.helpers import plan_nodes, run_cli_here, schedules_toml
 from tests.integration.test_schedule_state import SECOND, whole_second_after
 
 
@@ -45,6 +45,14 @@ def alerts(conn: psycopg.Connection[Any], kind: str = "alert") -> list[dict[str,
     return [row[0] for row in rows]
 
 
+def every_ten_seconds(conn: psycopg.Connection[Any], name: str, **policy: Any) -> datetime:
+    """An every-10s schedule ``name`` with ``policy`` (upsert_schedule's arguments) created;
+    its first fire after the creation."""
+    pgbeat.upsert_schedule(conn, name, every="10s", **policy)
+    t0 = whole_second_after(conn)
+    return t0 + (10 - t0.second % 10) % 10 * SECOND
+
+
 def late_keys(conn: psycopg.Connection[Any], name: str) -> list[str]:
     return sorted(
         key(name, r.fire_at) for r in state.schedule_history(conn, name, limit=100) if r.late
@@ -52,14 +60,9 @@ def late_keys(conn: psycopg.Connection[Any], name: str) -> list[str]:
 
 
 def test_a_period_not_done_by_its_deadline_is_late_once_with_one_alert(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
-    pgbeat.upsert_schedule(
-        conn, "backup", every="10s", catch_up="none", deadline="5s", on_late="alert"
-    )
-    t0 = whole_second_after(conn)
-    fire = t0 + (10 - t0.second % 10) % 10 * SECOND  # the first 10 s period from t0
-    scheduler = Scheduler(database_url, None, heartbeat=False)
+    fire = every_ten_seconds(conn, "backup", catch_up="none", deadline="5s", on_late="alert")
     assert scheduler.tick(conn, fire).inserted == [key("backup", fire)]
     set_job(conn, key("backup", fire), "running")
     assert scheduler.tick(conn, fire + 4 * SECOND).late == []  # not due yet
@@ -86,11 +89,10 @@ def test_a_period_not_done_by_its_deadline_is_late_once_with_one_alert(
 
 
 def test_a_period_done_in_time_is_not_late_and_one_done_after_is(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "report", every="1s", catch_up="none", deadline="1h")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     scheduler.tick(conn, t0 + SECOND)
     set_job(conn, key("report", t0), "done")  # finished now: within the hour
@@ -113,15 +115,10 @@ def test_a_period_done_in_time_is_not_late_and_one_done_after_is(
     ],
 )
 def test_every_unfinished_outcome_is_late(
-    database_url: str,
-    conn: psycopg.Connection[Any],
-    status: str,
-    attempts: int,
-    shown: str,
+    conn: psycopg.Connection[Any], status: str, attempts: int, shown: str, scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "job", every="1s", catch_up="none", deadline="2s", on_late="a")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     set_job(conn, key("job", t0), status, attempts)
     assert key("job", t0) in scheduler.tick(conn, t0 + 2 * SECOND).late
@@ -130,14 +127,9 @@ def test_every_unfinished_outcome_is_late(
 
 
 def test_periods_missed_while_every_scheduler_was_down_are_late(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
-    pgbeat.upsert_schedule(
-        conn, "nightly", every="10s", catch_up="latest", deadline="3s", on_late="alert"
-    )
-    t0 = whole_second_after(conn)
-    fire = t0 + (10 - t0.second % 10) % 10 * SECOND
-    scheduler = Scheduler(database_url, None, heartbeat=False)
+    fire = every_ten_seconds(conn, "nightly", catch_up="latest", deadline="3s", on_late="alert")
     scheduler.tick(conn, fire)
     set_job(conn, key("nightly", fire), "done")
     # every replica down for 35 s: three periods pass; the latest is caught up, late already
@@ -151,12 +143,11 @@ def test_periods_missed_while_every_scheduler_was_down_are_late(
 
 
 def test_skipped_and_paused_periods_are_not_watched(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "solo", every="2s", overlap="skip", deadline="2s", on_late="alert")
     t0 = whole_second_after(conn)
     fire = t0 + (t0.second % 2) * SECOND
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, fire)
     skipped = scheduler.tick(conn, fire + 2 * SECOND)  # its job still pending: overlap
     assert skipped.skipped == [key("solo", fire + 2 * SECOND)]
@@ -165,12 +156,11 @@ def test_skipped_and_paused_periods_are_not_watched(
 
 
 def test_history_json_and_status_show_late_schedules(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "late1", every="1s", catch_up="none", deadline="1s")
     pgbeat.upsert_schedule(conn, "fine", every="1s", catch_up="none", deadline="1h")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     set_job(conn, key("fine", t0), "done")
     scheduler.tick(conn, t0 + 2 * SECOND)
@@ -190,11 +180,10 @@ def test_history_json_and_status_show_late_schedules(
 
 
 def test_a_deadline_change_applies_to_periods_claimed_after_it(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "change", every="1s", catch_up="none")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     assert pgbeat.upsert_schedule(conn, "change", every="1s", catch_up="none", deadline="1s")
     scheduler.tick(conn, t0)  # the period claimed before the change stays unwatched
@@ -277,8 +266,7 @@ def test_the_judging_reads_the_watched_periods_by_index_not_the_history(
 
 
 def test_schedules_check_refuses_a_bad_deadline_in_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text('[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "soon"\n')
+    path = schedules_toml(tmp_path, '[schedules.backup]\ncron = "0 2 * * *"\ndeadline = "soon"\n')
     result = run_cli_here(["schedules", "check", str(path)], None)
     assert result.returncode == 1
     [line] = (result.stdout + result.stderr).strip().splitlines()

@@ -15,6 +15,7 @@ import pgbeat
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.scheduling.sync import load_for_reload
+from tests.helpers import schedules_toml
 
 Conn = psycopg.Connection[Any]
 FILE = """
@@ -40,8 +41,7 @@ def _now(conn: Conn) -> Any:
 def test_a_file_schedule_runs_once_code_deletes_the_name_it_held(
     conn: Conn, database_url: str, tmp_path: Path
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text(FILE)
+    path = schedules_toml(tmp_path, FILE)
     pgbeat.upsert_schedule(conn, "shared", every="1m", kind="from_code")
     scheduler = Scheduler(database_url, load_schedules(path), heartbeat=False)
     scheduler.tick(conn, _now(conn))
@@ -54,8 +54,7 @@ def test_a_file_schedule_runs_once_code_deletes_the_name_it_held(
 def test_a_reload_refuses_a_file_that_declares_no_schedules(
     conn: Conn, database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text(FILE)
+    path = schedules_toml(tmp_path, FILE)
     scheduler = Scheduler(
         database_url, load_schedules(path), heartbeat=False, load=lambda: load_for_reload(path)
     )

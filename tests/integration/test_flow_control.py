@@ -12,8 +12,8 @@ from psycopg.pq import TransactionStatus
 
 import pgbeat
 from pgbeat.worker import operations
+from tests.helpers import noop_registry, wait_for
 from tests.helpers import running_worker as running
-from tests.helpers import wait_for
 
 LEASE = timedelta(minutes=5)
 
@@ -261,18 +261,13 @@ def test_a_row_the_worker_cannot_read_fails_alone(
 def test_a_real_worker_runs_the_healthy_jobs_next_to_a_bad_row(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    registry = pgbeat.Registry()
-
-    @registry.handler("noop")
-    def noop(payload: Any) -> None: ...
-
     healthy = enqueue_many(conn, 5)
     conn.execute("INSERT INTO jobs (kind, payload, run_at) VALUES ('noop', '{}', '4713-01-01 BC')")
     conn.execute(
         "INSERT INTO jobs (kind, payload) VALUES "
         "('noop', (repeat('[', 5000) || repeat(']', 5000))::jsonb)"
     )
-    with running(database_url, registry):
+    with running(database_url, noop_registry("noop")):
         wait_for(
             lambda: (
                 conn.execute(
@@ -290,14 +285,9 @@ def test_a_real_worker_runs_the_healthy_jobs_next_to_a_bad_row(
 def test_a_worker_claims_only_its_registrys_kinds(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    registry = pgbeat.Registry()
-
-    @registry.handler("old")
-    def old(payload: Any) -> None: ...
-
     new = pgbeat.enqueue(conn, "new_kind")
     done = pgbeat.enqueue(conn, "old")
-    with running(database_url, registry):
+    with running(database_url, noop_registry("old")):
         wait_for(
             lambda: (
                 conn.execute("SELECT status FROM jobs WHERE id = %s", (done,)).fetchone()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -16,7 +15,7 @@ import psycopg
 import pytest
 
 import pgbeat
-from tests.helpers import run_python
+from tests.helpers import in_thread, run_python
 
 
 class Unencodable(dict[str, Any]):
@@ -33,12 +32,8 @@ def worker(database_url: str) -> Iterator[pgbeat.Worker]:
     registry.register("fine", lambda payload: {"ok": True})
     settings = pgbeat.WorkerSettings(heartbeat=False, poll_interval=timedelta(milliseconds=100))
     worker = pgbeat.Worker(database_url, registry, settings)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    yield worker
-    worker.stop()
-    thread.join(timeout=30)
-    assert not thread.is_alive(), "the worker did not stop"
+    with in_thread(worker):
+        yield worker
 
 
 def test_a_return_value_whose_encoding_raises_fails_its_job_alone(

@@ -76,6 +76,13 @@ class JobKeyMachine(RuleBasedStateMachine):
         assert len(found) <= 1
         return found[0] if found else None
 
+    def live_or_none(self, key: str, answer: object) -> int | None:
+        """The key's live job; where there is none, the answer about the key must be None."""
+        live = self.live(key)
+        if live is None:
+            assert answer is None
+        return live
+
     def next_value(self) -> int:
         self.counter += 1
         return self.counter
@@ -133,16 +140,13 @@ class JobKeyMachine(RuleBasedStateMachine):
     @rule(key=KEYS)
     def cancel(self, key: str) -> None:
         result = pgbeat.cancel(self.conn, KIND, key)
-        live = self.live(key)
-        if live is None:
-            assert result is None
-            return
-        job = self.jobs[live]
-        assert result == pgbeat.Cancelled(live, was_running=job.status == "running")
-        if job.status == "pending":
-            job.status = "cancelled"
-        else:
-            job.superseded = job.stop = True
+        if (live := self.live_or_none(key, result)) is not None:
+            job = self.jobs[live]
+            assert result == pgbeat.Cancelled(live, was_running=job.status == "running")
+            if job.status == "pending":
+                job.status = "cancelled"
+            else:
+                job.superseded = job.stop = True
 
     @rule(key=KEYS)
     def reschedule(self, key: str) -> None:
@@ -154,9 +158,7 @@ class JobKeyMachine(RuleBasedStateMachine):
     @rule(key=KEYS)
     def find(self, key: str) -> None:
         found = pgbeat.find(self.conn, KIND, key)
-        live = self.live(key)
-        if live is None:
-            assert found is None
+        if (live := self.live_or_none(key, found)) is None:
             return
         job = self.jobs[live]
         assert found is not None

@@ -228,10 +228,10 @@ def test_a_superseded_run_ends_cancelled_or_as_it_ended(
     assert operations.claim_jobs(conn, 10, LEASE, None) == []  # the old one never comes back
 
 
-@pytest.mark.slow
-def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
-    database_url: str, conn: psycopg.Connection[Any]
-) -> None:
+@pytest.fixture
+def reminders() -> tuple[pgbeat.Registry, list[Any]]:
+    """A registry whose "remind" handler notes each payload it runs, and runs {"v": 1} until
+    it is cancelled (past the timeout, or at shutdown); the payloads it ran."""
     registry = pgbeat.Registry()
     seen: list[Any] = []
 
@@ -239,9 +239,17 @@ def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
     def handler(payload: Any, job: pgbeat.JobContext) -> None:
         seen.append(payload)
         if payload == {"v": 1}:
-            job.cancelled.wait(10)  # outlives the timeout
+            job.cancelled.wait(10)
 
-    first = remind(conn, {"v": 1})
+    return registry, seen
+
+
+@pytest.mark.slow
+def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
+    database_url: str, conn: psycopg.Connection[Any], reminders: tuple[pgbeat.Registry, list[Any]]
+) -> None:
+    registry, seen = reminders
+    first = remind(conn, {"v": 1})  # outlives the timeout
     settings = {"timeout": timedelta(milliseconds=500), "lease": LEASE}
     with running_worker(database_url, registry, **settings):
         wait_until(lambda: row(conn, first)["status"] == "running")
@@ -255,15 +263,10 @@ def test_a_worker_does_not_retry_a_superseded_job_that_times_out(
 
 @pytest.mark.slow
 def test_a_superseded_job_released_at_shutdown_is_not_run_again(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], reminders: tuple[pgbeat.Registry, list[Any]]
 ) -> None:
-    registry = pgbeat.Registry()
-
-    @registry.handler("remind")
-    def handler(payload: Any, job: pgbeat.JobContext) -> None:
-        job.cancelled.wait(10)  # still running when the worker stops
-
-    first = remind(conn, {"v": 1})
+    registry, seen = reminders
+    first = remind(conn, {"v": 1})  # still running when the worker stops
     with running_worker(database_url, registry, grace=timedelta(milliseconds=200), lease=LEASE):
         wait_until(lambda: row(conn, first)["status"] == "running")
         newer = remind(conn, {"v": 2}, delay=HOUR, on_conflict="replace")
@@ -271,6 +274,7 @@ def test_a_superseded_job_released_at_shutdown_is_not_run_again(
     assert released["status"] == "cancelled"
     assert released["last_error"].endswith("; released at shutdown")
     assert live_rows(conn) == [(newer, "pending")]
+    assert seen == [{"v": 1}]
 
 
 def wait_until(condition: Any) -> None:

@@ -30,7 +30,7 @@ from pgbeat.jobs import actions
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.worker import operations
-from tests.helpers import run_cli, start_cli, wait_for
+from tests.helpers import run_cli, schedules_toml, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 GRANTS = (Path(ROOT) / "docs" / "least-privilege.sql").read_text()
@@ -248,8 +248,7 @@ def roles_run_a_job_each(
     end done, and neither process prints a traceback or a refusal."""
     enqueued = run_cli(["enqueue", "noop"], logins["enqueue"])
     assert enqueued.returncode == 0, enqueued.stderr
-    schedules = tmp_path / "schedules.toml"
-    schedules.write_text('[schedules.beat]\nevery = "1s"\nkind = "noop"\n')
+    schedules = schedules_toml(tmp_path, '[schedules.beat]\nevery = "1s"\nkind = "noop"\n')
     worker = start_cli(["worker", "tests.apps.jobs_app:registry"], logins["worker"], cwd=ROOT)
     scheduler = start_cli(["scheduler", "--schedules", str(schedules)], logins["scheduler"])
     try:

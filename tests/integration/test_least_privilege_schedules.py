@@ -17,7 +17,7 @@ from psycopg import sql
 
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import run_cli, start_cli, wait_for
+from tests.helpers import run_cli, schedules_toml, start_cli, wait_for
 from tests.integration.test_least_privilege import (
     NOW,
     logins,  # noqa: F401  (a fixture)
@@ -83,8 +83,7 @@ def test_every_schedule_rule_works_under_the_scheduler_role(
     conn: psycopg.Connection[Any],
     tmp_path: Path,
 ) -> None:
-    schedules = tmp_path / "schedules.toml"
-    schedules.write_text(SCHEDULES)
+    schedules = schedules_toml(tmp_path, SCHEDULES)
     scheduler = start_cli(["scheduler", "--schedules", str(schedules)], logins["scheduler"])
     try:
         names = ("plain", "skipper", "buffered", "latest", "flaky")

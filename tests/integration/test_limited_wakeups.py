@@ -27,6 +27,7 @@ def _enqueue(conn: psycopg.Connection[Any], count: int, **fields: Any) -> None:
 def test_a_queue_out_of_due_jobs_is_looked_at_when_its_next_job_falls_due(
     conn: psycopg.Connection[Any],
 ) -> None:
+    """And the next due job is looked up once, until jobs arrive."""
     pgbeat.configure_queue(conn, "api", concurrency=5)
     pgbeat.enqueue(conn, "noop", {}, queue="api", delay=timedelta(seconds=30))
     claimer = Claimer(LEASE)
@@ -34,16 +35,6 @@ def test_a_queue_out_of_due_jobs_is_looked_at_when_its_next_job_falls_due(
     assert claimer.limited_short
     wait = claimer.seconds_to_next(conn, fast=False)
     assert wait is not None and 20 < wait <= 30, wait
-
-
-def test_the_next_due_job_is_looked_up_once_until_jobs_arrive(
-    conn: psycopg.Connection[Any],
-) -> None:
-    pgbeat.configure_queue(conn, "api", concurrency=5)
-    pgbeat.enqueue(conn, "noop", {}, queue="api", delay=timedelta(seconds=30))
-    claimer = Claimer(LEASE)
-    claimer.claim(conn, 10)
-    claimer.seconds_to_next(conn, fast=False)
     conn.execute("DELETE FROM jobs")  # unannounced: the worker keeps what it looked up
     assert claimer.claim(conn, 10) == []
     wait = claimer.seconds_to_next(conn, fast=False)

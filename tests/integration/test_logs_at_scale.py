@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pgbeat
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.worker import outcomes
-from tests.helpers import start_cli, wait_for
+from tests.helpers import in_thread, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 T0 = datetime(2026, 3, 29, 12, 0, tzinfo=UTC)
@@ -94,16 +93,13 @@ def test_the_worker_summarises_what_it_finished(
     settings = pgbeat.WorkerSettings(heartbeat=False, poll_interval=timedelta(milliseconds=100))
     worker = pgbeat.Worker(database_url, registry, settings)
     logging.getLogger("pgbeat.worker.jobs").setLevel(logging.WARNING)  # as `pgbeat worker`
-    thread = threading.Thread(target=worker.run, daemon=True)
     with caplog.at_level(logging.INFO, logger="pgbeat.worker"):
-        thread.start()
         try:
-            for job_id in ids:
-                pgbeat.wait(conn, job_id, timeout=30)
-            wait_for(lambda: any("finished" in r.getMessage() for r in caplog.records))
+            with in_thread(worker):
+                for job_id in ids:
+                    pgbeat.wait(conn, job_id, timeout=30)
+                wait_for(lambda: any("finished" in r.getMessage() for r in caplog.records))
         finally:
-            worker.stop()
-            thread.join(timeout=30)
             logging.getLogger("pgbeat.worker.jobs").setLevel(logging.NOTSET)
     messages = [r.getMessage() for r in caplog.records]
     assert any("failed for good" in m for m in messages), messages

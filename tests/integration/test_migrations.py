@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import psycopg
 import pytest
 
 from pgbeat.db.migrate import apply_migrations, available_migrations, pending_migrations
-from tests.helpers import cli_env, run_cli
+from tests.helpers import run_cli, run_cli_at_once
 
 EXPECTED_COLUMNS = {
     # name: (type, nullable, default contains)
@@ -138,18 +136,7 @@ def test_migrations_are_idempotent(empty_database_url: str) -> None:
 
 @pytest.mark.slow
 def test_ten_concurrent_migrate_processes_apply_each_file_once(empty_database_url: str) -> None:
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pgbeat", "migrate"],
-            env=cli_env(empty_database_url),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(10)
-    ]
-    outputs = [p.communicate(timeout=60) for p in processes]
-    assert [p.returncode for p in processes] == [0] * 10, outputs
+    outputs = run_cli_at_once(["migrate"], empty_database_url, 10, timeout=60)
     applied_lines = [
         line for out, _ in outputs for line in out.splitlines() if line.startswith("applied")
     ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import urllib.request
 from datetime import timedelta
 from pathlib import Path
@@ -17,16 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import pgbeat
 from pgbeat.observe.heartbeat import Heartbeat
-from tests.helpers import run_cli, start_cli, statuses, wait_for
+from tests.helpers import free_port, run_cli, start_cli, statuses, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.jobs_app:registry"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def processes(conn: psycopg.Connection[Any]) -> list[tuple[str, int]]:

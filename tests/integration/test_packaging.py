@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_ok
 
 pytestmark = pytest.mark.slow  # a build and a virtualenv: tens of seconds
 
@@ -44,17 +45,7 @@ print(len(names), "modules;", pgbeat.__file__)
 
 def run(*command: str | Path, cwd: Path | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # not the checkout's src
-    done = subprocess.run(
-        [str(part) for part in command],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    return done.stdout
+    return run_ok(command, cwd, env)
 
 
 def test_the_built_wheel_installs_and_runs_in_a_fresh_virtualenv(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from pgbeat.ui.store import Store
 from pgbeat.worker import operations
 from tests.apps.chaos_app import SETUP
 from tests.chaos.harness import Fleet, audit_effects, audit_periods, inconsistent_rows, poll_until
-from tests.helpers import run_cli, running_worker, statuses, wait_for
+from tests.helpers import run_cli, running_worker, schedules_toml, statuses, wait_for
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 POOLED = "transaction"  # PGBEAT_POOLER for the CLI behind pgbouncer
@@ -239,8 +239,7 @@ every = "1s"
 def test_four_scheduler_replicas_through_pgbouncer_with_kill_9(
     pooled_url: str, tmp_path: Path
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text(STORM)
+    path = schedules_toml(tmp_path, STORM)
     (tick,) = parse_schedules(STORM)
     rng = random.Random(15)
     args = ["scheduler", "--schedules", str(path), "--pooler", "transaction"]

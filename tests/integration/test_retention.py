@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from pgbeat.jobs import actions
 from pgbeat.observe.metrics import PrometheusMetrics, read_depth
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.retention_policy import RetentionPolicy
-from tests.helpers import CliProcess, run_cli, start_cli, wait_for
+from tests.helpers import CliProcess, in_thread, run_cli, start_cli, wait_for
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -243,18 +242,12 @@ def test_retention_through_pgbouncer_in_transaction_mode(
     workers = [
         pgbeat.Worker(bouncer.url(database_url), pgbeat.Registry(), settings) for _ in range(2)
     ]
-    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
     try:
-        for thread in threads:
-            thread.start()
-        expected = {label for label, (_, _, _, kept) in PLANTED.items() if kept}
-        wait_for(lambda: survivors(conn) == expected, timeout=30, message="retention's deletes")
-        wait_for(lambda: holder_pid(conn), timeout=10, message="a holder")
-        holders = [w for w in workers if w._retention is not None and w._retention.holding]
-        assert len(holders) == 1
+        with in_thread(workers[0]), in_thread(workers[1]):
+            expected = {label for label, (_, _, _, kept) in PLANTED.items() if kept}
+            wait_for(lambda: survivors(conn) == expected, timeout=30, message="retention's deletes")
+            wait_for(lambda: holder_pid(conn), timeout=10, message="a holder")
+            holders = [w for w in workers if w._retention is not None and w._retention.holding]
+            assert len(holders) == 1
     finally:
-        for worker in workers:
-            worker.stop()
-        for thread in threads:
-            thread.join(30)
         bouncer.close()

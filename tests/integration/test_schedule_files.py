@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.helpers import CliProcess, run_cli, start_cli, wait_for
+from tests.helpers import CliProcess, run_cli, schedules_toml, start_cli, wait_for
 
 V1 = '[schedules.beat]\nevery = "1s"\ncatch_up = "none"\n\n[schedules.old_only]\nevery = "1h"\n'
 V2 = '[schedules.beat]\nevery = "1s"\ncatch_up = "none"\npayload = { v = 2 }\n\n[schedules.new_only]\nevery = "1h"\n'  # noqa: E501
@@ -86,8 +86,7 @@ def test_two_replicas_with_two_files_do_not_fight(
 def test_sighup_reloads_the_file_and_a_bad_file_changes_nothing(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text(V1)
+    path = schedules_toml(tmp_path, V1)
     replica = scheduler(path, database_url)
     try:
         wait_for(lambda: live_names(conn) == ["beat", "old_only"], timeout=20, message="start")

@@ -17,22 +17,20 @@ from tests.integration.test_schedule_state import SECOND, whole_second_after
 
 @pytest.mark.parametrize("overlap", ["skip", "buffer_one"])
 def test_a_look_alike_key_does_not_silence_a_schedule(
-    database_url: str, conn: psycopg.Connection[Any], overlap: Literal["skip", "buffer_one"]
+    conn: psycopg.Connection[Any], overlap: Literal["skip", "buffer_one"], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "report", every="1s", catch_up="none", overlap=overlap)
     pgbeat.enqueue(conn, "report", {}, unique_key="report@x")  # an application's job
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     assert scheduler.tick(conn, t0).inserted == [key("report", t0)]
 
 
 def test_cancel_other_leaves_an_application_job_with_a_look_alike_key_alone(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "latest", every="1s", catch_up="none", overlap="cancel_other")
     app_job = pgbeat.enqueue(conn, "latest", {}, unique_key="latest@mine")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     scheduler.tick(conn, t0 + SECOND)
     rows = dict(conn.execute("SELECT unique_key, status FROM jobs").fetchall())

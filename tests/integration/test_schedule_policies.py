@@ -34,7 +34,7 @@ def end_jobs(conn: psycopg.Connection[Any], name: str, status: str) -> None:
 
 
 def test_periods_outside_start_and_end_are_not_enqueued(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "probe", every="1s", catch_up="all", catch_up_window="1m")
     t0 = whole_second_after(conn)
@@ -48,7 +48,6 @@ def test_periods_outside_start_and_end_are_not_enqueued(
         end_at=t0 + 4 * SECOND,
     )
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0 - SECOND)
     inserted: list[str] = []
     for n in range(8):
@@ -61,11 +60,10 @@ def test_periods_outside_start_and_end_are_not_enqueued(
 
 
 def test_queue_and_priority_go_to_the_jobs_of_every_period(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "urgent", every="1s", queue="fast", priority=5)
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     assert scheduler.tick(conn, t0).inserted == [key("urgent", t0)]
     job_id = state.run_schedule_now(conn, "urgent")
     rows = conn.execute("SELECT id, queue, priority FROM jobs ORDER BY id").fetchall()
@@ -74,11 +72,10 @@ def test_queue_and_priority_go_to_the_jobs_of_every_period(
 
 
 def test_a_schedule_pauses_itself_after_consecutive_failed_periods(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "flaky", every="1s", catch_up="none", pause_after_failures=2)
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     other = Scheduler(database_url, None, heartbeat=False)  # a second replica
     scheduler.tick(conn, t0)
     end_jobs(conn, "flaky", "failed")
@@ -104,13 +101,12 @@ def test_a_schedule_pauses_itself_after_consecutive_failed_periods(
 
 
 def test_periods_still_retrying_are_passed_over_when_counting_failures(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     """With retries that outlast the interval the newest periods are always unfinished: the
     count reads the periods that have ended, and a retry that then succeeds is no failure."""
     pgbeat.upsert_schedule(conn, "retrying", every="1s", catch_up="none", pause_after_failures=2)
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
 
     def retry_newest() -> None:  # the newest job failed an attempt and waits to run again
         conn.execute(
@@ -198,11 +194,10 @@ def test_a_period_due_as_the_waiting_one_goes_waits_behind_it(
 
 
 def test_cancel_other_asks_the_running_job_to_stop_and_cancels_a_pending_one(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "latest", every="1s", catch_up="none", overlap="cancel_other")
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     conn.execute("UPDATE jobs SET status = 'running'")
     listener = psycopg.connect(database_url, autocommit=True)

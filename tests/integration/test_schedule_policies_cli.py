@@ -88,11 +88,10 @@ def test_status_checks_a_schedule_past_its_end_up_to_its_end(
 
 @pytest.mark.slow  # a subprocess per CLI call
 def test_status_shows_why_a_schedule_paused_itself(
-    database_url: str, conn: psycopg.Connection[Any], tmp_path: Any
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Any, scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "brittle", every="1s", catch_up="none", pause_after_failures=1)
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     end_jobs(conn, "brittle", "failed")
     assert scheduler.tick(conn, t0 + SECOND).paused == ["brittle"]

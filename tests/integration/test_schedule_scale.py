@@ -7,7 +7,6 @@ tick of many periods end to end. The full-size runs are bench/schedule_scale.py.
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +21,7 @@ from pgbeat.scheduling import periods, planning
 from pgbeat.scheduling.catalog import Catalog
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import plan_nodes, wait_for
+from tests.helpers import in_thread, plan_nodes, wait_for
 
 COUNT = 2_000
 
@@ -125,22 +124,16 @@ def test_on_tables_analyzed_empty_the_claim_probes_by_index(
 
 @pytest.mark.slow
 def test_periods_built_ahead_are_the_ones_a_tick_would_build(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     """The loop builds the next fire's periods while it waits; they must be the same."""
     for n in range(50):
         pgbeat.upsert_schedule(conn, f"every3_{n}", every="3s", catch_up="none", jitter="2s")
-    scheduler = Scheduler(database_url, None, heartbeat=False)
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
-    try:
+    with in_thread(scheduler, join=10):
         wait_for(lambda: scheduler.prepared_ticks >= 1, timeout=20, message="a prepared tick")
         pgbeat.upsert_schedule(conn, "every3_0", every="3s", catch_up="none")  # a change
         before = scheduler.prepared_ticks
         wait_for(lambda: scheduler.prepared_ticks > before, timeout=20, message="more")
-    finally:
-        scheduler.stop()
-        thread.join(timeout=10)
     rows = conn.execute(
         "SELECT split_part(unique_key, '@', 1), count(*), count(DISTINCT unique_key),"
         " min(split_part(unique_key, '@', 2)::timestamptz), max(split_part(unique_key, '@', 2)"

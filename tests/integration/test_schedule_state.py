@@ -50,10 +50,9 @@ def history(conn: psycopg.Connection[Any], name: str) -> list[tuple[Any, ...]]:
 
 
 def test_paused_periods_are_skipped_and_not_caught_up(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     pgbeat.upsert_schedule(conn, "beat", every="1s", catch_up="all", catch_up_window="1m")
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     t0 = whole_second_after(conn)
     assert scheduler.tick(conn, t0).inserted == [f"beat@{t0:%Y-%m-%dT%H:%M:%SZ}"]
     assert state.pause_schedule(conn, "beat", by="test") is True
@@ -127,12 +126,11 @@ def test_run_now_enqueues_one_job_with_a_key_of_its_own(
 
 
 def test_overlap_skip_waits_for_the_previous_job(
-    database_url: str, conn: psycopg.Connection[Any]
+    conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     with conn.transaction():  # one transaction: one created_at for both
         pgbeat.upsert_schedule(conn, "slow", every="1s", overlap="skip", catch_up="all")
         pgbeat.upsert_schedule(conn, "fast", every="1s", catch_up="all")  # overlap = "allow"
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     t0 = whole_second_after(conn)
     scheduler.tick(conn, t0)
     second = scheduler.tick(conn, t0 + SECOND)
@@ -171,12 +169,11 @@ def test_jitter_delays_run_at_by_the_periods_own_offset(
 
 
 def test_periods_dropped_by_catch_up_are_recorded_as_missed(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     with conn.transaction():  # one transaction: one created_at for both
         pgbeat.upsert_schedule(conn, "none", every="1s", catch_up="none")
         pgbeat.upsert_schedule(conn, "latest", every="1s", catch_up="latest")
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     t0 = whole_second_after(conn)
     scheduler.tick(conn, t0)
     # every replica was down for 10 s: 1..5 s are 5 s late or more, 6..10 s on time
@@ -213,14 +210,13 @@ def test_history_retention_deletes_only_old_rows(
 
 @pytest.mark.slow
 def test_a_replica_that_missed_a_deletion_enqueues_nothing_from_before_the_re_creation(
-    database_url: str, conn: psycopg.Connection[Any]
+    database_url: str, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     # The storm's race, made deterministic: a replica ticks api_tick, the schedule is
     # deleted and created again (same definition, same hash) before that replica looks at
     # the table again. Its next tick must not catch up the deleted span: the claim
     # statement itself refuses periods at or before the re-creation.
     pgbeat.upsert_schedule(conn, "beat", every="1s", catch_up="all", catch_up_window="1m")
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     t0 = whole_second_after(conn)
     before = scheduler.tick(conn, t0).inserted  # t0, and t0 - 1 s if created just before
     assert before and before[-1] == f"beat@{t0:%Y-%m-%dT%H:%M:%SZ}"

@@ -38,12 +38,11 @@ def _keys(conn: Conn) -> list[str]:
 
 
 def test_claims_commit_synchronously_whatever_the_database_default(
-    conn: Conn, database_url: str
+    conn: Conn, scheduler: Scheduler
 ) -> None:
     """An acknowledged claim is on the synchronous standby: no lost "enqueued" period."""
     database = sql.Identifier(conn.info.dbname)
     conn.execute(sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(database))
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     try:
         row = scheduler._connector.get().execute("SHOW synchronous_commit").fetchone()
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 
 from pgbeat.scheduling.file import parse_schedules
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import start_cli, wait_for
+from tests.helpers import in_thread, start_cli, wait_for
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -60,20 +59,13 @@ def test_a_running_scheduler_keeps_enqueuing_beside_a_refused_schedule(
 ) -> None:
     conn.execute(REFUSE_KIND)
     scheduler = Scheduler(database_url, parse_schedules(SCHEDULES), heartbeat=False)
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    with caplog.at_level(logging.WARNING):
-        thread.start()
-        try:
-            wait_for(
-                lambda: _count(conn, "good") >= 3,
-                timeout=15,
-                message="three periods of the good schedule",
-            )
-            assert thread.is_alive()
-        finally:
-            scheduler.stop()
-            thread.join(timeout=15)
-    assert not thread.is_alive()
+    with caplog.at_level(logging.WARNING), in_thread(scheduler, join=15) as thread:
+        wait_for(
+            lambda: _count(conn, "good") >= 3,
+            timeout=15,
+            message="three periods of the good schedule",
+        )
+        assert thread.is_alive()
     assert "database unavailable" not in caplog.text  # a refusal is not an outage
     assert "schedule bad: the database refused its periods" in caplog.text
 

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.helpers import CliProcess, run_cli, start_cli, wait_for
+from tests.helpers import CliProcess, run_cli, schedules_toml, start_cli, wait_for
 
 SCHEDULES = """
 [defaults]
@@ -62,8 +62,7 @@ def stop_all(replicas: list[CliProcess], within: float) -> list[str]:
 def test_eight_replicas_with_kills_and_restarts_enqueue_each_period_once(
     database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text(SCHEDULES)
+    path = schedules_toml(tmp_path, SCHEDULES)
     args = ["scheduler", "--schedules", str(path), "--log-level", "WARNING"]
     replicas: list[CliProcess] = [start_cli(args, database_url) for _ in range(8)]
     rng = random.Random(8)
@@ -112,8 +111,9 @@ def test_eight_replicas_with_kills_and_restarts_enqueue_each_period_once(
 
 
 def test_scheduler_refuses_a_bad_file(database_url: str, tmp_path: Path) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text('[schedules.report]\ncron = "61 * * * *"\n\n[schedules.beat]\nevery = "soon"\n')
+    path = schedules_toml(
+        tmp_path, '[schedules.report]\ncron = "61 * * * *"\n\n[schedules.beat]\nevery = "soon"\n'
+    )
     result = run_cli(["scheduler", "--schedules", str(path)], database_url)
     assert result.returncode == 1
     assert "report" in result.stderr and "beat" in result.stderr

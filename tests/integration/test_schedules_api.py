@@ -4,7 +4,6 @@ a schedules file is, never over a file's schedule, and seen by running replicas 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -16,7 +15,7 @@ import pgbeat
 from pgbeat.errors import ConfigError
 from pgbeat.scheduling.file import parse_schedules
 from pgbeat.scheduling.scheduler import Scheduler
-from tests.helpers import wait_for
+from tests.helpers import in_thread, wait_for
 
 
 def stored(conn: psycopg.Connection[Any], name: str) -> dict[str, Any] | None:
@@ -193,9 +192,7 @@ def test_a_running_scheduler_picks_up_changes_without_a_restart(
     monkeypatch.setenv("PGBEAT_POOLER", pooler)
     pgbeat.upsert_schedule(conn, "pace", every="1s", catch_up="none")  # ticks every second
     scheduler = Scheduler(database_url, None, heartbeat=False)
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
-    try:
+    with in_thread(scheduler, join=10):
         wait_for(lambda: "pace" in scheduler.catalog, message="the first load")
         committed = time.monotonic()
         pgbeat.upsert_schedule(conn, "added", every="1s", catch_up="none")
@@ -210,11 +207,7 @@ def test_a_running_scheduler_picks_up_changes_without_a_restart(
         )
         pgbeat.delete_schedule(conn, "added")
         wait_for(lambda: "added" not in scheduler.catalog, timeout=3, message="the deletion")
-    finally:
-        scheduler.stop()
-        thread.join(timeout=10)
     assert seen_after < (0.5 if pooler == "none" else 1.5)
-    assert not thread.is_alive()
 
 
 def test_a_sqlalchemy_session_holds_the_schedule_in_its_transaction(database_url: str) -> None:

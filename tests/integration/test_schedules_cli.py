@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli_here
+from tests.helpers import run_cli_here, schedules_toml
 
 pytestmark = pytest.mark.slow  # every test runs pgbeat in a subprocess
 
@@ -28,8 +28,7 @@ every = "30s"
 
 @pytest.fixture
 def good_file(tmp_path: Path) -> Path:
-    path = tmp_path / "schedules.toml"
-    path.write_text(GOOD)
+    path = schedules_toml(tmp_path, GOOD)
     return path
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pgbeat.cli.main import main
-from tests.helpers import run_cli
+from tests.helpers import run_cli, schedules_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,8 +57,7 @@ def test_identical_schedules_are_listed_by_name(
 ) -> None:
     # the file alone: with DATABASE_URL set, the schedules of that database would join in
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    path = tmp_path / "schedules.toml"
-    path.write_text(TWINS, encoding="utf-8")
+    path = schedules_toml(tmp_path, TWINS)
     argv = ["schedules", "next", "--schedules", str(path), "--after", "2026-01-01T12:00:00Z"]
     assert main([*argv, "--count", "2", *(["--json"] if as_json else [])]) == 0
     out = capsys.readouterr().out

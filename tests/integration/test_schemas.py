@@ -24,8 +24,7 @@ import pgbeat
 from pgbeat.cli.main import build_parser
 from pgbeat.db import migrate, schemas
 from pgbeat.errors import UserError
-from tests.helpers import run_cli, run_cli_here, start_cli, wait_for
-from tests.pgbouncer import free_port
+from tests.helpers import free_port, run_cli, run_cli_at_once, run_cli_here, start_cli, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,20 +71,7 @@ def test_migrate_schema_creates_it_and_installs_every_table_there(database_url: 
 
 def test_replicas_migrating_a_new_schema_at_once_create_it_once(database_url: str) -> None:
     """The schema is created once, each migration applied once, under the schema's lock."""
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(DATABASE_URL=database_url, PGBEAT_SCHEMA="fresh")
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pgbeat", "migrate"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(6)
-    ]
-    results = [p.communicate(timeout=120) for p in processes]
-    assert [p.returncode for p in processes] == [0] * 6, results
+    results = run_cli_at_once(["migrate"], database_url, 6, PGBEAT_SCHEMA="fresh")
     assert sum("created schema fresh" in out for out, _ in results) == 1
     assert count(in_schema(database_url, "fresh"), "pgbeat_migrations") == len(
         migrate.available_migrations()

@@ -4,9 +4,7 @@ cancels, retention turns, metrics)."""
 
 from __future__ import annotations
 
-import signal
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, LiteralString
 
@@ -16,8 +14,7 @@ import pytest
 import pgbeat
 from pgbeat.db.schemas import with_schema
 from tests.apps.steer_app import SETUP
-from tests.helpers import CliProcess, run_cli, start_cli, wait_for
-from tests.pgbouncer import free_port
+from tests.helpers import CliProcess, free_port, run_cli, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.steer_app:registry"
@@ -36,14 +33,6 @@ def apps(database_url: str) -> dict[str, str]:
         with psycopg.connect(urls[schema], autocommit=True) as conn:
             conn.execute(SETUP.encode())
     return urls
-
-
-@pytest.fixture
-def started() -> Iterator[list[CliProcess]]:
-    processes: list[CliProcess] = []
-    yield processes
-    for process in processes:
-        process.stop(signal.SIGKILL)
 
 
 def worker(database_url: str, schema: str, started: list[CliProcess], *flags: str) -> CliProcess:

@@ -100,7 +100,7 @@ def test_cancel_by_key_stops_a_running_handler(
 
 @pytest.mark.slow
 def test_cancel_other_stops_the_running_handler_of_the_period_it_replaces(
-    worker: pgbeat.Worker, database_url: str, conn: psycopg.Connection[Any]
+    worker: pgbeat.Worker, conn: psycopg.Connection[Any], scheduler: Scheduler
 ) -> None:
     """overlap = "cancel_other" end to end: the new period's job cancels the run of the one
     before it, in a running worker, as pgbeat.cancel_job does."""
@@ -114,7 +114,6 @@ def test_cancel_other_stops_the_running_handler_of_the_period_it_replaces(
         overlap="cancel_other",
     )
     t0 = whole_second_after(conn)
-    scheduler = Scheduler(database_url, None, heartbeat=False)
     scheduler.tick(conn, t0)
     first = conn.execute("SELECT max(id) FROM jobs").fetchone()
     assert first is not None and first[0] is not None

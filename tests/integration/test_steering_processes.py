@@ -8,7 +8,6 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, LiteralString
 
@@ -43,26 +42,18 @@ def one(conn: psycopg.Connection[Any], sql: LiteralString, *args: object) -> Any
     return row[0]
 
 
-@pytest.fixture
-def cleanup() -> Iterator[list[CliProcess]]:
-    started: list[CliProcess] = []
-    yield started
-    for process in started:
-        process.stop(signal.SIGKILL)
-
-
 @pytest.mark.slow
 def test_renewed_leases_keep_long_jobs_from_being_reaped(
-    database_url: str, tables: psycopg.Connection[Any], cleanup: list[CliProcess]
+    database_url: str, tables: psycopg.Connection[Any], started: list[CliProcess]
 ) -> None:
     """Jobs four leases long under three workers: none reaped, none run twice."""
     conn = tables
     ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("sleepy", {"seconds": 4}) for _ in range(6)])
     flags = ("--concurrency", "2", "--lease", "1s", "--timeout", "1m")
-    cleanup += workers(database_url, 3, *flags)
+    started += workers(database_url, 3, *flags)
     for job_id in ids:
         assert pgbeat.wait(conn, job_id, timeout=40).status == "done"
-    output = stop_all(cleanup)
+    output = stop_all(started)
     assert "lease expired" not in output
     assert one(conn, "SELECT count(*) FROM executions") == 6
     assert one(conn, "SELECT count(DISTINCT job_id) FROM executions") == 6
@@ -70,17 +61,17 @@ def test_renewed_leases_keep_long_jobs_from_being_reaped(
 
 @pytest.mark.slow
 def test_kill_9_during_renewal_frees_the_jobs_about_one_lease_later(
-    database_url: str, tables: psycopg.Connection[Any], cleanup: list[CliProcess]
+    database_url: str, tables: psycopg.Connection[Any], started: list[CliProcess]
 ) -> None:
     conn = tables
     lease = 2.0
     ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("sleepy", {"seconds": 60}) for _ in range(4)])
     (doomed,) = workers(database_url, 1, "--concurrency", "4", "--lease", "2s", "--timeout", "5m")
-    cleanup.append(doomed)
+    started.append(doomed)
     wait_for(lambda: one(conn, "SELECT count(*) FROM executions") == 4, timeout=20)
     time.sleep(lease * 1.5)  # let renewals happen: the test is about a kill between them
     # A reaper that runs no sleepy job: it only takes the dead worker's jobs back.
-    cleanup += workers(database_url, 1, "--kinds", "result", "--lease", "2s")
+    started += workers(database_url, 1, "--kinds", "result", "--lease", "2s")
     doomed.kill()
     killed = time.monotonic()
     pending = "SELECT count(*) FROM jobs WHERE kind = 'sleepy' AND status = 'pending'"
@@ -94,13 +85,13 @@ def test_kill_9_during_renewal_frees_the_jobs_about_one_lease_later(
 def test_cancels_reach_running_handlers_within_a_second(
     database_url: str,
     tables: psycopg.Connection[Any],
-    cleanup: list[CliProcess],
+    started: list[CliProcess],
     pooled: bool,
 ) -> None:
     """Async and sync handlers, by id and by key; behind a pooler the renewal finds them."""
     conn = tables
     env = {"PGBEAT_POOLER": "transaction"} if pooled else {}
-    cleanup += workers(
+    started += workers(
         database_url, 1, "--concurrency", "8", "--lease", "30s", "--poll", "300ms", **env
     )
     jobs = {
@@ -120,14 +111,14 @@ def test_cancels_reach_running_handlers_within_a_second(
         assert pgbeat.wait(conn, job_id, timeout=10).status == "cancelled"
         lags.append(time.monotonic() - asked)
     wait_for(lambda: one(conn, "SELECT count(*) FROM ends WHERE how = 'stopped'") == 4)
-    stop_all(cleanup)
+    stop_all(started)
     assert max(lags) < 1.0, lags
     assert one(conn, "SELECT count(*) FROM executions") == 4  # none ran again
 
 
 @pytest.mark.slow
 def test_cancels_raced_against_completions_retries_and_expiring_leases(
-    database_url: str, tables: psycopg.Connection[Any], cleanup: list[CliProcess]
+    database_url: str, tables: psycopg.Connection[Any], started: list[CliProcess]
 ) -> None:
     """200 cancels (``PGBEAT_CANCEL_RACE=1000`` for the documented run), each at a random
     moment of its job's life, while runs complete, fail and retry, and one worker is
@@ -138,7 +129,7 @@ def test_cancels_raced_against_completions_retries_and_expiring_leases(
     total = int(os.environ.get("PGBEAT_CANCEL_RACE", "200"))  # docs/reliability.md: 1000
     payloads = [{"seconds": rng.choice([0, 0.01, 0.05, 0.2]), "fail": 0.3} for _ in range(total)]
     flags = ("--concurrency", "8", "--lease", "1s", "--timeout", "30s")
-    cleanup += workers(database_url, 2, *flags)
+    started += workers(database_url, 2, *flags)
     ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("sleepy", p, max_attempts=3) for p in payloads])
     # The attempts a job had run when its cancel committed: a run that started before it
     # may record its start later, but no later attempt may ever start.
@@ -146,8 +137,8 @@ def test_cancels_raced_against_completions_retries_and_expiring_leases(
     killed = False
     for n, job_id in enumerate(rng.sample(ids, total)):
         if n == total // 2 and not killed:
-            cleanup[0].kill()  # its running jobs' leases expire; the reaper races the cancels
-            cleanup += workers(database_url, 1, *flags)
+            started[0].kill()  # its running jobs' leases expire; the reaper races the cancels
+            started += workers(database_url, 1, *flags)
             killed = True
         time.sleep(rng.random() * 0.01)  # pacing the cancels, not waiting for anything
         answers[job_id] = (
@@ -159,7 +150,7 @@ def test_cancels_raced_against_completions_retries_and_expiring_leases(
         timeout=60,
         message="every job ended",
     )
-    stop_all(cleanup)
+    stop_all(started)
     final = dict(conn.execute("SELECT id, status FROM jobs").fetchall())
     late_runs = dict(
         conn.execute(

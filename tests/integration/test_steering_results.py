@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +25,25 @@ from tests.integration.steering_support import (  # noqa: F401 (the two fixtures
 
 # -- results and wait ------------------------------------------------------------------------
 
+# Handlers whose results are not plain JSON, for their own worker (``odd_worker``).
+ODD_RESULTS = pgbeat.Registry()
+
+
+@ODD_RESULTS.handler("report")
+async def report(payload: dict[str, Any]) -> Report:
+    return Report(rows=3, name="daily")
+
+
+@ODD_RESULTS.handler("odd")
+def odd(payload: dict[str, Any]) -> object:
+    return {"when": object()}
+
+
+@pytest.fixture
+def odd_worker(database_url: str) -> Iterator[pgbeat.Worker]:
+    with running_worker(database_url, ODD_RESULTS) as worker:
+        yield worker
+
 
 @pytest.mark.slow
 def test_return_values_are_stored_and_wait_returns_them(
@@ -39,19 +59,14 @@ def test_return_values_are_stored_and_wait_returns_them(
 
 
 @pytest.mark.slow
-def test_a_pydantic_result_is_stored_as_json(
-    database_url: str, conn: psycopg.Connection[Any]
+def test_a_pydantic_result_is_stored_as_json_and_one_not_json_fails_its_job(
+    odd_worker: pgbeat.Worker, conn: psycopg.Connection[Any]
 ) -> None:
-    registry = pgbeat.Registry()
-
-    @registry.handler("report")
-    async def report(payload: dict[str, Any]) -> Report:
-        return Report(rows=3, name="daily")
-
-    job_id = pgbeat.enqueue(conn, "report")
-    assert job_id is not None
-    with running_worker(database_url, registry):
-        assert pgbeat.wait(conn, job_id, timeout=10).result == {"rows": 3, "name": "daily"}
+    report, odd = pgbeat.enqueue_many(conn, [pgbeat.NewJob("report"), pgbeat.NewJob("odd")])
+    assert pgbeat.wait(conn, report, timeout=10).result == {"rows": 3, "name": "daily"}
+    finished = pgbeat.wait(conn, odd, timeout=10)
+    assert finished.status == "failed"
+    assert finished.last_error is not None and "cannot be stored as JSON" in finished.last_error
 
 
 @pytest.mark.slow
@@ -67,24 +82,6 @@ def test_a_result_over_64_kib_fails_the_job_and_the_worker_lives(
     assert "more than the 64 KiB a result may take" in failed.last_error
     assert job_row(conn, too_big)["attempts"] == 1  # no retry: it would fail the same way
     assert pgbeat.wait(conn, fits, timeout=10).status == "done"
-
-
-@pytest.mark.slow
-def test_a_result_that_is_not_json_fails_the_job(
-    database_url: str, conn: psycopg.Connection[Any]
-) -> None:
-    registry = pgbeat.Registry()
-
-    @registry.handler("odd")
-    def odd(payload: dict[str, Any]) -> object:
-        return {"when": object()}
-
-    job_id = pgbeat.enqueue(conn, "odd")
-    assert job_id is not None
-    with running_worker(database_url, registry):
-        finished = pgbeat.wait(conn, job_id, timeout=10)
-    assert finished.status == "failed"
-    assert finished.last_error is not None and "cannot be stored as JSON" in finished.last_error
 
 
 def test_wait_times_out_and_checks_its_arguments(conn: psycopg.Connection[Any]) -> None:

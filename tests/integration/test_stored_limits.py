@@ -15,7 +15,7 @@ import pytest
 
 import pgbeat
 from pgbeat.limits import MAX_ATTEMPTS, MAX_KEY_BYTES, MAX_KIND_LENGTH
-from tests.helpers import run_cli, statuses
+from tests.helpers import run_cli, schedules_toml, statuses
 
 
 @pytest.mark.parametrize(
@@ -66,8 +66,7 @@ def test_enqueue_command_refuses_a_3_kb_unique_key_in_one_line(database_url: str
 def test_schedules_check_rejects_what_the_database_refuses(
     tmp_path: Path, toml: str, fragment: str
 ) -> None:
-    path = tmp_path / "schedules.toml"
-    path.write_text(f'[schedules.s]\nevery = "1m"\n{toml}\n', encoding="utf-8")
+    path = schedules_toml(tmp_path, f'[schedules.s]\nevery = "1m"\n{toml}\n')
     result = run_cli(["schedules", "check", str(path)], None)
     assert result.returncode == 1, result.stdout
     assert fragment in result.stderr

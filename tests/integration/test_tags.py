@@ -21,7 +21,7 @@ from pgbeat.scheduling.file import build_schedule
 from pgbeat.scheduling.state import run_schedule_now
 from pgbeat.testing import drain
 from pgbeat.ui.filters import JobFilter
-from tests.helpers import plan_nodes, run_cli_here
+from tests.helpers import plan_nodes, run_cli_here, schedules_toml
 from tests.integration.ui_support import dashboard, sync_schedules
 
 HOSTILE_TAG = "<script>alert(1)</script>&\"'"
@@ -178,8 +178,7 @@ def test_a_schedules_tags_go_to_its_jobs(conn: psycopg.Connection[Any], tmp_path
 def test_a_schedules_tags_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="tags"):
         build_schedule("s", {"every": "1m", "tags": ["x" * 101]})
-    schedules = tmp_path / "schedules.toml"
-    schedules.write_text('[schedules.s]\nevery = "1m"\ntags = "one"\n')
+    schedules = schedules_toml(tmp_path, '[schedules.s]\nevery = "1m"\ntags = "one"\n')
     checked = run_cli_here(["schedules", "check", str(schedules)], None)
     assert checked.returncode == 1 and "tags" in checked.stdout + checked.stderr
     assert "Traceback" not in checked.stderr and "list of strings" in checked.stderr

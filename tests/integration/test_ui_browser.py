@@ -26,7 +26,7 @@ from pgbeat.scheduling.fires import next_fire_after
 from pgbeat.scheduling.schedule import Schedule, unique_key
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.ui import timefmt
-from tests.helpers import wait_for
+from tests.helpers import in_thread, wait_for
 from tests.integration.ui_support import (
     ADMIN_TOKEN,
     VIEWER_TOKEN,
@@ -282,44 +282,40 @@ def test_pause_resume_and_run_now_with_a_running_scheduler(
     prefix: str, page: Page, server_url: str, template_name: str, tmp_path: Path
 ) -> None:
     path = write_schedules(tmp_path, TICKER)
-    with fresh_database(server_url, template_name) as url:
-        scheduler = Scheduler(url, load_schedules(path), heartbeat=False)
-        thread = threading.Thread(target=scheduler.run, daemon=True)
-        thread.start()
-        try:
-            wait_for(lambda: history_count(url, "enqueued") >= 1, timeout=15, message="a tick")
-            with dashboard(url, prefix=prefix, token=ADMIN_TOKEN) as ui:
-                log_in(page, ui)
-                page.goto(ui.url + "/schedules/ticker")
-                page.get_by_role("button", name="Pause").click()
-                expect(page.get_by_role("status")).to_have_text("ticker paused.")
-                expect(page.get_by_role("heading", name="ticker")).to_contain_text("paused")
-                paused_at = database_now(url)
-                # The scheduler honours it: periods are recorded as skipped, none enqueued.
-                wait_for(
-                    lambda: history_count(url, "skipped", paused_at) >= 2,
-                    timeout=15,
-                    message="skipped periods while paused",
-                )
-                assert history_count(url, "enqueued", paused_at + timedelta(seconds=1)) == 0
-                page.get_by_role("button", name="Resume").click()
-                expect(page.get_by_role("status")).to_have_text("ticker resumed.")
-                resumed_at = database_now(url)
-                wait_for(
-                    lambda: history_count(url, "enqueued", resumed_at) >= 1,
-                    timeout=15,
-                    message="periods enqueued again",
-                )
-                page.get_by_role("button", name="Run now").click()
-                flash = page.get_by_role("status")
-                expect(flash).to_contain_text("Manual run of ticker enqueued as job")
-                job = re.search(r"job (\d+)", flash.inner_text())
-                assert job is not None
-                page.locator("table.history tr.period-manual").first.get_by_role(
-                    "link", name=job.group(1)
-                ).click()
-                expect(page.get_by_role("heading", name=f"Job {job.group(1)}")).to_be_visible()
-                expect(page.locator("dl.fields")).to_contain_text("ticker@manual:")
-        finally:
-            scheduler.stop()
-            thread.join(15)
+    with (
+        fresh_database(server_url, template_name) as url,
+        in_thread(Scheduler(url, load_schedules(path), heartbeat=False), join=15),
+    ):
+        wait_for(lambda: history_count(url, "enqueued") >= 1, timeout=15, message="a tick")
+        with dashboard(url, prefix=prefix, token=ADMIN_TOKEN) as ui:
+            log_in(page, ui)
+            page.goto(ui.url + "/schedules/ticker")
+            page.get_by_role("button", name="Pause").click()
+            expect(page.get_by_role("status")).to_have_text("ticker paused.")
+            expect(page.get_by_role("heading", name="ticker")).to_contain_text("paused")
+            paused_at = database_now(url)
+            # The scheduler honours it: periods are recorded as skipped, none enqueued.
+            wait_for(
+                lambda: history_count(url, "skipped", paused_at) >= 2,
+                timeout=15,
+                message="skipped periods while paused",
+            )
+            assert history_count(url, "enqueued", paused_at + timedelta(seconds=1)) == 0
+            page.get_by_role("button", name="Resume").click()
+            expect(page.get_by_role("status")).to_have_text("ticker resumed.")
+            resumed_at = database_now(url)
+            wait_for(
+                lambda: history_count(url, "enqueued", resumed_at) >= 1,
+                timeout=15,
+                message="periods enqueued again",
+            )
+            page.get_by_role("button", name="Run now").click()
+            flash = page.get_by_role("status")
+            expect(flash).to_contain_text("Manual run of ticker enqueued as job")
+            job = re.search(r"job (\d+)", flash.inner_text())
+            assert job is not None
+            page.locator("table.history tr.period-manual").first.get_by_role(
+                "link", name=job.group(1)
+            ).click()
+            expect(page.get_by_role("heading", name=f"Job {job.group(1)}")).to_be_visible()
+            expect(page.locator("dl.fields")).to_contain_text("ticker@manual:")

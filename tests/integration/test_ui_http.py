@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from html.parser import HTMLParser
@@ -20,7 +19,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.helpers import run_cli, start_cli, wait_for
+from tests.helpers import CliProcess, free_port, run_cli, start_cli, wait_for
 from tests.integration.ui_support import (
     ADMIN_TOKEN,
     VIEWER_TOKEN,
@@ -397,24 +396,33 @@ def test_a_running_job_page_offers_cancel_and_a_done_one_shows_its_result(
 
 
 @pytest.mark.slow
-def test_pgbeat_ui_serves_the_dashboard(ui_database: str, schedules_file: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = start_cli(["ui", "--port", str(port), "--prefix", "/ops"], ui_database)
+@contextmanager
+def pgbeat_ui(database: str, *flags: str, prefix: str = "") -> Iterator[tuple[str, CliProcess]]:
+    """``pgbeat ui`` on a free port, once it answers: its base URL and the process (stopped
+    when the block ends)."""
+    port = free_port()
+    prefixed = ["--prefix", prefix] if prefix else []
+    server = start_cli(["ui", "--port", str(port), *prefixed, *flags], database)
+    base = f"http://127.0.0.1:{port}{prefix}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(base + "/healthz").text == "ok\n"
+        except httpx.HTTPError:
+            return False
+
     try:
-
-        def healthy() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/ops/healthz").text == "ok\n"
-            except httpx.HTTPError:
-                return False
-
         wait_for(healthy, timeout=30, message="pgbeat ui answering")
-        page = httpx.get(f"http://127.0.0.1:{port}/ops/schedules")
-        assert page.status_code == 200 and "nightly_report" in page.text
+        yield base, server
     finally:
-        output = server.stop()
+        server.stop()
+
+
+def test_pgbeat_ui_serves_the_dashboard(ui_database: str, schedules_file: Path) -> None:
+    with pgbeat_ui(ui_database, prefix="/ops") as (base, server):
+        page = httpx.get(base + "/schedules")
+        assert page.status_code == 200 and "nightly_report" in page.text
+    output = server.output()
     assert "pgbeat ui: http://127.0.0.1:" in output and "Traceback" not in output
 
 
@@ -480,28 +488,11 @@ def test_pgbeat_ui_refuses_equal_tokens_and_sets_a_secure_cookie(
     )
     assert same.returncode == 1 and "viewer token must differ" in same.stderr
     assert "Traceback" not in same.stderr
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = start_cli(
-        ["ui", "--port", str(port), "--token-file", str(token_file), "--secure-cookie"],
-        ui_database,
-    )
-    try:
-
-        def healthy() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/healthz").text == "ok\n"
-            except httpx.HTTPError:
-                return False
-
-        wait_for(healthy, timeout=30, message="pgbeat ui answering")
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
-            response = _login(client, ADMIN_TOKEN)
-        assert response.status_code == 303
-        assert "secure" in response.headers["set-cookie"].lower()  # over plain http, too
-    finally:
-        server.stop()
+    flags = ("--token-file", str(token_file), "--secure-cookie")
+    with pgbeat_ui(ui_database, *flags) as (base, _), httpx.Client(base_url=base) as client:
+        response = _login(client, ADMIN_TOKEN)
+    assert response.status_code == 303
+    assert "secure" in response.headers["set-cookie"].lower()  # over plain http, too
 
 
 # -- escaping --------------------------------------------------------------------------------

@@ -25,8 +25,7 @@ from tests.integration.ui_support import (
     REPO_ROOT,
     VIEWER_TOKEN,
     Dashboard,
-    dashboard,
-    seed_activity,
+    activity_dashboard,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -51,14 +50,7 @@ def site(ui_database: str, schedules_file: Path) -> Iterator[Dashboard]:
         if os.environ.get("CI"):
             pytest.fail(f"{AXE} is missing (npm ci --prefix tests/browser)")
         pytest.skip(f"axe-core is not installed: run npm ci --prefix tests/browser ({AXE})")
-    with psycopg.connect(ui_database, autocommit=True) as conn:
-        seed_activity(conn)
-    with dashboard(
-        ui_database,
-        token=ADMIN_TOKEN,
-        viewer_token=VIEWER_TOKEN,
-        refresh_seconds=0,  # no live refresh swapping regions while axe reads them
-    ) as running:
+    with activity_dashboard(ui_database) as running:
         yield running
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import psycopg
@@ -29,6 +30,15 @@ def seeded(server_url: str, template_name: str) -> Iterator[tuple[str, pgbeat.En
                 "UPDATE jobs SET status = 'running' WHERE id = %s", [enqueued.jobs["extract"]]
             )
         yield url, enqueued
+
+
+@pytest.fixture
+def seeded_conn(
+    seeded: tuple[str, pgbeat.EnqueuedWorkflow],
+) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to the seeded database, for a test that adds rows of its own."""
+    with psycopg.connect(seeded[0], autocommit=True) as conn:
+        yield conn
 
 
 @pytest.fixture(scope="module")
@@ -114,15 +124,13 @@ def test_the_page_draws_the_graph_and_a_held_step_shows_no_queue_time(
 
 
 def test_a_fan_out_is_drawn_as_a_group_and_its_table_is_capped(
-    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+    ui: Dashboard, seeded_conn: psycopg.Connection[Any]
 ) -> None:
-    url, _ = seeded
-    with psycopg.connect(url, autocommit=True) as conn:
-        flow = pgbeat.Workflow("fan")
-        root = flow.add("split", name="split")
-        parts = [flow.add("part", name=f"part-{i}", after=root) for i in range(600)]
-        flow.add("join", name="join", after=parts)
-        enqueued = pgbeat.enqueue_workflow(conn, flow)
+    flow = pgbeat.Workflow("fan")
+    root = flow.add("split", name="split")
+    parts = [flow.add("part", name=f"part-{i}", after=root) for i in range(600)]
+    flow.add("join", name="join", after=parts)
+    enqueued = pgbeat.enqueue_workflow(seeded_conn, flow)
     page = get(ui, f"/workflows/{enqueued.id}").text
     graph = page.split('<svg class="wf"')[1].split("</svg>")[0]
     assert graph.count("<a ") == 3
@@ -133,16 +141,14 @@ def test_a_fan_out_is_drawn_as_a_group_and_its_table_is_capped(
 
 
 def test_the_overview_tells_held_steps_from_scheduled_jobs(
-    ui: Dashboard, seeded: tuple[str, pgbeat.EnqueuedWorkflow]
+    ui: Dashboard, seeded_conn: psycopg.Connection[Any]
 ) -> None:
-    url, _ = seeded
-    with psycopg.connect(url, autocommit=True) as conn:
-        pgbeat.enqueue(conn, "later", delay=timedelta(hours=1))
-        pgbeat.enqueue(conn, "now", queue="mail")
-        row = conn.execute(
-            "SELECT count(*) FILTER (WHERE run_at > '9000-01-01'), count(*) FROM jobs"
-            " WHERE status = 'pending' AND run_at > now()"
-        ).fetchone()
+    pgbeat.enqueue(seeded_conn, "later", delay=timedelta(hours=1))
+    pgbeat.enqueue(seeded_conn, "now", queue="mail")
+    row = seeded_conn.execute(
+        "SELECT count(*) FILTER (WHERE run_at > '9000-01-01'), count(*) FROM jobs"
+        " WHERE status = 'pending' AND run_at > now()"
+    ).fetchone()
     assert row is not None and 0 < row[0] < row[1]
     page = get(ui, "/").text
     assert f"{row[1]}</span> scheduled for later" in page

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +21,7 @@ from pgbeat.observe.metrics import Metrics
 from pgbeat.worker import operations
 from pgbeat.worker.executor import Run
 from pgbeat.worker.outcomes import OutcomeBuffer
-from tests.helpers import statuses, wait_for
+from tests.helpers import in_thread, statuses, wait_for
 
 # Refuses to mark a job done when its payload says so: an outcome write that fails for a
 # reason of its own job, not the connection's (as a constraint or an extension might).
@@ -38,31 +37,30 @@ CREATE TRIGGER refuse_poison BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION
 """
 
 
+# Handlers whose outcomes the database would refuse as they come, and one that is fine.
+UNWRITABLE = pgbeat.Registry()
+UNWRITABLE.register("ok", lambda payload: None)
+
+
+@UNWRITABLE.handler("bad_name")
+def bad_name(payload: dict[str, Any]) -> None:
+    raise OSError(os.fsdecode(b"\xff.csv"))  # a lone surrogate: not encodable as UTF-8
+
+
+@UNWRITABLE.handler("far")
+def far(payload: dict[str, Any]) -> None:
+    raise pgbeat.Retry(after=timedelta(days=2 * 10**8))  # beyond timestamptz's range
+
+
 @pytest.mark.slow
 def test_a_worker_records_unencodable_errors_and_huge_retry_delays(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    registry = pgbeat.Registry()
-
-    @registry.handler("bad_name")
-    def bad_name(payload: dict[str, Any]) -> None:
-        raise OSError(os.fsdecode(b"\xff.csv"))  # a lone surrogate: not encodable as UTF-8
-
-    @registry.handler("far")
-    def far(payload: dict[str, Any]) -> None:
-        raise pgbeat.Retry(after=timedelta(days=2 * 10**8))  # beyond timestamptz's range
-
-    @registry.handler("ok")
-    def ok(payload: dict[str, Any]) -> None:
-        pass
-
     bad_id = pgbeat.enqueue(conn, "bad_name", max_attempts=1)
     far_id = pgbeat.enqueue(conn, "far")
     pgbeat.enqueue_many(conn, [pgbeat.NewJob("ok") for _ in range(20)])
-    worker = pgbeat.Worker(database_url, registry, pgbeat.WorkerSettings(concurrency=4))
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
+    worker = pgbeat.Worker(database_url, UNWRITABLE, pgbeat.WorkerSettings(concurrency=4))
+    with in_thread(worker) as thread:
         wait_for(
             lambda: statuses(conn) == {"done": 20, "failed": 1, "pending": 1},
             timeout=15,
@@ -71,9 +69,6 @@ def test_a_worker_records_unencodable_errors_and_huge_retry_delays(
         assert thread.is_alive(), "the worker died on an outcome it could not write"
         later = pgbeat.enqueue(conn, "ok")
         wait_for(lambda: job_status(conn, later) == "done", message="the worker still works")
-    finally:
-        worker.stop()
-        thread.join(timeout=30)
     error = conn.execute("SELECT last_error FROM jobs WHERE id = %s", (bad_id,)).fetchone()
     assert error is not None and error[0].startswith("OSError: \\udcff.csv")
     row = conn.execute("SELECT run_at, status FROM jobs WHERE id = %s", (far_id,)).fetchone()

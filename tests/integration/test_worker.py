@@ -18,7 +18,7 @@ import pgbeat
 from pgbeat.jobs import actions
 from pgbeat.worker import operations
 from tests.helpers import running_worker as running
-from tests.helpers import statuses, wait_for
+from tests.helpers import statuses, until_cancelled, wait_for
 
 
 class Welcome(pydantic.BaseModel):
@@ -327,14 +327,7 @@ def test_async_timeout_cancels_the_handler(
     database_url: str, conn: psycopg.Connection[Any], registry: pgbeat.Registry
 ) -> None:
     was_cancelled = threading.Event()
-
-    @registry.handler("slow_async")
-    async def slow_async(payload: Any) -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            was_cancelled.set()
-            raise
+    registry.register("slow_async", until_cancelled(was_cancelled, 30))
 
     job_id = pgbeat.enqueue(conn, "slow_async", {}, max_attempts=2)
     with running(

@@ -72,19 +72,13 @@ def test_kill_9_mid_run_loses_no_job(
 
 @pytest.mark.slow
 def test_sigterm_lets_the_running_job_finish(
-    database_url: str, app_tables: psycopg.Connection[Any]
+    database_url: str, app_tables: psycopg.Connection[Any], started: list[CliProcess]
 ) -> None:
     conn = app_tables
-    job_id = pgbeat.enqueue(conn, "effect", {"sleep": 2})
-    worker = start_cli(["worker", APP, "--grace", "10s"], database_url, cwd=ROOT)
-    try:
-        _terminate_once_started(conn, worker)
-        wait_for(lambda: "received SIGTERM" in worker.output(), message="SIGTERM handled")
-        late_id = pgbeat.enqueue(conn, "effect", {"sleep": 0})  # must not be claimed now
-        worker.wait(20)
-    finally:
-        output = worker.stop(signal.SIGKILL)
-    assert worker.returncode == 0, output
+    job_id, worker = _terminated_in_a_job(database_url, conn, started, 2, "--grace", "10s")
+    wait_for(lambda: "received SIGTERM" in worker.output(), message="SIGTERM handled")
+    late_id = pgbeat.enqueue(conn, "effect", {"sleep": 0})  # must not be claimed now
+    assert worker.wait(20) == 0, worker.output()
     assert statuses(conn) == {"done": 1, "pending": 1}
     row = conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone()
     assert row == ("done",)
@@ -95,19 +89,13 @@ def test_sigterm_lets_the_running_job_finish(
 
 @pytest.mark.slow
 def test_sigterm_past_grace_returns_the_job_to_pending(
-    database_url: str, app_tables: psycopg.Connection[Any]
+    database_url: str, app_tables: psycopg.Connection[Any], started: list[CliProcess]
 ) -> None:
     conn = app_tables
-    job_id = pgbeat.enqueue(conn, "effect", {"sleep": 20})
-    worker = start_cli(
-        ["worker", APP, "--grace", "300ms", "--timeout", "30s"], database_url, cwd=ROOT
-    )
-    try:
-        _terminate_once_started(conn, worker)
-        worker.wait(20)
-    finally:
-        output = worker.stop(signal.SIGKILL)
-    assert worker.returncode == 0, output
+    flags = ("--grace", "300ms", "--timeout", "30s")
+    job_id, worker = _terminated_in_a_job(database_url, conn, started, 20, *flags)
+    assert worker.wait(20) == 0, worker.output()
+    output = worker.output()
     row = conn.execute(
         "SELECT status, attempts, locked_until FROM jobs WHERE id = %s", (job_id,)
     ).fetchone()
@@ -304,11 +292,19 @@ def test_modules_in_the_working_directory_do_not_replace_pgbeat_in_the_children(
     assert "restarting it" not in output
 
 
-def _terminate_once_started(conn: psycopg.Connection[Any], worker: CliProcess) -> None:
-    """SIGTERM to ``worker`` once its job has started (the app records each execution)."""
+def _terminated_in_a_job(
+    url: str, conn: psycopg.Connection[Any], started: list[CliProcess], sleep: int, *flags: str
+) -> tuple[int, CliProcess]:
+    """A job sleeping ``sleep`` seconds, and a worker started with ``flags`` (killed when the
+    test ends) sent SIGTERM once it runs the job (the app records each execution)."""
+    job_id = pgbeat.enqueue(conn, "effect", {"sleep": sleep})
+    assert job_id is not None
+    worker = start_cli(["worker", APP, *flags], url, cwd=ROOT)
+    started.append(worker)
     wait_for(
         lambda: count(conn, "SELECT count(*) FROM executions") == 1,
         timeout=20,
         message="the job started",
     )
     worker.send_signal(signal.SIGTERM)
+    return job_id, worker

@@ -201,6 +201,17 @@ def dashboard(database_url: str, **options: Any) -> Iterator[Dashboard]:
 
 
 @contextmanager
+def activity_dashboard(database_url: str) -> Iterator[Dashboard]:
+    """The dashboard of ``database_url`` with ACTIVITY's rows added, for the admin and the
+    viewer tokens, with no live refresh (nothing swaps regions while a browser reads them)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        seed_activity(conn)
+    options = {"token": ADMIN_TOKEN, "viewer_token": VIEWER_TOKEN, "refresh_seconds": 0}
+    with dashboard(database_url, **options) as running:
+        yield running
+
+
+@contextmanager
 def fresh_database(server_url: str, template: str) -> Iterator[str]:
     """A database cloned from the migrated template, for a whole test module."""
     with temporary_database(server_url, template, prefix="pgbeat_ui") as url:

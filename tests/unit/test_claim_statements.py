@@ -13,23 +13,30 @@ import pytest
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import testing as testing_sql
 from pgbeat.job import Job
+from tests.helpers import claim_statements
 
-CLAIMS = {
-    "JOBS_CLAIM": claim_sql.JOBS_CLAIM,
-    "JOBS_CLAIM_BY_QUEUE": claim_sql.JOBS_CLAIM_BY_QUEUE,
-    "JOBS_CLAIM_LIMITED": claim_sql.JOBS_CLAIM_LIMITED,
-    "JOBS_CLAIM_LIMITED_HEAD": claim_sql.JOBS_CLAIM_LIMITED_HEAD,
-    "JOBS_CLAIM_LIMITED_KEYS": claim_sql.JOBS_CLAIM_LIMITED_KEYS,
-    "JOBS_CLAIM_FAIR": claim_sql.JOBS_CLAIM_FAIR,
-    "JOBS_CLAIM_SKIPPING": claim_sql.JOBS_CLAIM_SKIPPING,
-}
+CLAIMS = claim_statements()
+
+
+def test_every_claim_is_tested() -> None:
+    assert len(CLAIMS) >= 7, sorted(CLAIMS)
+
+
+def folded(pattern: str, statement: str) -> str:
+    """What ``pattern``'s group matches in ``statement``, whitespace folded."""
+    found = re.search(pattern, statement, re.DOTALL)
+    assert found is not None
+    return " ".join(found.group(1).split())
 
 
 def returning(statement: str) -> str:
-    """The statement's RETURNING list, whitespace folded."""
-    found = re.search(r"RETURNING (id, kind, .*?job_key, tags)", statement, re.DOTALL)
-    assert found is not None
-    return " ".join(found.group(1).split())
+    """The statement's RETURNING list."""
+    return folded(r"RETURNING (id, kind, .*?job_key, tags)", statement)
+
+
+def set_clause(statement: str) -> str:
+    """The SET list of the statement's UPDATE that makes jobs running."""
+    return folded(r"SET (status = 'running',.*?)\s+WHERE ", statement)
 
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))
@@ -51,13 +58,6 @@ def test_the_claimed_columns_are_named_as_jobs_fields() -> None:
         for column in re.split(r",\s*(?![^()]*\))", returning(claim_sql.JOBS_CLAIM))
     ]
     assert names == list(Job._fields)
-
-
-def set_clause(statement: str) -> str:
-    """The SET list of the statement's UPDATE that makes jobs running, whitespace folded."""
-    found = re.search(r"SET (status = 'running',.*?)\s+WHERE ", statement, re.DOTALL)
-    assert found is not None
-    return " ".join(found.group(1).split())
 
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))

@@ -15,7 +15,7 @@ import pgbeat
 from pgbeat.errors import Released, TimedOut
 from pgbeat.job import Job
 from pgbeat.worker.executor import Executor, Run
-from tests.helpers import wait_for
+from tests.helpers import until_cancelled, wait_for
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -142,15 +142,7 @@ def test_cancel_settles_a_running_run_at_once_and_tells_its_handler(
 ) -> None:
     registry = pgbeat.Registry()
     heard = threading.Event()
-
-    async def forever(payload: Any) -> None:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            heard.set()
-            raise
-
-    registry.register("forever", forever)
+    registry.register("forever", until_cancelled(heard))
     run = make_run(registry, "forever", 7)
     executor.submit_many([run])
     wait_for(lambda: run._task is not None)
@@ -162,25 +154,27 @@ def test_cancel_settles_a_running_run_at_once_and_tells_its_handler(
     assert executor.cancel({7}) == 0  # settled once
 
 
-def test_a_run_whose_lease_lapsed_is_given_up(executor: Executor, recorded: Recorded) -> None:
+def submit_short_leased(executor: Executor, job_id: int) -> tuple[Run, threading.Event]:
+    """A run submitted to ``executor`` whose lease lapses in 50 ms, and the gate its handler
+    waits for (10 s at most)."""
     registry = pgbeat.Registry()
     gate = threading.Event()
     registry.register("wait", lambda payload: gate.wait(10))
-    run = make_run(registry, "wait", 3)
+    run = make_run(registry, "wait", job_id)
     run.lease_expires = time.monotonic() + 0.05
     executor.submit_many([run])
+    return run, gate
+
+
+def test_a_run_whose_lease_lapsed_is_given_up(executor: Executor, recorded: Recorded) -> None:
+    run, gate = submit_short_leased(executor, 3)
     wait_for(lambda: executor.expire(time.monotonic()) is None and recorded.settled)
     assert isinstance(run.error, TimedOut) and "lease" in str(run.error)
     gate.set()
 
 
 def test_a_renewed_lease_keeps_the_run_going(executor: Executor, recorded: Recorded) -> None:
-    registry = pgbeat.Registry()
-    gate = threading.Event()
-    registry.register("wait", lambda payload: gate.wait(10))
-    run = make_run(registry, "wait", 4)
-    run.lease_expires = time.monotonic() + 0.05
-    executor.submit_many([run])
+    run, gate = submit_short_leased(executor, 4)
     executor.lease_renewed([run], time.monotonic() + 60)
     assert executor.expire(time.monotonic() + 1) is not None
     assert recorded.settled == []

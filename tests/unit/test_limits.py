@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from pgbeat.errors import ConfigError
@@ -18,45 +21,25 @@ from pgbeat.scheduling.file import parse_schedules
 
 
 @pytest.mark.parametrize(
-    ("kind", "problem"),
+    ("problem_of", "value", "problem"),
     [
-        ("k" * MAX_KIND_LENGTH, None),
-        ("日" * MAX_KIND_LENGTH, None),
-        ("k" * (MAX_KIND_LENGTH + 1), "at most 200"),
-        ("a\x00b", "NUL"),
+        (kind_problem, "k" * MAX_KIND_LENGTH, None),
+        (kind_problem, "日" * MAX_KIND_LENGTH, None),
+        (kind_problem, "k" * (MAX_KIND_LENGTH + 1), "at most 200"),
+        (kind_problem, "a\x00b", "NUL"),
+        (key_problem, "k" * MAX_KEY_BYTES, None),
+        (key_problem, "k" * (MAX_KEY_BYTES + 1), "1001 bytes"),
+        (key_problem, "é" * 300, None),  # 600 bytes
+        (key_problem, "日" * 334, "1002 bytes"),  # 334 characters, three bytes each
+        (key_problem, "k" * 3000, "3000 bytes"),
+        (key_problem, "a\x00", "NUL"),
+        (payload_problem, {"a": ["b", {"c": 1.5}], "d": None}, None),
+        (payload_problem, {"a": ["b", {"c": "x\x00"}]}, "NUL"),
+        (payload_problem, {"k\x00": 1}, "NUL"),
     ],
 )
-def test_kind_problem(kind: str, problem: str | None) -> None:
-    found = kind_problem(kind)
-    assert (found is None) if problem is None else (found is not None and problem in found)
-
-
-@pytest.mark.parametrize(
-    ("key", "problem"),
-    [
-        ("k" * MAX_KEY_BYTES, None),
-        ("k" * (MAX_KEY_BYTES + 1), "1001 bytes"),
-        ("é" * 300, None),  # 600 bytes
-        ("日" * 334, "1002 bytes"),  # 334 characters, three bytes each
-        ("k" * 3000, "3000 bytes"),
-        ("a\x00", "NUL"),
-    ],
-)
-def test_key_problem(key: str, problem: str | None) -> None:
-    found = key_problem(key)
-    assert (found is None) if problem is None else (found is not None and problem in found)
-
-
-@pytest.mark.parametrize(
-    ("payload", "problem"),
-    [
-        ({"a": ["b", {"c": 1.5}], "d": None}, None),
-        ({"a": ["b", {"c": "x\x00"}]}, "NUL"),
-        ({"k\x00": 1}, "NUL"),
-    ],
-)
-def test_payload_problem(payload: object, problem: str | None) -> None:
-    found = payload_problem(payload)
+def test_problems(problem_of: Callable[[Any], str | None], value: Any, problem: str | None) -> None:
+    found = problem_of(value)
     assert (found is None) if problem is None else (found is not None and problem in found)
 
 

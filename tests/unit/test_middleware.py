@@ -39,6 +39,18 @@ def recording(log: list[str], name: str) -> Callable[[JobContext, Callable[[], A
     return middleware
 
 
+def awaiting(log: list[str], name: str) -> Callable[[JobContext, Callable[[], Any]], Any]:
+    """An async middleware that notes when it starts and when the call it awaits is done."""
+
+    async def middleware(job: JobContext, call_next: Callable[[], Any]) -> Any:
+        log.append(f"{name}>")
+        result = await call_next()
+        log.append(f"<{name}")
+        return result
+
+    return middleware
+
+
 def test_sync_handlers_run_inside_each_middleware_first_one_outermost() -> None:
     log: list[str] = []
     registry = pgbeat.Registry(middleware=[recording(log, "a"), recording(log, "b")])
@@ -54,14 +66,7 @@ def test_sync_handlers_run_inside_each_middleware_first_one_outermost() -> None:
 
 def test_async_middleware_awaits_an_async_handler_and_a_plain_one_passes_it_on() -> None:
     log: list[str] = []
-
-    async def timing(job: JobContext, call_next: Callable[[], Any]) -> Any:
-        log.append("timing>")
-        result = await call_next()
-        log.append("<timing")
-        return result
-
-    registry = pgbeat.Registry(middleware=[recording(log, "plain"), timing])
+    registry = pgbeat.Registry(middleware=[recording(log, "plain"), awaiting(log, "timing")])
 
     @registry.handler("k")
     async def handler(payload: dict[str, Any], job: JobContext) -> str:
@@ -76,14 +81,7 @@ def test_async_middleware_awaits_an_async_handler_and_a_plain_one_passes_it_on()
 
 def test_an_async_middleware_wraps_a_sync_handler_too() -> None:
     log: list[str] = []
-
-    async def outer(job: JobContext, call_next: Callable[[], Any]) -> Any:
-        log.append("outer>")
-        result = await call_next()
-        log.append("<outer")
-        return result
-
-    registry = pgbeat.Registry(middleware=[outer, recording(log, "inner")])
+    registry = pgbeat.Registry(middleware=[awaiting(log, "outer"), recording(log, "inner")])
 
     @registry.handler("k")
     def handler(payload: dict[str, Any]) -> int:

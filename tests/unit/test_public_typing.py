@@ -5,12 +5,13 @@ leaking out of ``enqueue`` and its siblings."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_ok
 
 pytestmark = pytest.mark.slow  # mypy reads pgbeat and its dependencies: seconds
 
@@ -92,24 +93,5 @@ def test_a_user_module_passes_mypy_strict(tmp_path: Path) -> None:
     module = tmp_path / "user_app.py"
     module.write_text(USER_MODULE)
     env = {**os.environ, "MYPYPATH": str(SRC)}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--warn-return-any",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--python-version",
-            "3.11",
-            str(module),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    mypy = [sys.executable, "-m", "mypy", "--strict", "--warn-return-any", "--cache-dir"]
+    run_ok([*mypy, tmp_path / "cache", "--python-version", "3.11", module], tmp_path, env)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
@@ -85,19 +86,13 @@ def test_defaults_merge_and_are_overridden() -> None:
     enabled = true
     payload = { source = "schedule" }
     """
-    inherits, overrides = parse_schedules(text)
-    assert inherits.timezone == "Europe/Berlin"
-    assert inherits.catch_up == "all"
-    assert inherits.catch_up_window == timedelta(hours=6)
-    assert inherits.max_attempts == 5
-    assert inherits.enabled is False
-    assert inherits.payload == {"source": "defaults"}
-    assert overrides.timezone == "America/New_York"
-    assert overrides.catch_up == "none"
-    assert overrides.catch_up_window == timedelta(minutes=10)
-    assert overrides.max_attempts == 1
-    assert overrides.enabled is True
-    assert overrides.payload == {"source": "schedule"}
+    fields = attrgetter(
+        "timezone", "catch_up", "catch_up_window", "max_attempts", "enabled", "payload"
+    )
+    assert [fields(schedule) for schedule in parse_schedules(text)] == [
+        ("Europe/Berlin", "all", timedelta(hours=6), 5, False, {"source": "defaults"}),
+        ("America/New_York", "none", timedelta(minutes=10), 1, True, {"source": "schedule"}),
+    ]  # inherits, overrides
 
 
 @pytest.mark.parametrize(

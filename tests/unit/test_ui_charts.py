@@ -106,15 +106,8 @@ def test_the_accessible_name_and_the_bar_titles_carry_the_numbers_escaped() -> N
 
 
 def test_x_labels_every_nth_counted_from_the_newest() -> None:
-    chart = Chart(
-        key="k",
-        title="t",
-        unit="u",
-        x_title="UTC",
-        x_labels=tuple(str(i) for i in range(7)),
-        series=(Series("a", "c-done", (0,) * 7),),
-        x_every=3,
-    )
+    labels = tuple(str(i) for i in range(7))
+    chart = Chart("k", "t", "u", "UTC", labels, (Series("a", "c-done", (0,) * 7),), x_every=3)
     texts = parse(charts.render(chart)).findall(f"{SVG}text")
     assert [t.text for t in texts if t.get("text-anchor") == "middle"] == ["0", "3", "6"]
 
