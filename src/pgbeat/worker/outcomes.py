@@ -64,15 +64,18 @@ class OutcomeBuffer:
     def flush(self, conn: psycopg.Connection[Any]) -> bool:
         """Write every waiting run; on failure they wait for the next flush.
 
-        Returns True when a job went back to pending (a retry or a release), so the worker
-        can look again for work it would otherwise only find at its next poll.
+        Returns True when a job went back to pending (a retry or a release), or a workflow
+        step ended (the statement that ended it released the steps that waited only for
+        it), so the worker can look again for work it would otherwise only find at a
+        notification or its next poll.
         """
         with self._lock:
             runs, self._runs, self._since = self._runs, [], None
         if not runs:
             return False
         try:
-            decided = self._write(conn, self._decide(runs))
+            batch = self._decide(runs)
+            decided = self._write(conn, batch)
         except BaseException:
             with self._lock:  # an outcome is never dropped
                 self._runs[:0] = runs
@@ -84,7 +87,9 @@ class OutcomeBuffer:
                 _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
         self._summarise(decided)
-        return any(outcome.verdict in ("retry", "released", "snoozed") for _, outcome in decided)
+        return batch.steps_ended or any(
+            outcome.verdict in ("retry", "released", "snoozed") for _, outcome in decided
+        )
 
     def _summarise(self, decided: Sequence[tuple[Run, Outcome]]) -> None:
         """Count outcomes; once a minute, one INFO line of what the worker finished (the
@@ -182,6 +187,7 @@ class _Batch:
         self.snoozes: list[tuple[Job, Any]] = []
         self.failures: list[tuple[Job, str]] = []
         self.stops: list[tuple[Job, str]] = []  # runs stopped for a cancel
+        self.steps_ended = False  # a workflow step ended: dependants may have been released
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
@@ -224,13 +230,17 @@ class _Batch:
         if self.done:
             if len(self.results) != len(self.done):  # a done outcome added without its result
                 self.results = [None] * len(self.done)
-            cancelled |= operations.complete_jobs(conn, self.done, self.results)
+            completed = operations.complete_jobs(conn, self.done, self.results)
+            self.steps_ended = completed.steps
+            cancelled |= completed
         if self.retries:
             cancelled |= operations.retry_jobs(conn, self.retries)
         if self.snoozes:
             cancelled |= operations.snooze_jobs(conn, self.snoozes)
         if self.failures:
-            cancelled |= operations.fail_jobs(conn, self.failures)
+            failed = operations.fail_jobs(conn, self.failures)
+            self.steps_ended = self.steps_ended or failed.steps
+            cancelled |= failed
         if self.released:
             cancelled |= operations.release_jobs(conn, self.released)
         stopped = {job.id for job, _ in self.stops}
