@@ -85,7 +85,7 @@ BEGIN
                                 'pgbeat_schedule_history', 'pgbeat_schedule_files',
                                 'pgbeat_queues', 'pgbeat_queue_starts', 'pgbeat_retention',
                                 'pgbeat_workflows', 'pgbeat_workflow_steps',
-                                'pgbeat_workflow_edges', 'pgbeat_workflow_releases'] LOOP
+                                'pgbeat_workflow_edges'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('ALTER TABLE %I OWNER TO pgbeat_admin', name);
             EXECUTE format('REVOKE ALL ON %I FROM PUBLIC', name);
@@ -100,8 +100,7 @@ BEGIN
                                 'text, integer, text, text, text[])',
                                 'pgbeat_workflow_note(bigint,text)',
                                 'pgbeat_workflow_advance()', 'pgbeat_workflow_advance_ended()',
-                                'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()',
-                                'pgbeat_workflow_release_deferred(integer)'] LOOP
+                                'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
             EXECUTE format('ALTER FUNCTION %s OWNER TO pgbeat_admin', name);
         END IF;
@@ -316,7 +315,7 @@ BEGIN
                                 'pgbeat_schedules', 'pgbeat_schedule_history',
                                 'pgbeat_schedule_files', 'pgbeat_queues', 'pgbeat_retention',
                                 'pgbeat_workflows', 'pgbeat_workflow_steps',
-                                'pgbeat_workflow_edges', 'pgbeat_workflow_releases'] LOOP
+                                'pgbeat_workflow_edges'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('GRANT SELECT ON %I TO pgbeat_ui_viewer', name);
         END IF;

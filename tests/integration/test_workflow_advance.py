@@ -1,11 +1,10 @@
-"""The advance of migrations 0022 and 0024: a child whose last parents end in one statement is
+"""The advance of migration 0022: a child whose last parents end in one statement is
 released without its step row being written; a child still waiting for other parents
 counts down under its step row's lock, so the last-parent race has exactly one winner
 whether the two ends overlap or follow each other.
 
 Parents are ended by plain UPDATEs (as any path that ends a step does: the trigger runs in
-that statement), each on a connection of its own where two ends must overlap. A large
-fan-out is released in chunks (migration 0024). A worker that
+that statement), each on a connection of its own where two ends must overlap. A worker that
 ends a step claims again at once: the dependants it released start without a notification
 or a poll.
 """
@@ -19,7 +18,6 @@ from typing import Any
 import psycopg
 
 import pgbeat
-from pgbeat.jobs.workflows import repair_workflows
 from tests.helpers import wait_for
 
 HELD = "9999-12-29 00:00:00+00"
@@ -176,51 +174,3 @@ def test_the_worker_that_ends_a_step_claims_its_dependants_at_once(database_url:
         worker.stop()
         thread.join(30)
     assert ran == [enqueued.jobs["step"], enqueued.jobs["b"], enqueued.jobs["c"]]
-
-
-def fan_out(conn: psycopg.Connection[Any], children: int) -> dict[str, int]:
-    """root, then ``children`` steps after it; the job ids by step name."""
-    flow = pgbeat.Workflow()
-    root = flow.add("noop", name="root")
-    for i in range(children):
-        flow.add("noop", name=f"c{i}", after=root)
-    return pgbeat.enqueue_workflow(conn, flow).jobs
-
-
-def held_children(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT count(*) FROM jobs WHERE run_at = %s", [HELD]).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def test_a_large_fan_out_is_released_in_chunks_by_the_steps_that_end_next(
-    conn: psycopg.Connection[Any],
-) -> None:
-    """The root's end releases the first 1,000 children in id order and keeps the rest as
-    chunks; each later step's end releases one more; the repair pass the rest, not
-    counting them as repaired."""
-    jobs = fan_out(conn, 3_500)
-    end(conn, jobs["root"])
-    assert held_children(conn) == 2_500
-    released = conn.execute(
-        "SELECT array_agg(id ORDER BY id) FROM jobs WHERE status = 'pending' AND run_at <= now()"
-    )
-    assert released.fetchone() == ([jobs[f"c{i}"] for i in range(1_000)],)
-    assert conn.execute("SELECT count(*) FROM pgbeat_workflow_releases").fetchone() == (3,)
-    end(conn, jobs["c0"])
-    assert held_children(conn) == 1_500
-    assert not held(conn, jobs["c1999"]) and held(conn, jobs["c2000"])
-    assert repair_workflows(conn) == (0, 0)
-    assert held_children(conn) == 0
-    assert conn.execute("SELECT count(*) FROM pgbeat_workflow_releases").fetchone() == (0,)
-
-
-def test_a_chunk_of_cancelled_steps_releases_nothing(conn: psycopg.Connection[Any]) -> None:
-    jobs = fan_out(conn, 1_500)
-    end(conn, jobs["root"])
-    workflow = conn.execute("SELECT workflow_id FROM jobs WHERE id = %s", [jobs["root"]])
-    cancelled = pgbeat.cancel_workflow(conn, workflow.fetchone()[0])  # type: ignore[index]
-    assert cancelled is not None
-    assert repair_workflows(conn) == (0, 0)
-    statuses = conn.execute("SELECT status, count(*) FROM jobs GROUP BY status ORDER BY 1")
-    assert statuses.fetchall() == [("cancelled", 1_500), ("done", 1)]

@@ -264,8 +264,6 @@ async def cancel_workflow_async(
 
 
 def repair_plan(batch: int) -> Plan[tuple[int, int]]:
-    # a large fan-out's chunks first: waiting to be released is not being left behind
-    yield workflow_sql.WORKFLOW_RELEASES_DEFERRED, {"chunks": batch}
     rows = yield workflow_sql.WORKFLOW_STEPS_REPAIR, {"batch": batch}
     yield workflow_sql.WORKFLOWS_DELETE_EMPTY, {"batch": batch}
     released = sum(1 for row in rows if row[1] == "pending")

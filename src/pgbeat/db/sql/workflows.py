@@ -142,12 +142,6 @@ RETURNING j.id, j.status, pg_notify(pgbeat_channel(CASE j.status WHEN 'pending' 
                                                                   ELSE 'pgbeat_finished' END),
                                     CASE j.status WHEN 'pending' THEN '' ELSE j.id::text END)"""
 
-# Releases the chunks of large fan-outs still waiting (migration 0024: every step's end
-# releases one; this, from the repair pass, every one left, e.g. when all workers stopped
-# mid-release); the steps released.
-WORKFLOW_RELEASES_DEFERRED: LiteralString = """
-SELECT pgbeat_workflow_release_deferred(%(chunks)s)"""
-
 # Deletes workflows none of whose steps is left (retention took them), in batches; a new
 # one is an hour old at least, so an enqueue that has not committed its steps keeps it.
 # Two workers at once: the second waits for the first's rows and skips them.
