@@ -4,12 +4,15 @@ counts down under its step row's lock, so the last-parent race has exactly one w
 whether the two ends overlap or follow each other.
 
 Parents are ended by plain UPDATEs (as any path that ends a step does: the trigger runs in
-that statement), each on a connection of its own where two ends must overlap.
+that statement), each on a connection of its own where two ends must overlap. A worker that
+ends a step claims again at once: the dependants it released start without a notification
+or a poll.
 """
 
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -147,3 +150,27 @@ def test_a_failed_parent_cancels_a_one_parent_child_and_a_run_anyway_child_runs(
     found = dict(conn.execute("SELECT id, status FROM jobs").fetchall())
     assert found[jobs["cancelled"]] == "cancelled"
     assert found[jobs["runs"]] == "pending" and not held(conn, jobs["runs"])
+
+
+def test_the_worker_that_ends_a_step_claims_its_dependants_at_once(database_url: str) -> None:
+    """No LISTEN and an hour between polls: each step of a chain starts because the worker
+    that ended its parent looked again, not because anything told it to."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        flow = pgbeat.Workflow()
+        flow.add("step", name="c", after=flow.add("step", name="b", after=flow.add("step")))
+        enqueued = pgbeat.enqueue_workflow(conn, flow)
+    ran: list[int] = []
+    registry = pgbeat.Registry()
+    registry.handler("step")(lambda payload, job: ran.append(job.id))
+    settings = pgbeat.WorkerSettings(
+        listen=False, poll_interval=timedelta(hours=1), heartbeat=False, workflow_repair=None
+    )
+    worker = pgbeat.Worker(database_url, registry, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(ran) == 3, timeout=20, message="the chain ran without a poll")
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert ran == [enqueued.jobs["step"], enqueued.jobs["b"], enqueued.jobs["c"]]

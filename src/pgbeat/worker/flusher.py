@@ -28,8 +28,9 @@ class OutcomeFlusher:
 
     An unexpected error (not a lost connection) is kept in ``failure`` for the worker loop
     to raise: a bug must stop the worker loudly, not leave outcomes unwritten in silence.
-    ``on_requeued`` hears of retries and releases written: their jobs are pending again,
-    and the claiming loop would otherwise learn of them only at its next poll.
+    ``on_requeued`` hears of retries and releases written (their jobs are pending again),
+    and of workflow steps ended (their dependants may have been released): the claiming
+    loop would otherwise learn of them only at a notification or its next poll.
     ``on_freed`` hears of the recorder's watched queues whose jobs left running: a
     limited queue's slot is free once the outcome is committed, not when the handler
     returns, so the claiming loop waits for this, not for the slot.

@@ -68,9 +68,16 @@ def seconds_to_next_job(
     return Claimer(timedelta(0), kinds, queues).seconds_to_next(conn)
 
 
+class EndedRuns(set[int]):
+    """The ids of runs that ended cancelled instead; ``steps`` says whether a workflow
+    step was among the runs that ended (its advance may have released dependants)."""
+
+    steps = False
+
+
 def complete_jobs(
     conn: psycopg.Connection[Any], jobs: Sequence[Job], results: Sequence[str | None] = ()
-) -> set[int]:
+) -> EndedRuns:
     """Mark these runs done with their results (JSON text or None, ``results[i]`` is
     ``jobs[i]``'s), in the one statement; return the ids that ended cancelled instead.
 
@@ -79,7 +86,7 @@ def complete_jobs(
     if any(result is not None for result in results) and len(results) != len(jobs):
         raise ValueError("complete_jobs needs one result (or None) per job")
     stored = results_object(jobs, results)
-    return _cancelled(conn.execute(outcome_sql.JOBS_COMPLETE, {**_fences(jobs), "results": stored}))
+    return _ended(conn.execute(outcome_sql.JOBS_COMPLETE, {**_fences(jobs), "results": stored}))
 
 
 def results_object(jobs: Sequence[Job], results: Sequence[str | None]) -> str | None:
@@ -129,10 +136,10 @@ def _times(whens: Sequence[datetime | timedelta]) -> dict[str, list[Any]]:
     }
 
 
-def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]) -> set[int]:
+def fail_jobs(conn: psycopg.Connection[Any], failures: Sequence[tuple[Job, str]]) -> EndedRuns:
     """Park these runs in the ``failed`` dead letter with their error; return the ids that
     ended cancelled instead (asked to stop)."""
-    return _cancelled(
+    return _ended(
         conn.execute(
             outcome_sql.JOBS_FAIL,
             {
@@ -181,6 +188,14 @@ def renew_leases(
 def _cancelled(cursor: psycopg.Cursor[Any]) -> set[int]:
     row = cursor.fetchone()
     return set() if row is None else {int(job_id) for job_id in row[0]}
+
+
+def _ended(cursor: psycopg.Cursor[Any]) -> EndedRuns:
+    """The answer of a statement ending runs (outcomes.py's _ALL_ENDED)."""
+    row = cursor.fetchone()
+    ended = EndedRuns() if row is None else EndedRuns(int(job_id) for job_id in row[0])
+    ended.steps = row is not None and bool(row[2])
+    return ended
 
 
 def record_attempts(

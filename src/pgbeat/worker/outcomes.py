@@ -80,9 +80,11 @@ class OutcomeBuffer:
     def flush(self, conn: psycopg.Connection[Any]) -> Written:
         """Write every waiting run; on failure they wait for the next flush.
 
-        Says whether a job went back to pending (a retry or a release), so the worker can
-        look again for work it would otherwise only find at its next poll, and which
-        watched queues the written jobs were of: their slots are free now.
+        Says whether a job went back to pending (a retry or a release) or a workflow step
+        ended (the statement that ended it released the steps that waited only for it), so
+        the worker can look again for work it would otherwise only find at a notification
+        or its next poll; and which watched queues the written jobs were of: their slots
+        are free now.
         """
         with self._lock:
             runs, self._runs, self._since = self._runs, [], None
@@ -90,7 +92,8 @@ class OutcomeBuffer:
             return NOTHING_WRITTEN
         watched = self.watched  # one read: the claiming thread replaces it whole
         try:
-            decided = self._write(conn, self._decide(runs))
+            batch = self._decide(runs)
+            decided = self._write(conn, batch)
         except BaseException:
             with self._lock:  # an outcome is never dropped
                 self._runs[:0] = runs
@@ -102,7 +105,9 @@ class OutcomeBuffer:
                 _log_outcome(run, outcome)
             self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
         self._summarise(decided)
-        requeued = any(o.verdict in ("retry", "released", "snoozed") for _, o in decided)
+        requeued = batch.steps_ended or any(
+            o.verdict in ("retry", "released", "snoozed") for _, o in decided
+        )
         if not watched:
             return Written(requeued, frozenset())
         return Written(requeued, frozenset(r.job.queue for r in runs if r.job.queue in watched))
@@ -203,6 +208,7 @@ class _Batch:
         self.snoozes: list[tuple[Job, Any]] = []
         self.failures: list[tuple[Job, str]] = []
         self.stops: list[tuple[Job, str]] = []  # runs stopped for a cancel
+        self.steps_ended = False  # a workflow step ended: dependants may have been released
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
@@ -245,13 +251,17 @@ class _Batch:
         if self.done:
             if len(self.results) != len(self.done):  # a done outcome added without its result
                 self.results = [None] * len(self.done)
-            cancelled |= operations.complete_jobs(conn, self.done, self.results)
+            completed = operations.complete_jobs(conn, self.done, self.results)
+            self.steps_ended = completed.steps
+            cancelled |= completed
         if self.retries:
             cancelled |= operations.retry_jobs(conn, self.retries)
         if self.snoozes:
             cancelled |= operations.snooze_jobs(conn, self.snoozes)
         if self.failures:
-            cancelled |= operations.fail_jobs(conn, self.failures)
+            failed = operations.fail_jobs(conn, self.failures)
+            self.steps_ended = self.steps_ended or failed.steps
+            cancelled |= failed
         if self.released:
             cancelled |= operations.release_jobs(conn, self.released)
         stopped = {job.id for job, _ in self.stops}

@@ -60,12 +60,12 @@ _FENCE: LiteralString = """
       AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]"""
 
 # The fenced rows of the outcomes a run reports when it ends by itself: its row running,
-# or pending after the reaper (started_at kept).
+# or pending after the reaper (started_at kept); with its workflow, for _ALL_ENDED.
 _RUNNING_OR_REAPED: LiteralString = (
     _FENCE
     + """
       AND (status = 'running' OR (status = 'pending' AND started_at IS NOT NULL))
-    RETURNING id, status
+    RETURNING id, status, workflow_id
 )"""
 )
 
@@ -79,12 +79,14 @@ _STILL_RUNNING: LiteralString = (
 )
 
 # The tail of the outcomes that end every run they touch (complete, fail): the ids that
-# ended cancelled, and one NOTIFY on the schema's pgbeat_finished listing every id (up to
-# 800; beyond, an empty payload tells waiters to look for themselves).
+# ended cancelled, one NOTIFY on the schema's pgbeat_finished listing every id (up to
+# 800; beyond, an empty payload tells waiters to look for themselves), and whether a
+# workflow step ended (its advance may have released dependants: the worker claims again).
 _ALL_ENDED: LiteralString = """
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
        CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END
+           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END,
+       coalesce(bool_or(workflow_id IS NOT NULL), false)
 FROM ended"""
 
 # The tail of the outcomes that may end runs cancelled (a run asked to stop): the ids that
