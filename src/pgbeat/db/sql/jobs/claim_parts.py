@@ -112,7 +112,8 @@ running_keys AS MATERIALIZED (
 # (pgbeat_queue_starts_key_window: one probe, so the cost does not grow with the other
 # keys' starts; in key order, read by a range on the key, as _PENDING_KEYS_AFTER says why:
 # a kept plan counted every key's starts of the window through pgbeat_queue_starts_window,
-# 200 jobs/s over 20,000 free keys; at most key_rate_count of them, all the budget needs);
+# a drain over 20,000 free keys then crawled (docs/benchmarks.md, "Key-limited claims");
+# at most key_rate_count of them, all the budget needs);
 # _KEY_LEFT_N is NULL when the queue has no per-key limit. Joined to a row
 # ``k`` carrying the key, beside ``budget AS b``.
 _KEY_LEFT: LiteralString = """
@@ -160,9 +161,10 @@ _CLAIM_LIMITED_TAIL: LiteralString = (
 # after %(keys)s keys (the next claim goes on from there: its cost does not grow with the
 # keys whose budget is spent). Each next key is the first in key order (`ORDER BY
 # limit_key LIMIT 1`, not min(): a plan kept before any ANALYZE computed min() from the
-# queue's whole backlog in the queue's claim order, 7.6 s a claim at 40,000 jobs over 20,000 keys;
-# in key order only jobs_claim_key reads it without a sort). A key's own jobs are matched by
-# a range on limit_key for the same reason (claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND).
+# queue's whole backlog in the queue's claim order, seconds a claim at 20,000 keys
+# (docs/benchmarks.md); in key order only jobs_claim_key reads it without a sort). A key's
+# own jobs are matched by a range on limit_key for the same reason (claim_heads.py's
+# JOBS_CLAIM_BY_QUEUE_KIND).
 _PENDING_KEYS_AFTER: LiteralString = """
 pending_keys(limit_key, pos) AS (
     SELECT (SELECT limit_key FROM jobs
