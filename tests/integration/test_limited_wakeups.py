@@ -60,7 +60,9 @@ def test_a_queue_at_its_concurrency_is_asked_again_soon(conn: psycopg.Connection
     claimer = Claimer(LEASE)
     assert len(claimer.claim(conn, 10)) == 1
     wait = claimer.seconds_to_next(conn, fast=False)
-    assert wait is not None and 0 < wait <= LIMITED_RECHECK, wait  # a completion frees a slot
+    # a completion frees a slot: asked again within LIMITED_RECHECK of the claim (a loaded
+    # machine may take longer than that between the claim and this question: then <= 0)
+    assert wait is not None and wait <= LIMITED_RECHECK, wait
 
 
 def test_saturated_keys_are_asked_again_soon(conn: psycopg.Connection[Any]) -> None:
@@ -69,7 +71,7 @@ def test_saturated_keys_are_asked_again_soon(conn: psycopg.Connection[Any]) -> N
     claimer = Claimer(LEASE)
     assert len(claimer.claim(conn, 10)) == 1
     wait = claimer.seconds_to_next(conn, fast=False)
-    assert wait is not None and 0 < wait <= LIMITED_RECHECK, wait
+    assert wait is not None and wait <= LIMITED_RECHECK, wait  # as above
 
 
 def _finish(conn: psycopg.Connection[Any], queue: str) -> None:

@@ -135,6 +135,17 @@ def test_cancels_raced_against_completions_retries_and_expiring_leases(
     # may record its start later, but no later attempt may ever start.
     answers: dict[int, tuple[pgbeat.CancelResult, int]] = {}
     killed = False
+    # Cancels from once a tenth of the jobs ended: begun at once, on a loaded machine every
+    # cancel could land before the workers' first run ended, and no cancel would find its
+    # job finished (the race's other side).
+    wait_for(
+        lambda: (
+            one(conn, "SELECT count(*) FROM jobs WHERE status IN ('done', 'failed')") >= total // 10
+        ),
+        timeout=60,
+        interval=0.005,
+        message="a tenth of the jobs ended",
+    )
     for n, job_id in enumerate(rng.sample(ids, total)):
         if n == total // 2 and not killed:
             started[0].kill()  # its running jobs' leases expire; the reaper races the cancels
