@@ -13,8 +13,9 @@ import psycopg
 import pytest
 
 import pgbeat
-from pgbeat.worker import claiming
-from pgbeat.worker.claiming import LIMITED_RECHECK, Claimer
+from pgbeat.worker import claiming, rests
+from pgbeat.worker.claiming import Claimer
+from pgbeat.worker.rests import LIMITED_RECHECK
 from tests.helpers import running_worker, statuses, wait_for
 
 LEASE = timedelta(minutes=5)
@@ -90,6 +91,7 @@ def test_a_full_queue_rests_until_a_job_of_it_leaves_running_or_jobs_arrive(
     of one of its jobs (slots_freed), or a notification of jobs, ends the rest at once, so
     a fair queue's new key does not wait out LIMITED_RECHECK (made an hour here)."""
     monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    monkeypatch.setattr(rests, "LIMITED_RECHECK", 3600.0)
     pgbeat.configure_queue(conn, "api", concurrency=1, fair=True)
     _enqueue(conn, 4, queue="api", limit_key="A")
     claimer = Claimer(LEASE)
@@ -127,6 +129,7 @@ def test_a_worker_claims_a_full_queue_again_when_its_own_job_finishes(
     """With the recheck made an hour, a queue of concurrency 1 drains only because each
     written outcome of its jobs wakes the worker's next claim."""
     monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    monkeypatch.setattr(rests, "LIMITED_RECHECK", 3600.0)
     pgbeat.configure_queue(conn, "api", concurrency=1)
     _enqueue(conn, 20, queue="api")
     registry = pgbeat.Registry()

@@ -23,19 +23,16 @@ from pgbeat.job import Job
 from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
 from pgbeat.worker.locked_claim import LIMIT_KEY, claim_locked
+from pgbeat.worker.rests import LIMITED_RECHECK, Rests
 
 log = logging.getLogger("pgbeat.worker")
 
-LIMITED_RECHECK = 0.05  # seconds before a queue whose limits were spent is asked again, unheard
 FAST_RECHECK = 0.05  # seconds a fast path found short is not asked first again, unless notified
 HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
 HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
-KEYS_IDLE_PAUSE = 0.2  # seconds before a key-by-key claim that found nothing runs again
-KEYS_IDLE_MAX = 1.6  # ... doubling up to this while only time frees the keys (key_rate)
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
-DRY_REST_UNHEARD = 1.0  # seconds a dry limited queue rests when notifications are not heard
 
 
 class Claimer:
@@ -44,15 +41,12 @@ class Claimer:
     ``limited`` is the worker's limited and fair queues as the last claim saw them (None
     before the first, or after a notification that settings changed): they are claimed in
     turn, each from its own budget, and the fast path takes the other slots; every other
-    claim the fast path goes first. A queue whose limits were spent is left alone until its
-    rate's oldest start leaves the window, or, when its slots or keys were full, until a job
-    of it leaves running here (slots_freed), a job is announced, or LIMITED_RECHECK; a queue
-    that ran out of due jobs rests until jobs are announced or its next job falls due; a
-    change of the queue's settings (a notification, or its ``updated_at`` at the next read of
-    the held queues, every HELD_REFRESH seconds) ends every rest. These are hints: every
-    statement re-reads the settings it enforces. ``limited_short`` says a limited queue gave
-    fewer jobs than asked: the loop then asks ``seconds_to_next`` soon. ``watched`` is the
-    limited queues, whose written outcomes the worker reports to slots_freed.
+    claim the fast path goes first. Which limited queues rest, and until when, is kept by
+    rests.py; a change of a queue's settings (a notification, or its ``updated_at`` at the
+    next read of the held queues, every HELD_REFRESH seconds) ends its rests.
+    ``limited_short`` says a limited queue gave fewer jobs than asked: the loop then asks
+    ``seconds_to_next`` soon. ``watched`` is the limited queues, whose written outcomes the
+    worker reports to slots_freed.
     """
 
     def __init__(
@@ -67,17 +61,12 @@ class Claimer:
         self.limited: list[str] | None = None
         self.watched: frozenset[str] = frozenset()
         self.held: list[str] = []  # paused, limited or fair: not for the fast path
-        self.limited_short = False
-        self.listening = False  # notifications are heard: a dry queue rests until one
+        self._rests = Rests()
         self._turn = 0
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
         self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
-        self._keys_idle_until: dict[str, float] = {}  # per queue: monotonic seconds
-        self._fruitless: dict[str, int] = {}  # per timed keyed queue: walks in a row found none
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
-        self._queue_idle_until: dict[str, float] = {}  # per queue: its limits are spent
-        self._full: set[str] = set()  # ... because their slots were full (concurrency)
         self._mode: dict[str, str] = {}  # per limited queue: 'whole', 'keyed' or 'fair'
         self._updated: dict[str, Any] = {}  # per held queue: its settings' updated_at
         self._invalid: set[str] = set()  # rows the constraints refuse, logged once
@@ -85,10 +74,18 @@ class Claimer:
         self._foreign_ahead = 0  # foreign kinds' jobs among the first HELD_AHEAD due ones
         self._due = DueQueues()  # the claim by queue and kind's hint
         self._empty: set[str] = set()  # held queues without a pending job at the last read
-        self._limited_wake: float | None = None  # monotonic: when a limited queue may give more
-        self._dry: set[str] = set()  # limited queues that ran out of due jobs
-        self._dry_due: dict[str, float | None] = {}  # monotonic: their next due job, or none
-        self._dry_since: dict[str, float] = {}  # monotonic: when each ran dry
+
+    @property
+    def limited_short(self) -> bool:
+        return self._rests.short
+
+    @property
+    def listening(self) -> bool:
+        return self._rests.listening
+
+    @listening.setter
+    def listening(self, heard: bool) -> None:
+        self._rests.listening = heard  # notifications are heard: a dry queue rests until one
 
     def claim(self, conn: psycopg.Connection[Any], limit: int) -> list[Job]:
         """Lease up to ``limit`` due jobs (``conn`` in autocommit); unreadable rows are failed."""
@@ -97,8 +94,7 @@ class Claimer:
                 held = self._read_held(conn)
             self._note_held(*held)
         rows: list[Any] = []
-        self.limited_short = False
-        self._limited_wake = None
+        self._rests.begin()
         self._turn += 1
         # Every other claim the unlimited queues go first: limited queues with room for
         # every slot do not starve them, nor they the limited ones.
@@ -106,15 +102,12 @@ class Claimer:
         fast_first = bool(self.limited) and self._turn % 2 == 0
         if fast_first and now >= self._fast_short_until:
             rows.extend(self._claim_fast(conn, limit))
-        for queue in self._awake(now):
-            idle_until = self._queue_idle_until.get(queue, 0.0)
-            if now < idle_until:
-                self._held_back(idle_until)  # its limits were spent a moment ago
-                continue
-            if self._resting(queue, now):
+        awake = [queue for queue in self._limited_in_turn() if queue not in self._empty]
+        for queue in self._rests.awake(awake, now):
+            if self._rests.spent(queue, now) or self._rests.resting(queue, now):
                 continue
             if len(rows) >= limit:
-                self._held_back(now + LIMITED_RECHECK)  # not every limited queue had its turn
+                self._rests.held_back(now + LIMITED_RECHECK)  # not every limited queue had its turn
                 break
             rows.extend(self._claim_limited(conn, queue, limit - len(rows)))
         if not fast_first and len(rows) < limit:
@@ -133,29 +126,22 @@ class Claimer:
         dry limited queues are asked again, the empty ones looked at again with the next
         fast claim (QUEUES_HELD, no round trip more), the claim by queue's hint walked soon."""
         self._fast_short_until = 0.0
-        self._dry_due.clear()
-        self._dry.clear()
-        self._fruitless.clear()
+        self._rests.jobs_arrived()
         self._due.stale()
         if self._empty:
             self._held_until = 0.0
-        self.slots_freed(self._full)
 
     def slots_freed(self, queues: Set[str]) -> None:
-        """Jobs of these limited queues left running (their outcomes are written here), or
-        jobs were announced: the queues that rest because their slots were full are asked
-        again (a claim whose budget is 0 is one cheap round trip: no key is walked)."""
-        for queue in self._full.intersection(queues):
-            self._full.discard(queue)
-            self._queue_idle_until.pop(queue, None)
+        """Jobs of these limited queues left running (their outcomes are written here): the
+        ones that rest because their slots were full are asked again (a claim whose budget
+        is 0 is one cheap round trip: no key is walked)."""
+        self._rests.slots_freed(queues)
 
     def settings_changed(self) -> None:
         """A queue's settings changed (a notification): the next claim reads the held
         queues first, and every rest ends."""
         self.limited = None
-        self._queue_idle_until.clear()
-        self._full.clear()
-        self._keys_idle_until.clear()
+        self._rests.settings_changed()
         self.jobs_arrived()
 
     def seconds_to_next(self, conn: psycopg.Connection[Any], fast: bool = True) -> float | None:
@@ -168,48 +154,12 @@ class Claimer:
                 found.append(float(row[0]))
                 if self._by_kind():  # a due queue outside the hint waits for the next walk
                     found[-1] = max(found[-1], self._due.wait(time.monotonic()))
-        if self.limited_short:
+        if self._rests.short:
             now = time.monotonic()
-            wakes = [self._limited_wake] if self._limited_wake is not None else []
-            for queue in self._dry.difference(self._dry_due):
-                self._dry_due[queue] = self._next_due(conn, queue, now)
-            for queue, due in list(self._dry_due.items()):
-                if due is not None and due <= now:  # it fell due, or others hold it: ask again
-                    self._dry_due.pop(queue)
-                    due = now + LIMITED_RECHECK
-                if due is not None:
-                    wakes.append(due)
-            if wakes:
-                found.append(min(wakes) - now)
+            wake = self._rests.wakes(lambda queue: self._next_due(conn, queue, now), now)
+            if wake is not None:
+                found.append(wake - now)
         return min(found) if found else None
-
-    def _awake(self, now: float) -> list[str]:
-        """The limited queues in turn, less the dry ones that surely still rest (heard
-        notifications, none of their next jobs due yet): checked as a set, not one by one,
-        so 200 resting queues cost a claim nothing."""
-        queues = [queue for queue in self._limited_in_turn() if queue not in self._empty]
-        resting = self._dry.intersection(self._dry_due)
-        if not resting or not self.listening:
-            return queues
-        if any(due is not None and due <= now for due in self._dry_due.values()):
-            return queues  # one falls due: _resting looks at each
-        self.limited_short = True  # seconds_to_next keeps their next due jobs in the wake-ups
-        return [queue for queue in queues if queue not in resting]
-
-    def _resting(self, queue: str, now: float) -> bool:
-        """Whether a limited queue that ran out of due jobs still rests: until jobs are
-        announced (jobs_arrived) or its next job falls due; DRY_REST_UNHEARD at most while
-        notifications are not heard."""
-        if queue not in self._dry or queue not in self._dry_due:
-            return False
-        due = self._dry_due[queue]
-        unheard = not self.listening and now >= self._dry_since.get(queue, 0.0) + DRY_REST_UNHEARD
-        if (due is not None and now >= due) or unheard:
-            self._dry.discard(queue)
-            self._dry_due.pop(queue, None)
-            return False
-        self.limited_short = True  # seconds_to_next keeps its next due job in the wake-ups
-        return True
 
     def _next_due(self, conn: psycopg.Connection[Any], queue: str, now: float) -> float | None:
         """When the next pending job of a limited queue falls due (monotonic), or None."""
@@ -219,12 +169,6 @@ class Claimer:
             prepare=False,  # never kept (its comment says why)
         ).fetchone()
         return None if row is None or row[0] is None else now + float(row[0])
-
-    def _held_back(self, until: float | None) -> None:
-        """A limited queue gave fewer jobs than asked; it may give more at ``until``."""
-        self.limited_short = True
-        if until is not None and (self._limited_wake is None or until < self._limited_wake):
-            self._limited_wake = until
 
     def _limited_in_turn(self) -> list[str]:
         """The limited queues, the first one rotating from claim to claim."""
@@ -301,16 +245,11 @@ class Claimer:
         self._held_ahead = sum(int(row[-1]) for row in rows)
         empty = {row[0] for row in rows if int(row[-1]) == 0}
         if self._empty - empty:  # jobs came to a queue that had none: claim again soon
-            self._held_back(time.monotonic())
+            self._rests.held_back(time.monotonic())
         self._empty = empty
         for name, paused, mode, problem, updated_at, _ in rows:
             if self._updated.get(name, updated_at) != updated_at:
-                self._queue_idle_until.pop(name, None)
-                self._full.discard(name)
-                self._keys_idle_until.pop(name, None)
-                self._fruitless.pop(name, None)
-                self._dry.discard(name)
-                self._dry_due.pop(name, None)
+                self._rests.forget(name)
             self._updated[name] = updated_at
             self._mode[name] = mode
             if problem is not None:
@@ -340,55 +279,37 @@ class Claimer:
         self._mode[queue] = mode_now
         now = time.monotonic()
         if mode_now != mode:
-            self._held_back(now + LIMITED_RECHECK)  # claimed with the other statement next time
+            self._rests.held_back(now + LIMITED_RECHECK)  # claimed with the other statement next
             return rows
         if mode == "fair":
             self._fair_after[queue] = last_key
         if granted == 0:
             spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
             pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
-            self._rest(queue, now + pause, full=not spent)
+            self._rests.rest(queue, now + pause, full=not spent)
             return rows
         keyed = mode == "keyed"
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
             if not rows:  # every key it looked at is full: a completion or a window frees one
-                # (the walk goes on from there next time, at this pace: walking 20,000 spent
-                # keys without a pause cost an unlimited drain beside it three quarters;
-                # where only time frees keys, the pause doubles while walks find nothing)
-                fruitless = self._fruitless.get(queue, 0) + 1 if timed else 1
-                self._fruitless[queue] = fruitless
-                pause = min(KEYS_IDLE_MAX, KEYS_IDLE_PAUSE * 2 ** (fruitless - 1))
-                self._rest(queue, now + pause)
+                self._rests.fruitless_walk(queue, now, timed)  # the walk goes on from there
                 return rows
         if rows:
-            self._fruitless.pop(queue, None)
+            self._rests.fruitful(queue)
         if len(rows) >= limit:
             return rows
         if not rows and (not keyed or scanned == 0):
-            self.limited_short = True  # out of due jobs: rests until jobs or its next due one
-            self._dry.add(queue)
-            self._dry_since[queue] = now
+            self._rests.went_dry(queue, now)  # out of due jobs: until jobs or its next due one
         else:  # its limits, or saturated keys: a completion may free a slot
-            self._held_back(now + LIMITED_RECHECK)
+            self._rests.held_back(now + LIMITED_RECHECK)
         return rows
-
-    def _rest(self, queue: str, until: float, full: bool = False) -> None:
-        """Leave a limited queue alone until ``until`` (monotonic); ``full``: its slots
-        were, and slots_freed ends the rest sooner."""
-        self._queue_idle_until[queue] = until
-        if full:
-            self._full.add(queue)
-        else:
-            self._full.discard(queue)
-        self._held_back(until)
 
     def _claim_keys(
         self, conn: psycopg.Connection[Any], queue: str, params: dict[str, Any], limit: int
     ) -> list[Any]:
         """Past a head clogged by saturated keys: key by key, in a transaction of its own."""
         now = time.monotonic()
-        if now < self._keys_idle_until.get(queue, 0.0):
+        if self._rests.keys_resting(queue, now):
             return []
         params = {**params, "limit": limit, "after": self._after_key.pop(queue, None)}
         more, budget = claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
@@ -398,5 +319,5 @@ class Claimer:
         elif walked and walked >= params["keys"] and last_key is not None:
             self._after_key[queue] = last_key  # a bounded walk: the next goes on from here
         elif not more:  # every key with jobs is saturated: no need to look again at once
-            self._keys_idle_until[queue] = now + KEYS_IDLE_PAUSE
+            self._rests.keys_found_none(queue, now)
         return more
