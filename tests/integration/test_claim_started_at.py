@@ -28,7 +28,6 @@ CLAIMS: dict[str, LiteralString] = {
 PARAMS: dict[str, Any] = {
     "limit": 10, "lease": LEASE, "kinds": None, "queues": None, "held": [],
     "queue": "default", "now": None, "scan": 256, "keys": 256, "after": None,
-    "fair_steps": 4,
 }  # fmt: skip
 
 

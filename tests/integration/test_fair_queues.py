@@ -14,7 +14,6 @@ import pytest
 
 import pgbeat
 from pgbeat.jobs import queues
-from pgbeat.worker import claiming
 from pgbeat.worker.claiming import Claimer
 from tests.helpers import run_cli_here, running_worker, wait_for
 
@@ -72,22 +71,6 @@ def test_the_key_whose_turn_just_came_takes_the_slots_others_leave(
     assert _keys(claimer.claim(conn, 1)) == {"B": 1}  # the round stopped at A: B's turn
     assert _keys(claimer.claim(conn, 1)) == {"A": 1}  # then A's
     assert _keys(claimer.claim(conn, 3)) == {"B": 1, "A": 2}
-
-
-def test_a_fair_queue_hands_out_its_concurrency_in_steps(
-    conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One claim takes at most 1/FAIR_STEPS of the queue's concurrency (rounded up), so the
-    slots free in steps and a new key waits for the next step, not for a whole backlog's
-    claim; the next claim takes the next step, up to the concurrency, never past it."""
-    monkeypatch.setattr(claiming, "FAIR_STEPS", 4)
-    pgbeat.configure_queue(conn, "api", fair=True, concurrency=10)
-    _enqueue(conn, 100, queue="api", limit_key="A")
-    claimer = Claimer(LEASE)
-    assert [len(claimer.claim(conn, 50)) for _ in range(5)] == [3, 3, 3, 1, 0]
-    assert claimer.limited_short  # slots held back: the loop looks again soon
-    pgbeat.configure_queue(conn, "api", fair=True, concurrency=None)
-    assert len(Claimer(LEASE).claim(conn, 50)) == 50  # no concurrency: no steps
 
 
 def test_fairness_composes_with_key_concurrency_and_priority(

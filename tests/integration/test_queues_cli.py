@@ -143,14 +143,7 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     by_queue = _plan(conn, claim_sql.JOBS_CLAIM_BY_QUEUE, PARAMS)
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1)
-    limited_params = {
-        **PARAMS,
-        "queue": "api",
-        "scan": 256,
-        "keys": 256,
-        "after": None,
-        "fair_steps": 4,
-    }
+    limited_params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
     limited = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue_unkeyed" in limited and not sorts_backlog(limited), limited
     head = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)
@@ -187,7 +180,7 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         key_concurrency=1 if keyed else None,
         fair=name.endswith("FAIR"),
     )
-    params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None, "fair_steps": 4}
+    params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
     with conn.transaction():
         conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
         conn.execute(statement, params, prepare=True).fetchall()  # the plan is made now

@@ -33,7 +33,6 @@ HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks 
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
-FAIR_STEPS = 8  # a fair queue's claim takes at most 1/FAIR_STEPS of its concurrency
 
 
 class Claimer:
@@ -267,7 +266,6 @@ class Claimer:
         params["scan"] = params["keys"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * limit)
         if mode == "fair":
             params["after"] = self._fair_after.get(queue)
-            params["fair_steps"] = FAIR_STEPS
             statement = claim_sql.JOBS_CLAIM_FAIR
         elif mode == "keyed":
             statement = claim_sql.JOBS_CLAIM_LIMITED_HEAD

@@ -290,10 +290,6 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # backlog does not delay another key's job by more than a round. ``last_key`` is the key
 # of the last job taken, where the next claim goes on ('' for the unkeyed jobs: next from
 # the first key). Keys and their jobs are read as in _PENDING_KEYS_AFTER (it says why).
-# With a concurrency, one claim takes at most 1/%(fair_steps)s of it (rounded up): the
-# slots are handed out in steps, so they free in steps too, and a new key waits for the
-# next step's slots instead of a whole job's length while one claim's jobs hold them all
-# (docs/flow-control.md has the measurements; the rest goes to the next claim).
 JOBS_CLAIM_FAIR: LiteralString = (
     "WITH RECURSIVE "
     + _SETTINGS_AND_BUDGET
@@ -376,10 +372,7 @@ candidates AS (
 picked AS MATERIALIZED (
     SELECT id, limit_key, priority, nth, pos FROM candidates
     ORDER BY priority DESC, nth, pos
-    LIMIT least(coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0),
-                (SELECT CASE WHEN concurrency IS NOT NULL
-                             THEN ceil(concurrency / %(fair_steps)s::numeric)::int END
-                 FROM settings))
+    LIMIT coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0)
 ),"""
     + _CLAIM_LIMITED_TAIL
     + """, NULL::bigint AS scanned,
