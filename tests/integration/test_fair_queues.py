@@ -54,6 +54,25 @@ def test_a_fair_round_goes_on_from_claim_to_claim(conn: psycopg.Connection[Any])
     assert seen == {f"k{key:02}": 1 for key in range(30)}  # every key once: one round
 
 
+def test_the_key_whose_turn_just_came_takes_the_slots_others_leave(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The round ends with the key the last claim stopped at: it is not skipped, so a
+    backlog gets every slot another key does not use, and a queue of one key never reads
+    as dry (a claim that took nothing rested it until the next notification)."""
+    pgbeat.configure_queue(conn, "api", fair=True)
+    _enqueue(conn, 100, queue="api", limit_key="A")
+    claimer = Claimer(LEASE)
+    assert _keys(claimer.claim(conn, 3)) == {"A": 3}
+    assert _keys(claimer.claim(conn, 3)) == {"A": 3}  # went on after A: A again
+    _enqueue(conn, 1, queue="api", limit_key="B")
+    assert _keys(claimer.claim(conn, 3)) == {"B": 1, "A": 2}  # B first, A the rest
+    _enqueue(conn, 2, queue="api", limit_key="B")
+    assert _keys(claimer.claim(conn, 1)) == {"B": 1}  # the round stopped at A: B's turn
+    assert _keys(claimer.claim(conn, 1)) == {"A": 1}  # then A's
+    assert _keys(claimer.claim(conn, 3)) == {"B": 1, "A": 2}
+
+
 def test_fairness_composes_with_key_concurrency_and_priority(
     conn: psycopg.Connection[Any],
 ) -> None:

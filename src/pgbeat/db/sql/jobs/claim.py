@@ -277,7 +277,9 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 
 # The claim of a fair queue: its limit keys in turn. The walk visits up to %(keys)s limit
 # keys with pending jobs, in key order from the one after %(after)s (where the worker's last
-# claim of the queue stopped), then from the first key up to %(after)s: the round goes on
+# claim of the queue stopped), then from the first key up to %(after)s itself, last (it had
+# its turn, and still takes the slots no other key wants: skipped, a backlog of one key
+# read as dry every other claim): the round goes on
 # from claim to claim, and each claim's cost is bounded by %(keys)s probes, whatever the
 # number of keys. Jobs without a limit key form one key of their own (the best of its
 # kinds' heads in the index of unkeyed jobs, queue_heads.py), first in a round. Each
@@ -333,7 +335,7 @@ keys AS MATERIALIZED (
     SELECT limit_key, pos FROM after_keys
     UNION ALL
     SELECT limit_key, %(keys)s::int + 1 + pos FROM walk_start
-    WHERE limit_key IS NOT NULL AND (%(after)s::text IS NULL OR limit_key < %(after)s)
+    WHERE limit_key IS NOT NULL AND (%(after)s::text IS NULL OR limit_key <= %(after)s)
 ),"""
     + _RUNNING_KEYS
     + """,
