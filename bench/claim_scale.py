@@ -139,9 +139,9 @@ def main() -> None:
                 runs[name].append(found)
                 shown = ", ".join(f"{key} {value:.0f}" for key, value in found.items())
                 print(f"[claim_scale] {name} {count}: {shown}", file=sys.stderr, flush=True)
-        for name, found in runs.items():
+        for name, repeats in runs.items():
             medians = {
-                f"{tables}_{key}": statistics.median(r[f"{tables}_{key}"] for r in found)
+                f"{tables}_{key}": statistics.median(r[f"{tables}_{key}"] for r in repeats)
                 for tables in TABLES
                 for key in ("ms", "server_cpu_ms", "wal_kb")
             }
