@@ -77,6 +77,7 @@ def plans(conn: psycopg.Connection[Any], batch: PeriodBatch) -> dict[str, dict[s
     statements = {
         "HISTORY_CLAIM_NEW_PERIODS": (history_sql.HISTORY_CLAIM_NEW_PERIODS, batch._params("t")),
         "HISTORY_CLAIM_PERIODS": (history_sql.HISTORY_CLAIM_PERIODS, batch._params("t")),
+        "PERIOD_JOBS_INSERT_NEW": (enqueue_sql.PERIOD_JOBS_INSERT_NEW, batch.jobs_params(ids)),
         "PERIOD_JOBS_INSERT": (enqueue_sql.PERIOD_JOBS_INSERT, batch.jobs_params(ids)),
     }
     found = {}
@@ -104,18 +105,22 @@ def index_uses(node: dict[str, Any], index: str) -> int:
     return sum(1 for n in plan_nodes(node) if n.get("Index Name") == index)
 
 
-@pytest.mark.parametrize("tables", ["fresh", "analyzed empty", "analyzed with history"])
+@pytest.mark.parametrize(
+    "tables", ["fresh", "cold with history", "analyzed empty", "analyzed with history"]
+)
 def test_the_claim_probes_the_history_once_per_period_whatever_the_statistics(
     database_url: str, conn: psycopg.Connection[Any], tables: str
 ) -> None:
-    """Fresh: never analyzed. Analyzed empty: a new deployment. Analyzed with history: the
-    planner knows a minute of periods and expects few new ones; there it once hashed the
-    whole history instead of probing it, a cost that grows with the history, not the tick."""
+    """Fresh: never analyzed. Cold with history: a minute of periods written since, never
+    analyzed (the second tick of a new deployment). Analyzed empty: a new deployment.
+    Analyzed with history: the planner knows a minute of periods and expects few new ones;
+    there it once hashed the whole history instead of probing it, a cost that grows with
+    the history, not the tick."""
     fire = next_minute(conn)
     insert_schedules(database_url, beats(COUNT))
-    if tables == "analyzed with history":
+    if tables.endswith("with history"):
         previous_minute(conn, fire)
-    if tables != "fresh":
+    if tables.startswith("analyzed"):
         conn.execute("ANALYZE")
     batch = batch_at(conn, fire)
     for name, plan in plans(conn, batch).items():
@@ -124,7 +129,7 @@ def test_the_claim_probes_the_history_once_per_period_whatever_the_statistics(
         assert not quadratic_joins(plan), (name, plan)
         assert HISTORY not in hashed_tables(plan), (name, plan)
         assert "jobs" not in hashed_tables(plan), (name, plan)
-        if name != "PERIOD_JOBS_INSERT":
+        if not name.startswith("PERIOD_JOBS_INSERT"):
             probes = [
                 n
                 for n in plan_nodes(plan)
@@ -244,3 +249,59 @@ def test_of_many_periods_the_one_whose_job_exists_without_history_keeps_that_job
         " LEFT JOIN pgbeat_schedule_history AS h ON h.job_id = j.id"
     ).fetchone()
     assert counted == (COUNT, COUNT, 0)
+
+
+def test_a_job_another_writer_inserts_meanwhile_under_a_period_s_key_is_kept(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Another writer's uncommitted job under a period's key (beat_3: overlap "allow"): the
+    jobs' plain first insert waits on it and, once it commits, is refused whole; the insert
+    with ON CONFLICT then leaves that job alone and links the period to it."""
+    fire = next_minute(conn)
+    insert_schedules(database_url, beats(COUNT))
+    batch = batch_at(conn, fire)
+    key = "beat_3@" + fire.strftime("%Y-%m-%dT%H:%M:%SZ")
+    result: dict[str, Any] = {}
+    with psycopg.connect(database_url) as other, psycopg.connect(database_url) as claimer:
+        row = other.execute(
+            "INSERT INTO jobs (kind, payload, unique_key, run_at) VALUES ('beat', '{}', %s, %s)"
+            " RETURNING id",
+            (key, fire),
+        ).fetchone()
+        assert row is not None
+        claimer_pid = claimer.info.backend_pid
+
+        def claim() -> None:
+            try:
+                result["claims"] = batch.claim(claimer, "this")
+            except Exception as exc:  # reported below, in the test's thread
+                result["error"] = exc
+
+        thread = threading.Thread(target=claim, daemon=True)
+        thread.start()
+        wait_for(
+            lambda: (
+                conn.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                    (claimer_pid,),
+                ).fetchone()
+                == (True,)
+            ),
+            timeout=30,
+            message="the jobs' insert waiting on the other writer's job",
+        )
+        other.commit()
+        thread.join(timeout=60)
+        assert not thread.is_alive() and "error" not in result, result
+    claims = result["claims"]
+    assert claims.existing == [key] and len(claims.inserted) == COUNT - 1
+    history = conn.execute(
+        "SELECT outcome, job_id FROM pgbeat_schedule_history WHERE schedule = 'beat_3'"
+    ).fetchall()
+    assert history == [("enqueued", row[0])]
+    counted = conn.execute(
+        "SELECT count(*), count(DISTINCT unique_key), count(*) FILTER (WHERE unique_key = %s)"
+        " FROM jobs",
+        (key,),
+    ).fetchone()
+    assert counted == (COUNT, COUNT, 1)

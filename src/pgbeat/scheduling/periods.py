@@ -2,9 +2,10 @@
 
 One transaction: the claim (``HISTORY_CLAIM_NEW_PERIODS``, or ``HISTORY_CLAIM_PERIODS``
 when some period has a history row already) decides every period's outcome in the
-history, then ``PERIOD_JOBS_INSERT`` inserts the jobs of the periods it enqueued, then
-the schedules it paused for failures are paused and, under ``cancel_other``, the jobs the
-new ones replace are cancelled. Two statements rather than one that joins the claim's rows
+history, then ``PERIOD_JOBS_INSERT_NEW`` (or ``PERIOD_JOBS_INSERT`` when some job exists
+already) inserts the jobs of the periods it enqueued, then the schedules it paused for
+failures are paused and, under ``cancel_other``, the jobs the new ones replace are
+cancelled. Two statements rather than one that joins the claim's rows
 back to the periods: such a join of two CTEs is what the planner turned into a nested loop
 (quadratic) when statistics promised few rows. This module writes the arrays cheaply for
 10,000 periods (a key is a schedule's prefix plus a fire time's suffix, what schedules
@@ -161,12 +162,21 @@ class PeriodBatch:
         self, conn: psycopg.Connection[Any], answers: list[_Decision]
     ) -> set[int] | None:
         """Insert the jobs of the periods this claim enqueued; return their ids, or None
-        when it inserted every one (all but a rare case: see PERIOD_JOBS_INSERT)."""
+        when it inserted every one (all but a rare case: see PERIOD_JOBS_INSERT). First as
+        new jobs only (no speculative insertion), then, if some period's job exists
+        already, with ON CONFLICT."""
         ids = [job_id if outcome == "enqueued" else None for outcome, job_id, _ in answers]
         wanted = [job_id for job_id in ids if job_id is not None]
         if not wanted:
             return set()
-        row = conn.execute(enqueue_sql.PERIOD_JOBS_INSERT, self.jobs_params(ids), prepare=False)
+        params = self.jobs_params(ids)
+        try:
+            with conn.transaction():  # a savepoint: the refused first try writes nothing
+                conn.execute(enqueue_sql.PERIOD_JOBS_INSERT_NEW, params, prepare=False)
+            return None
+        except psycopg.errors.UniqueViolation:
+            pass
+        row = conn.execute(enqueue_sql.PERIOD_JOBS_INSERT, params, prepare=False)
         (count,) = row.fetchone() or (0,)
         if count == len(wanted):
             return None

@@ -121,14 +121,17 @@ RETURNING id"""
 # a tick of as many templates as periods (one payload per customer) took quadratic time;
 # a jsonb array's element is found by its offset. Tags likewise: a jsonb array of array
 # literals (NULL for none). Only the periods this claim's history
-# rows took get an id, so a conflict is rare (a period's job inserted without history, by
-# an older pgbeat): ON CONFLICT alone, whose own check of jobs_unique comes before each
-# insert. A NOT EXISTS probe of the same index before it doubled that check for every row
+# rows took get an id, so a conflict is rare (a period's job inserted without history: by
+# an older pgbeat, or an application's job under a period's key): the claim first runs
+# PERIOD_JOBS_INSERT_NEW, a plain insert in a savepoint that such a job refuses with a
+# unique violation (nothing written), and only then this statement with ON CONFLICT. The
+# speculative insertion of ON CONFLICT checks jobs_unique before each row, then inserts it
+# with a token and confirms it (a WAL record more): for rows that never conflict, a cost
+# a plain insert, whose jobs_unique entry checks uniqueness as it goes in, does not pay
 # (figures in docs/benchmarks.md). Returns how many it inserted, not their ids: every one
 # in all but that rare case (PERIOD_JOBS_PRESENT then says which), and 10,000 ids read back
 # one row each cost the scheduler more than the count.
-PERIOD_JOBS_INSERT: LiteralString = """
-WITH inserted AS (
+_PERIOD_JOBS_ROWS: LiteralString = """
     INSERT INTO jobs AS j (id, kind, payload, run_at, unique_key, max_attempts, keep_until,
                            queue, priority, tags)
     OVERRIDING SYSTEM VALUE
@@ -140,11 +143,22 @@ WITH inserted AS (
     FROM unnest(%(ids)s::bigint[], %(kinds)s::text[], %(run_epochs)s::float8[],
                 %(unique_keys)s::text[], %(templates)s::int[])
          AS p(id, kind, run_epoch, unique_key, template)
-    WHERE p.id IS NOT NULL
+    WHERE p.id IS NOT NULL"""
+
+PERIOD_JOBS_INSERT: LiteralString = (
+    "WITH inserted AS ("
+    + _PERIOD_JOBS_ROWS
+    + """
     ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING j.id
 )
 SELECT count(*) FROM inserted"""
+)
+
+# PERIOD_JOBS_INSERT as a first try: the same rows, no ON CONFLICT, nothing returned (all
+# were inserted, or the statement was refused whole with a unique violation when some
+# period's job exists already).
+PERIOD_JOBS_INSERT_NEW: LiteralString = _PERIOD_JOBS_ROWS
 
 # Which of these job ids exist (primary key): after a PERIOD_JOBS_INSERT that inserted fewer
 # jobs than it was given, the ones it inserted (each id was drawn for it from the sequence,
