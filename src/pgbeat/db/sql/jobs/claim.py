@@ -197,13 +197,15 @@ lim(n) AS (
         (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)
 ),
 head AS (
-    SELECT id, limit_key, priority, run_at FROM (
+    SELECT id, limit_key, priority, run_at,
+           row_number() OVER (ORDER BY priority DESC, run_at, id) AS pos
+    FROM (SELECT id, limit_key, priority, run_at FROM (
     """
     + _QUEUE_HEADS
     + """
     ) AS heads
     ORDER BY priority DESC, run_at, id
-    LIMIT (SELECT n FROM lim)
+    LIMIT (SELECT n FROM lim)) AS first
 ),
 """
     + _RUNNING_KEYS
@@ -219,19 +221,22 @@ head_keys AS MATERIALIZED (
     WHERE k.limit_key IS NOT NULL
 ),
 ranked AS (
-    SELECT id, limit_key, priority, run_at,
+    SELECT id, limit_key, priority, run_at, pos,
            ((SELECT n FROM head_keys) ->> limit_key)::int AS key_left,
            row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
     FROM head
 ),
 picked AS (
-    SELECT id FROM ranked
+    SELECT id, pos FROM ranked
     WHERE limit_key IS NULL OR nth <= coalesce(key_left, nth)
     ORDER BY priority DESC, run_at, id
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
     + _CLAIM_LIMITED_TAIL
-    + """, (SELECT count(*) FROM head) AS scanned, NULL::text AS last_key
+    + """,
+       CASE WHEN b.n > 0 AND (SELECT count(*) FROM picked) >= b.n
+            THEN (SELECT max(pos) FROM picked) ELSE (SELECT count(*) FROM head) END AS scanned,
+       NULL::text AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
