@@ -9,7 +9,8 @@ limit keys of queue "keyed" (``key_concurrency = 1``, ``key_rate = 1/1h`` or no 
 jobs marked done after the next claim (so 100-200 run at each claim, as in a drain), until
 the backlog is gone. ``auto_explain`` on that connection (per-node timing off) sums the
 claim statements' shared buffers and durations; the backend's CPU (``/proc``, so a server
-on this machine) and the claims' wall time come beside them. docs/flow-control.md quotes it.
+on this machine) and the claims' wall time come beside them. Needs auto_explain (contrib):
+the embedded server has none, so give DATABASE_URL. docs/flow-control.md quotes it.
 """
 
 from __future__ import annotations
