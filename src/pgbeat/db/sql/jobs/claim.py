@@ -18,6 +18,7 @@ from typing import LiteralString
 
 from pgbeat.db.sql.jobs.claim_parts import (
     _CLAIM_LIMITED_TAIL,
+    _CLAIM_PICKED_BY_TID,
     _CLAIMED_COLUMNS,
     _KEY_LEFT,
     _KEY_LEFT_N,
@@ -30,7 +31,12 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _SETTINGS_AND_BUDGET,
     _TAKE_BEST_HEADS,
 )
-from pgbeat.db.sql.jobs.queue_heads import _NEXT_QUEUE, _QUEUE_HEADS, _UNKEYED_HEADS
+from pgbeat.db.sql.jobs.queue_heads import (
+    _NEXT_QUEUE,
+    _QUEUE_HEADS,
+    _QUEUE_HEADS_TID,
+    _UNKEYED_HEADS,
+)
 
 # -- the statements -----------------------------------------------------------------------
 
@@ -202,10 +208,10 @@ lim(n) AS (
         (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)
 ),
 head AS (
-    SELECT id, limit_key, row_number() OVER (ORDER BY priority DESC, run_at, id) AS pos
-    FROM (SELECT id, limit_key, priority, run_at FROM (
+    SELECT tid, id, limit_key, row_number() OVER (ORDER BY priority DESC, run_at, id) AS pos
+    FROM (SELECT tid, id, limit_key, priority, run_at FROM (
     """
-    + _QUEUE_HEADS
+    + _QUEUE_HEADS_TID
     + """
     ) AS heads
     ORDER BY priority DESC, run_at, id
@@ -215,12 +221,12 @@ head AS (
     + _RUNNING_KEYS
     + """,
 ranked AS (
-    SELECT id, limit_key, pos,
+    SELECT tid, id, limit_key, pos,
            row_number() OVER (PARTITION BY limit_key ORDER BY pos) AS nth
     FROM head
 ),
 picked AS (
-    SELECT id, pos FROM ranked
+    SELECT tid, id, pos FROM ranked
     WHERE limit_key IS NULL
        OR (nth <= coalesce((SELECT key_concurrency FROM budget)
                            - coalesce(((SELECT n FROM running_keys) ->> limit_key)::int, 0), nth)
@@ -235,7 +241,7 @@ picked AS (
     ORDER BY pos
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
-    + _CLAIM_LIMITED_TAIL
+    + _CLAIM_PICKED_BY_TID
     + """,
        CASE WHEN b.n > 0 AND (SELECT count(*) FROM picked) >= b.n
             THEN (SELECT max(pos) FROM picked) ELSE (SELECT count(*) FROM head) END AS scanned,
