@@ -11,7 +11,8 @@ import pytest
 from psycopg.pq import TransactionStatus
 
 import pgbeat
-from pgbeat.worker import operations
+from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.worker import claiming, locked_claim, operations
 from tests.helpers import noop_registry, wait_for
 from tests.helpers import running_worker as running
 
@@ -299,3 +300,33 @@ def test_a_worker_claims_only_its_registrys_kinds(
         assert conn.execute("SELECT status FROM jobs WHERE id = %s", (new,)).fetchone() == (
             "pending",
         )
+
+
+def test_a_keyed_head_shrinks_to_what_it_needed_and_a_clogged_one_still_serves_the_others(
+    conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a head claim that filled its budget, the next reads about the rows it needed
+    (plus HEAD_SCAN_SLACK), not 2 x the claim; saturated keys clogging that smaller head
+    send the claim on key by key, and the next head is the full one again."""
+    scans: list[int] = []
+
+    def claim_locked(c: psycopg.Connection[Any], statement: Any, params: dict[str, Any]) -> Any:
+        if statement is claim_sql.JOBS_CLAIM_LIMITED_HEAD:
+            scans.append(params["scan"])
+        return locked_claim.claim_locked(c, statement, params)
+
+    monkeypatch.setattr(claiming, "claim_locked", claim_locked)
+    pgbeat.configure_queue(conn, "api", key_concurrency=1)
+    for i in range(20):
+        enqueue_many(conn, 1, queue="api", limit_key=f"k{i:02}")
+    claimer = claiming.Claimer(LEASE)
+    first = claimer.claim(conn, 10)
+    assert len({job.limit_key for job in first}) == 10
+    enqueue_many(conn, 100, queue="api", limit_key="a", priority=1)  # ahead of every k
+    second = claimer.claim(conn, 10)
+    taken = {job.limit_key for job in second}
+    assert taken == {"a"} | {f"k{i}" for i in range(10, 19)} and len(second) == 10, taken
+    finish(conn, second)
+    claimer.claim(conn, 10)
+    full = max(claiming.HEAD_SCAN_MIN, claiming.HEAD_SCAN_FACTOR * 10)
+    assert scans == [full, 10 + claiming.HEAD_SCAN_SLACK, full], scans

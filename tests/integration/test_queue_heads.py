@@ -153,3 +153,55 @@ def test_every_read_of_a_queue_uses_its_two_indexes_a_bounded_head_at_a_time(
             assert names & {"jobs_claim_queue_keyed", "jobs_claim_key"}, (label, names)
             assert not names & {"jobs_claim_queue", "jobs_claim_unkeyed", "jobs_claim_kind"}
             assert not unbounded(plan, limited=bounded), (label, unbounded(plan, limited=bounded))
+
+
+def joins_on_keys(node: dict[str, Any]) -> list[str]:
+    """The join conditions and filters of a plan that name limit_key."""
+    found = []
+    for node_ in plan_nodes(node):
+        for field in ("Join Filter", "Hash Cond", "Merge Cond"):
+            if "limit_key" in node_.get(field, ""):
+                found.append(f"{node_['Node Type']}: {node_[field]}")
+    return found
+
+
+@pytest.mark.parametrize("statistics", ["fresh", "analyzed"])
+@pytest.mark.parametrize("limit", ["key_concurrency", "key_rate"])
+def test_the_keyed_head_claim_joins_nothing_to_its_head(
+    database_url: str, statistics: str, limit: str
+) -> None:
+    """JOBS_CLAIM_LIMITED_HEAD under the worker's settings: each head row's key budget is a
+    scalar subquery of the row, never a join a kept plan could turn into head x keys
+    comparisons; a key's starts are one bounded probe of pgbeat_queue_starts_key_window;
+    the head (numbered by a window) is a bounded read, never a sort of the backlog; the
+    picked rows are updated by tuple address."""
+    options = session_options(database_url, SESSION_SETTINGS)
+    with psycopg.connect(database_url, autocommit=True, options=options) as conn:
+        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        fill(conn)
+        if limit == "key_rate":  # fill's key_concurrency = 1 replaced
+            pgbeat.configure_queue(conn, "keyed", key_concurrency=None, key_rate="1/1h")
+        conn.execute(
+            "INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at)"
+            " SELECT 'keyed', 'key' || i, now() FROM generate_series(1, 300) AS i"
+        )
+        if statistics == "analyzed":
+            conn.execute("ANALYZE")
+        params = {"limit": 100, "lease": "5 minutes", "kinds": ["noop", "absent"]}
+        params |= {"queue": "keyed", "scan": 116}
+        with conn.transaction():
+            conn.execute(queue_sql.QUEUES_LOCK, {"queue": "keyed"})
+            row = conn.execute(
+                "EXPLAIN (FORMAT JSON) " + claim_sql.JOBS_CLAIM_LIMITED_HEAD, params
+            ).fetchone()
+        assert row is not None
+        plan = row[0][0]["Plan"]
+        assert not joins_on_keys(plan), joins_on_keys(plan)
+        assert not unbounded(plan, limited=True), unbounded(plan, limited=True)
+        starts = [n for n in plan_nodes(plan) if n.get("Relation Name") == "pgbeat_queue_starts"]
+        assert all(n["Node Type"] != "Seq Scan" for n in starts), starts
+        per_key = {n.get("Index Name") for n in starts if "limit_key" in n.get("Index Cond", "")}
+        assert per_key == {"pgbeat_queue_starts_key_window"}, starts
+        (update,) = [n for n in plan_nodes(plan) if n.get("Operation") == "Update"]
+        scans = [n["Node Type"] for n in update["Plans"] if n["Parent Relationship"] == "Outer"]
+        assert scans == ["Tid Scan"], update  # the picked rows by address, as the plain claim

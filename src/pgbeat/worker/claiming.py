@@ -9,6 +9,7 @@ rows are decoded by claimed_rows.py.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence, Set
 from datetime import timedelta
@@ -31,6 +32,7 @@ FAST_RECHECK = 0.05  # seconds a fast path found short is not asked first again,
 HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
 HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
 HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
+HEAD_SCAN_SLACK = 16  # rows beyond what the queue's last head claim needed, when it filled
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
 
@@ -64,6 +66,7 @@ class Claimer:
         self._rests = Rests()
         self._turn = 0
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
+        self._head_need: dict[str, float] = {}  # per keyed queue: head rows per job it took
         self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
@@ -264,6 +267,9 @@ class Claimer:
         mode = self._mode.get(queue, "keyed")
         params = {**self._params(limit), "queue": queue}
         params["scan"] = params["keys"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * limit)
+        need = self._head_need.pop(queue, None)
+        if need is not None and mode == "keyed":  # most keys free: a head the size it needs
+            params["scan"] = min(params["scan"], math.ceil(need * limit) + HEAD_SCAN_SLACK)
         if mode == "fair":
             params["after"] = self._fair_after.get(queue)
             statement = claim_sql.JOBS_CLAIM_FAIR
@@ -289,6 +295,8 @@ class Claimer:
             self._rests.rest(queue, now + pause, full=not spent)
             return rows
         keyed = mode == "keyed"
+        if keyed and rows and len(rows) >= granted:  # filled: ``scanned`` is the rows it needed
+            self._head_need[queue] = scanned / len(rows)
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += self._claim_keys(conn, queue, params, granted - len(rows))
             if not rows:  # every key it looked at is full: a completion or a window frees one

@@ -18,6 +18,7 @@ from typing import LiteralString
 
 from pgbeat.db.sql.jobs.claim_parts import (
     _CLAIM_LIMITED_TAIL,
+    _CLAIM_PICKED_BY_TID,
     _CLAIMED_COLUMNS,
     _KEY_LEFT,
     _KEY_LEFT_N,
@@ -30,7 +31,12 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _SETTINGS_AND_BUDGET,
     _TAKE_BEST_HEADS,
 )
-from pgbeat.db.sql.jobs.queue_heads import _NEXT_QUEUE, _QUEUE_HEADS, _UNKEYED_HEADS
+from pgbeat.db.sql.jobs.queue_heads import (
+    _NEXT_QUEUE,
+    _QUEUE_HEADS,
+    _QUEUE_HEADS_TID,
+    _UNKEYED_HEADS,
+)
 
 # -- the statements -----------------------------------------------------------------------
 
@@ -175,16 +181,21 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
 # The claim of a queue with per-key limits, from the head of its backlog: the first
-# %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py), of
-# which each limit key gets as many as its own budget allows (_KEY_LEFT): a saturated key
-# gets none, so a batch never holds more of a key than it may run. Jobs without a limit_key
-# count against the queue's limits only. Up to the queue's budget are taken in claim
-# order. A full head that gave less than the budget means saturated keys clog it, and the
-# worker goes on with JOBS_CLAIM_LIMITED_KEYS. The keys' budgets are one jsonb object
-# looked up by key, not rows joined to the head: with the sort penalty of the worker's
-# sessions (enable_sort off) above the window, or few rows expected after an ANALYZE that
-# saw no due job, the kept plan joined them by a nested loop, every head row compared with
-# every key (docs/flow-control.md).
+# %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py; the worker
+# asks for about what the queue's last head claim needed, claiming.py), numbered in that
+# order (``pos``) and per key (``nth``); a row is taken while its key's budget allows:
+# ``nth`` at most key_concurrency less the key's running jobs (running_keys) and at most
+# key_rate less the key's starts in the window (one probe of pgbeat_queue_starts_key_window
+# per head row, in key order, at most key_rate_count entries: only for a queue with a
+# key_rate). A saturated key gets none, so a batch never holds more of a key than it may
+# run. Jobs without a limit_key count against the queue's limits only. Up to the queue's
+# budget are taken in claim order. ``scanned`` is the head rows up to the last job taken
+# when the budget was met, else the whole head: a full head that gave less than the budget
+# means saturated keys clog it, and the worker goes on with JOBS_CLAIM_LIMITED_KEYS. Nothing
+# is joined to the head: each budget is a scalar subquery of the row (a kept plan cannot
+# choose a join), the running keys one jsonb object looked up by key (with the sort
+# penalty of the worker's sessions, enable_sort off, a kept plan joined the keys to the head
+# by a nested loop, every head row compared with every key: docs/flow-control.md).
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     "WITH "
     + _SETTINGS_AND_BUDGET
@@ -197,41 +208,44 @@ lim(n) AS (
         (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)
 ),
 head AS (
-    SELECT id, limit_key, priority, run_at FROM (
+    SELECT tid, id, limit_key, row_number() OVER (ORDER BY priority DESC, run_at, id) AS pos
+    FROM (SELECT tid, id, limit_key, priority, run_at FROM (
     """
-    + _QUEUE_HEADS
+    + _QUEUE_HEADS_TID
     + """
     ) AS heads
     ORDER BY priority DESC, run_at, id
-    LIMIT (SELECT n FROM lim)
+    LIMIT (SELECT n FROM lim)) AS first
 ),
 """
     + _RUNNING_KEYS
     + """,
-head_keys AS MATERIALIZED (
-    SELECT jsonb_object_agg(k.limit_key, """
-    + _KEY_LEFT_N
-    + """) AS n
-    FROM (SELECT DISTINCT limit_key FROM head) AS k
-    CROSS JOIN budget AS b"""
-    + _KEY_LEFT
-    + """
-    WHERE k.limit_key IS NOT NULL
-),
 ranked AS (
-    SELECT id, limit_key, priority, run_at,
-           ((SELECT n FROM head_keys) ->> limit_key)::int AS key_left,
-           row_number() OVER (PARTITION BY limit_key ORDER BY priority DESC, run_at, id) AS nth
+    SELECT tid, id, limit_key, pos,
+           row_number() OVER (PARTITION BY limit_key ORDER BY pos) AS nth
     FROM head
 ),
 picked AS (
-    SELECT id FROM ranked
-    WHERE limit_key IS NULL OR nth <= coalesce(key_left, nth)
-    ORDER BY priority DESC, run_at, id
+    SELECT tid, id, pos FROM ranked
+    WHERE limit_key IS NULL
+       OR (nth <= coalesce((SELECT key_concurrency FROM budget)
+                           - coalesce(((SELECT n FROM running_keys) ->> limit_key)::int, 0), nth)
+           AND CASE WHEN (SELECT key_rate_count FROM budget) IS NULL THEN true
+                    ELSE nth <= (SELECT key_rate_count FROM budget) - (SELECT count(*) FROM (
+                        SELECT FROM pgbeat_queue_starts AS s
+                        WHERE s.queue = %(queue)s
+                          AND s.limit_key >= ranked.limit_key AND s.limit_key <= ranked.limit_key
+                          AND s.started_at > (SELECT t - key_rate_period FROM budget)
+                        ORDER BY s.limit_key, s.started_at
+                        LIMIT (SELECT key_rate_count FROM budget)) AS in_window) END)
+    ORDER BY pos
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
-    + _CLAIM_LIMITED_TAIL
-    + """, (SELECT count(*) FROM head) AS scanned, NULL::text AS last_key
+    + _CLAIM_PICKED_BY_TID
+    + """,
+       CASE WHEN b.n > 0 AND (SELECT count(*) FROM picked) >= b.n
+            THEN (SELECT max(pos) FROM picked) ELSE (SELECT count(*) FROM head) END AS scanned,
+       NULL::text AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
 )
 

@@ -156,6 +156,16 @@ _CLAIM_LIMITED_TAIL: LiteralString = (
     _CLAIM_PICKED + _SET_RUNNING + _CLAIM_PICKED_WHERE + _CLAIMED_COLUMNS + _CLAIM_PICKED_TAIL
 )
 
+# _CLAIM_LIMITED_TAIL for a ``picked`` that carries each row's tuple address (``tid``, read
+# in this statement's snapshot): a TID scan instead of a primary-key descent per row. The
+# rows are not locked, but the queue's row lock serialises its claims, and a row updated
+# since the snapshot is re-checked by the update (still pending) as by id.
+_CLAIM_PICKED_BY_TID: LiteralString = _CLAIM_LIMITED_TAIL.replace(
+    "WHERE id = ANY(ARRAY(SELECT id FROM picked))",
+    "WHERE ctid = ANY(ARRAY(SELECT tid FROM picked))",
+)
+assert "ctid = ANY" in _CLAIM_PICKED_BY_TID
+
 # Limit keys with pending jobs of the queue in key order from %(after)s: a skip scan of
 # jobs_claim_key, one probe per key, which stops once the statement has what it needs or
 # after %(keys)s keys (the next claim goes on from there: its cost does not grow with the

@@ -99,6 +99,28 @@ _QUEUE_HEADS: LiteralString = (
     + "\n    ) AS h"
 )
 
+# _QUEUE_HEADS with each row's tuple address first (``tid``), unlocked: for a claim whose
+# queue's row lock serialises it (the limited claims), which updates the rows it picked by
+# that address.
+_QUEUE_HEADS_TID: LiteralString = (
+    _EACH_KIND
+    + _LATERAL
+    + _TID
+    + _KEYED_COLUMNS.replace("limit_key", "NULL::text AS limit_key")
+    + _HEAD
+    + "limit_key IS NULL"
+    + _HEAD_ORDER
+    + "\n    ) AS h\n    UNION ALL\n    "
+    + _EACH_KIND
+    + _LATERAL
+    + _TID
+    + _KEYED_COLUMNS
+    + _HEAD
+    + "limit_key IS NOT NULL"
+    + _HEAD_ORDER
+    + "\n    ) AS h"
+)
+
 # _QUEUE_HEADS with each row's tuple address first (``tid``) and each head's rows locked,
 # FOR UPDATE SKIP LOCKED (workers claiming at once pass over each other's rows).
 _QUEUE_HEADS_LOCKED: LiteralString = (
