@@ -243,10 +243,16 @@ def statuses(conn: psycopg.Connection[Any]) -> dict[str, int]:
 
 
 def claim_statements() -> dict[str, LiteralString]:
-    """Every claim statement of ``db/sql/jobs/claim.py`` (``JOBS_CLAIM...``) by its name."""
-    from pgbeat.db.sql.jobs import claim
+    """Every claim statement of ``db/sql/jobs/claim.py`` and ``claim_limited.py``
+    (``JOBS_CLAIM...``) by its name."""
+    from pgbeat.db.sql.jobs import claim, claim_limited
 
-    return {name: text for name, text in vars(claim).items() if name.startswith("JOBS_CLAIM")}
+    return {
+        name: text
+        for module in (claim, claim_limited)
+        for name, text in vars(module).items()
+        if name.startswith("JOBS_CLAIM")
+    }
 
 
 def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

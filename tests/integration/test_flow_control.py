@@ -11,7 +11,7 @@ import pytest
 from psycopg.pq import TransactionStatus
 
 import pgbeat
-from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.worker import claiming, locked_claim, operations
 from tests.helpers import noop_registry, wait_for
 from tests.helpers import running_worker as running
@@ -311,7 +311,7 @@ def test_a_keyed_head_shrinks_to_what_it_needed_and_a_clogged_one_still_serves_t
     scans: list[int] = []
 
     def claim_locked(c: psycopg.Connection[Any], statement: Any, params: dict[str, Any]) -> Any:
-        if statement is claim_sql.JOBS_CLAIM_LIMITED_HEAD:
+        if statement is limited_sql.JOBS_CLAIM_LIMITED_HEAD:
             scans.append(params["scan"])
         return locked_claim.claim_locked(c, statement, params)
 

@@ -16,6 +16,7 @@ from pgbeat.db.pooler import session_options
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
+from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.worker.worker import SESSION_SETTINGS
 from tests.helpers import plan_nodes
 
@@ -74,9 +75,9 @@ def fill(conn: psycopg.Connection[Any]) -> None:
 # statement reads several) and whether each read of those indexes must be a bounded head.
 READS = {
     "JOBS_CLAIM_BY_QUEUE": (claim_sql, None, True),
-    "JOBS_CLAIM_LIMITED": (claim_sql, "limited", True),
-    "JOBS_CLAIM_LIMITED_HEAD": (claim_sql, "keyed", True),
-    "JOBS_CLAIM_FAIR": (claim_sql, "fair", True),
+    "JOBS_CLAIM_LIMITED": (limited_sql, "limited", True),
+    "JOBS_CLAIM_LIMITED_HEAD": (limited_sql, "keyed", True),
+    "JOBS_CLAIM_FAIR": (limited_sql, "fair", True),
     "JOBS_CLAIM_BY_QUEUE_KIND": (heads_sql, None, True),
     "JOBS_DUE_QUEUES": (heads_sql, None, False),  # one probe per queue: EXISTS
     "QUEUES_HELD": (queue_sql, None, True),
@@ -192,7 +193,7 @@ def test_the_keyed_head_claim_joins_nothing_to_its_head(
         with conn.transaction():
             conn.execute(queue_sql.QUEUES_LOCK, {"queue": "keyed"})
             row = conn.execute(
-                "EXPLAIN (FORMAT JSON) " + claim_sql.JOBS_CLAIM_LIMITED_HEAD, params
+                "EXPLAIN (FORMAT JSON) " + limited_sql.JOBS_CLAIM_LIMITED_HEAD, params
             ).fetchone()
         assert row is not None
         plan = row[0][0]["Plan"]

@@ -130,6 +130,7 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     conn: psycopg.Connection[Any],
 ) -> None:
     from pgbeat.db.sql.jobs import claim as claim_sql
+    from pgbeat.db.sql.jobs import claim_limited as limited_sql
 
     conn.execute(
         "INSERT INTO jobs (kind, payload, run_at, queue, priority, limit_key) "
@@ -144,14 +145,14 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1)
     limited_params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
-    limited = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED, limited_params)
+    limited = _plan(conn, limited_sql.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue_unkeyed" in limited and not sorts_backlog(limited), limited
-    head = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)
+    head = _plan(conn, limited_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)
     assert "jobs_claim_queue" in head and not sorts_backlog(head), head
-    keyed = _plan(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, limited_params)
+    keyed = _plan(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, limited_params)
     assert "jobs_claim_key" in keyed and not sorts_backlog(keyed), keyed
     pgbeat.configure_queue(conn, "api", fair=True)
-    fair = _plan(conn, claim_sql.JOBS_CLAIM_FAIR, {**limited_params, "keys": 256})
+    fair = _plan(conn, limited_sql.JOBS_CLAIM_FAIR, {**limited_params, "keys": 256})
     assert "jobs_claim_key" in fair and "jobs_claim_queue_unkeyed" in fair, fair
     assert not sorts_backlog(fair), fair
 
@@ -167,9 +168,9 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
     made while the table was empty, it must still read the claim indexes, not sort the
     backlog, once 100,000 jobs are pending and no ANALYZE has run since."""
     from pgbeat.db.sql import queues as queue_sql
-    from pgbeat.db.sql.jobs import claim as claim_sql
+    from pgbeat.db.sql.jobs import claim_limited as limited_sql
 
-    statement = getattr(claim_sql, name)
+    statement = getattr(limited_sql, name)
     conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
     conn.execute("ANALYZE jobs")  # empty
     keyed = name != "JOBS_CLAIM_LIMITED"

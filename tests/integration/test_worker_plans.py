@@ -18,6 +18,7 @@ from pgbeat.db.pooler import session_options
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
+from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.db.sql.jobs import meta as meta_sql
 from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.job import Job
@@ -48,7 +49,7 @@ KEPT = {
 # What they run but never keep: a plan made on an empty table reads the wrong index.
 NEVER_KEPT = {
     "JOBS_FAIL_UNREADABLE": claim_sql,
-    "JOBS_SECONDS_TO_NEXT_LIMITED": claim_sql,
+    "JOBS_SECONDS_TO_NEXT_LIMITED": limited_sql,
     "JOBS_RELEASE": outcome_sql,
     "JOBS_STOP": outcome_sql,
     "JOBS_RENEW": outcome_sql,
@@ -85,7 +86,7 @@ def _statements(module: ModuleType) -> set[str]:
 def test_every_statement_of_the_worker_modules_is_classified() -> None:
     """A new statement must be put in KEPT (with the index its plan reads) or NEVER_KEPT."""
     found = _statements(claim_sql) | _statements(outcome_sql) | _statements(meta_sql)
-    found |= _statements(heads_sql)
+    found |= _statements(heads_sql) | _statements(limited_sql)
     assert found | {"QUEUES_HELD"} == set(KEPT) | set(NEVER_KEPT) | ELSEWHERE
 
 
@@ -171,7 +172,8 @@ CLAIMS = {
 
 
 def test_every_claim_statement_is_in_the_delayed_statistics_test() -> None:
-    claims = {name for name in _statements(claim_sql) if name.startswith("JOBS_CLAIM")}
+    statements = _statements(claim_sql) | _statements(limited_sql)
+    claims = {name for name in statements if name.startswith("JOBS_CLAIM")}
     assert claims == set(CLAIMS)
 
 
@@ -212,7 +214,7 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
             with conn.transaction():
                 if queue is not None:
                     conn.execute(queue_sql.QUEUES_LOCK, {"queue": queue})
-                statement = getattr(claim_sql, label)
+                statement = getattr(limited_sql if queue else claim_sql, label)
                 found = conn.execute(statement, {**params, "queue": queue}, prepare=True)
                 assert all(row[0] is None for row in found.fetchall()), label  # none due
         conn.execute("UPDATE jobs SET run_at = run_at - interval '2 days'")  # the burst

@@ -20,6 +20,7 @@ import psycopg
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
+from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.job import Job
 from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
@@ -167,7 +168,7 @@ class Claimer:
     def _next_due(self, conn: psycopg.Connection[Any], queue: str, now: float) -> float | None:
         """When the next pending job of a limited queue falls due (monotonic), or None."""
         row = conn.execute(
-            claim_sql.JOBS_SECONDS_TO_NEXT_LIMITED,
+            limited_sql.JOBS_SECONDS_TO_NEXT_LIMITED,
             {"queues": [queue], "kinds": self.kinds},
             prepare=False,  # never kept (its comment says why)
         ).fetchone()
@@ -272,11 +273,11 @@ class Claimer:
             params["scan"] = min(params["scan"], math.ceil(need * limit) + HEAD_SCAN_SLACK)
         if mode == "fair":
             params["after"] = self._fair_after.get(queue)
-            statement = claim_sql.JOBS_CLAIM_FAIR
+            statement = limited_sql.JOBS_CLAIM_FAIR
         elif mode == "keyed":
-            statement = claim_sql.JOBS_CLAIM_LIMITED_HEAD
+            statement = limited_sql.JOBS_CLAIM_LIMITED_HEAD
         else:
-            statement = claim_sql.JOBS_CLAIM_LIMITED
+            statement = limited_sql.JOBS_CLAIM_LIMITED
         rows, budget = claim_locked(conn, statement, params)
         if budget is None:  # paused, gone or unlimited since: read the held queues again
             self._held_until = 0.0
@@ -320,7 +321,7 @@ class Claimer:
         if self._rests.keys_resting(queue, now):
             return []
         params = {**params, "limit": limit, "after": self._after_key.pop(queue, None)}
-        more, budget = claim_locked(conn, claim_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+        more, budget = claim_locked(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, params)
         walked, last_key = budget[-2:] if budget else (0, None)
         if more and len(more) == limit:
             self._after_key[queue] = max(row[LIMIT_KEY] for row in more)
