@@ -9,6 +9,11 @@
 --   pgbeat_workflow_edges_child: every edge of the summary (10,000 for a fan-out of
 --   10,000) in every completion statement of its parents. The count-down now takes the
 --   arrivals the first query counted (two aligned arrays, in child id order).
+-- * The first query looked the ended steps' edges and their children's step rows up by
+--   joins with unnest(ended), which the planner ran as hash joins over sequential scans
+--   of pgbeat_workflow_edges and pgbeat_workflow_steps: every statement that ended a
+--   step read both tables whole (every workflow's, however many are kept). Both are
+--   looked up by `= ANY(array)` now, through their primary keys, as in 0017.
 
 CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_ended() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER AS $$
@@ -19,15 +24,19 @@ DECLARE
     doomed bigint[];
     counting bigint[];
     arrivals bigint[];
+    parents bigint[];
+    failed_parents bigint[];
 BEGIN
     ended := string_to_array(current_setting('pgbeat.workflow_ended'), ',')::bigint[];
     PERFORM set_config('pgbeat.workflow_ended', '', true);
+    parents := ARRAY(SELECT abs(x) FROM unnest(ended) AS x);
+    failed_parents := ARRAY(SELECT -x FROM unnest(ended) AS x WHERE x < 0);
     -- Each child of the ended steps: how many of its parents ended here (n), whether one
     -- of them failed, and its step row as committed (no lock).
     WITH arrived AS (
-        SELECT e.child_id, count(*) AS n, bool_or(x < 0) AS failed
-        FROM unnest(ended) AS x
-        JOIN pgbeat_workflow_edges AS e ON e.parent_id = abs(x)
+        SELECT e.child_id, count(*) AS n, bool_or(e.parent_id = ANY(failed_parents)) AS failed
+        FROM pgbeat_workflow_edges AS e
+        WHERE e.parent_id = ANY(parents)
         GROUP BY e.child_id
     ),
     children AS (
@@ -35,6 +44,7 @@ BEGIN
                a.failed AND s.on_parent_failure = 'cancel' AS doom,
                s.run_at IS NULL AND s.delay = interval '0' AS now_due
         FROM arrived AS a JOIN pgbeat_workflow_steps AS s ON s.job_id = a.child_id
+        WHERE s.job_id = ANY(ARRAY(SELECT child_id FROM arrived))
     )
     SELECT ARRAY(SELECT child_id FROM children WHERE doom),
            ARRAY(SELECT child_id FROM children WHERE NOT doom AND waiting_for <= n AND now_due),
