@@ -9,6 +9,7 @@ period's checks are planned once, not once per column that reads them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -105,6 +106,46 @@ def index_uses(node: dict[str, Any], index: str) -> int:
     return sum(1 for n in plan_nodes(node) if n.get("Index Name") == index)
 
 
+def _claim_behind(
+    conn: psycopg.Connection[Any],
+    database_url: str,
+    batch: PeriodBatch,
+    plant: Callable[[psycopg.Connection[Any]], object],
+    waiting: str,
+) -> Any:
+    """``batch``'s claim on a connection of its own while another writer holds what
+    ``plant`` wrote on its, uncommitted: once the claim waits on that writer's lock, the
+    writer commits; the claim's result."""
+    result: dict[str, Any] = {}
+    with psycopg.connect(database_url) as other, psycopg.connect(database_url) as claimer:
+        plant(other)
+        claimer_pid = claimer.info.backend_pid
+
+        def claim() -> None:
+            try:
+                result["claims"] = batch.claim(claimer, "this")
+            except Exception as exc:  # reported below, in the test's thread
+                result["error"] = exc
+
+        thread = threading.Thread(target=claim, daemon=True)
+        thread.start()
+        wait_for(
+            lambda: (
+                conn.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                    (claimer_pid,),
+                ).fetchone()
+                == (True,)
+            ),
+            timeout=30,
+            message=waiting,
+        )
+        other.commit()
+        thread.join(timeout=60)
+        assert not thread.is_alive() and "error" not in result, result
+    return result["claims"]
+
+
 @pytest.mark.parametrize(
     "tables", ["fresh", "cold with history", "analyzed empty", "analyzed with history"]
 )
@@ -174,38 +215,17 @@ def test_a_period_another_replica_writes_meanwhile_is_left_to_it(
     fire = next_minute(conn)
     insert_schedules(database_url, beats(COUNT))
     batch = batch_at(conn, fire)
-    result: dict[str, Any] = {}
-    with psycopg.connect(database_url) as other, psycopg.connect(database_url) as claimer:
-        other.execute(
+    claims = _claim_behind(
+        conn,
+        database_url,
+        batch,
+        lambda other: other.execute(
             "INSERT INTO pgbeat_schedule_history (schedule, fire_at, outcome, inserted_by)"
             " VALUES ('beat_7', %s, 'skipped', 'other')",
             (fire,),
-        )
-        claimer_pid = claimer.info.backend_pid
-
-        def claim() -> None:
-            try:
-                result["claims"] = batch.claim(claimer, "this")
-            except Exception as exc:  # reported below, in the test's thread
-                result["error"] = exc
-
-        thread = threading.Thread(target=claim, daemon=True)
-        thread.start()
-        wait_for(
-            lambda: (
-                conn.execute(
-                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                    (claimer_pid,),
-                ).fetchone()
-                == (True,)
-            ),
-            timeout=30,
-            message="the claim waiting on the other writer's row",
-        )
-        other.commit()
-        thread.join(timeout=60)
-        assert not thread.is_alive() and "error" not in result, result
-    claims = result["claims"]
+        ),
+        "the claim waiting on the other writer's row",
+    )
     key = "beat_7@" + fire.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert claims.existing == [key] and len(claims.inserted) == COUNT - 1
     assert key not in claims.inserted
@@ -261,44 +281,25 @@ def test_a_job_another_writer_inserts_meanwhile_under_a_period_s_key_is_kept(
     insert_schedules(database_url, beats(COUNT))
     batch = batch_at(conn, fire)
     key = "beat_3@" + fire.strftime("%Y-%m-%dT%H:%M:%SZ")
-    result: dict[str, Any] = {}
-    with psycopg.connect(database_url) as other, psycopg.connect(database_url) as claimer:
+    planted: list[int] = []
+
+    def plant(other: psycopg.Connection[Any]) -> None:
         row = other.execute(
             "INSERT INTO jobs (kind, payload, unique_key, run_at) VALUES ('beat', '{}', %s, %s)"
             " RETURNING id",
             (key, fire),
         ).fetchone()
         assert row is not None
-        claimer_pid = claimer.info.backend_pid
+        planted.append(row[0])
 
-        def claim() -> None:
-            try:
-                result["claims"] = batch.claim(claimer, "this")
-            except Exception as exc:  # reported below, in the test's thread
-                result["error"] = exc
-
-        thread = threading.Thread(target=claim, daemon=True)
-        thread.start()
-        wait_for(
-            lambda: (
-                conn.execute(
-                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                    (claimer_pid,),
-                ).fetchone()
-                == (True,)
-            ),
-            timeout=30,
-            message="the jobs' insert waiting on the other writer's job",
-        )
-        other.commit()
-        thread.join(timeout=60)
-        assert not thread.is_alive() and "error" not in result, result
-    claims = result["claims"]
+    claims = _claim_behind(
+        conn, database_url, batch, plant, "the jobs' insert waiting on the other writer's job"
+    )
     assert claims.existing == [key] and len(claims.inserted) == COUNT - 1
     history = conn.execute(
         "SELECT outcome, job_id FROM pgbeat_schedule_history WHERE schedule = 'beat_3'"
     ).fetchall()
-    assert history == [("enqueued", row[0])]
+    assert history == [("enqueued", planted[0])]
     counted = conn.execute(
         "SELECT count(*), count(DISTINCT unique_key), count(*) FILTER (WHERE unique_key = %s)"
         " FROM jobs",
