@@ -28,6 +28,7 @@ import psycopg
 
 import pgbeat  # children: the revision their PYTHONPATH puts first
 from bench import database, machine
+from bench.report import save_report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT = 900.0
@@ -559,11 +560,7 @@ def measure(args: argparse.Namespace) -> int:
             report["claim_plan"] = run_child(here, admin, "plan", rows=args.plan_rows)
         except RuntimeError as exc:  # keep what was measured before
             report["claim_plan"] = {"error": str(exc)[-500:]}
-    print(json.dumps(report, indent=2))
-    path = args.output or REPO_ROOT / "bench" / "results" / f"flow-{report['started_at']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written to {path}", file=sys.stderr)
+    save_report(report, "flow", args.output)
     return 0
 
 

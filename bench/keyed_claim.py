@@ -31,6 +31,7 @@ import psycopg
 
 import pgbeat  # children: the revision their PYTHONPATH puts first
 from bench import database, machine
+from bench.report import save_report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LIMITS: dict[str, dict[str, Any]] = {
@@ -168,11 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 report["runs"].setdefault(f"{side}_{limit}", []).append(found)
                 print(f"{side} {limit}: {found}", file=sys.stderr)
     report["load_average_1m_at_end"] = machine.load()
-    print(json.dumps(report, indent=2))
-    path = REPO_ROOT / "bench" / "results" / f"keyed-claim-{report['started_at']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written to {path}", file=sys.stderr)
+    save_report(report, "keyed-claim")
     return 0
 
 

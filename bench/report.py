@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -296,3 +297,15 @@ def write_json(document: dict[str, Any], output: Path | None) -> Path:
     }
     output.write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
     return output
+
+
+def save_report(report: dict[str, Any], prefix: str, output: Path | None = None) -> Path:
+    """Print a row module's report as JSON and keep it in ``output`` or
+    ``bench/results/<prefix>-<its started_at>.json``; return the path."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    path = output or RESULTS_DIR / f"{prefix}-{report['started_at']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    print(f"written to {path}", file=sys.stderr)
+    return path

@@ -40,6 +40,7 @@ from bench.flow_bench import (
     plant_shape,
     shape_rows,
 )
+from bench.report import save_report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT = 900.0
@@ -323,11 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if "enqueue" in only and args.base_src:
         report["enqueue"] = measure_enqueue(args, admin)
     report["load_average_1m_at_end"] = machine.load()
-    print(json.dumps(report, indent=2))
-    path = args.output or REPO_ROOT / "bench" / "results" / f"tenant-{report['started_at']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written to {path}", file=sys.stderr)
+    save_report(report, "tenant", args.output)
     return 0
 
 
