@@ -138,6 +138,27 @@ def sample(
     return row, until
 
 
+def wait_until_registered(
+    url: str, workers: int, started: tuple[subprocess.Popen[bytes], ...]
+) -> None:
+    """The clock starts once every worker and the scheduler have registered their heartbeat:
+    on a loaded machine their start (imports, migrations check) can take longer than a short
+    soak, which then measured nothing."""
+    deadline = time.monotonic() + 300
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            if any(process.poll() is not None for process in started):
+                raise RuntimeError("a worker or the scheduler exited before it registered")
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE role = 'worker'),"
+                " count(*) FILTER (WHERE role = 'scheduler') FROM pgbeat_processes"
+            ).fetchone()
+            if row is not None and row[0] >= workers and row[1] >= 1:
+                return
+            time.sleep(0.1)
+    raise RuntimeError("the workers and the scheduler did not register within 300 s")
+
+
 def run(args: argparse.Namespace, admin: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     csv_path = args.output_dir / f"{args.name}.csv"
@@ -165,13 +186,7 @@ def run(args: argparse.Namespace, admin: str) -> list[dict[str, Any]]:
         try:
             supervisor = psutil.Process(worker.pid)
             supervised = args.processes > 1
-            deadline = time.monotonic() + 30
-            while (
-                supervised
-                and len(supervisor.children()) < args.processes
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.1)  # the workers' start, before the clock matters
+            wait_until_registered(url, args.processes, (worker, scheduler))
             named = processes(supervisor, psutil.Process(scheduler.pid), supervised)
             started = time.monotonic()
             producer.start()

@@ -28,7 +28,14 @@ from pgbeat.ui.store import Store
 from pgbeat.worker import operations
 from tests.apps.chaos_app import SETUP
 from tests.chaos.harness import Fleet, audit_effects, audit_periods, inconsistent_rows, poll_until
-from tests.helpers import run_cli, running_worker, schedules_toml, statuses, wait_for
+from tests.helpers import (
+    PROCESS_START,
+    run_cli,
+    running_worker,
+    schedules_toml,
+    statuses,
+    wait_for,
+)
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 POOLED = "transaction"  # PGBEAT_POOLER for the CLI behind pgbouncer
@@ -301,7 +308,7 @@ def test_pgbouncer_restarted_under_load_loses_no_job(
     loader = threading.Thread(target=enqueue_load, daemon=True)
     loader.start()
     try:
-        assert poll_until(fleet.ready, 20)
+        assert poll_until(fleet.ready, PROCESS_START)
         for _ in range(3):
             time.sleep(1.5)
             bouncer.restart(signal.SIGKILL)
@@ -310,7 +317,7 @@ def test_pgbouncer_restarted_under_load_loses_no_job(
         loader.join(10)
         with psycopg.connect(database_url, autocommit=True) as direct:
             finished = lambda: statuses(direct).keys() <= {"done"}  # noqa: E731
-            assert poll_until(finished, 30), statuses(direct)
+            assert poll_until(finished, PROCESS_START), statuses(direct)
             audit = audit_effects(direct, ["effect"])
             bad = inconsistent_rows(direct)
         assert len(fleet.alive()) == 2

@@ -16,7 +16,7 @@ import pytest
 
 import pgbeat
 from tests.apps.steer_app import SETUP
-from tests.helpers import CliProcess, start_cli, wait_for
+from tests.helpers import PROCESS_START, CliProcess, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.steer_app:registry"
@@ -69,9 +69,15 @@ def test_kill_9_during_renewal_frees_the_jobs_about_one_lease_later(
     (doomed,) = workers(database_url, 1, "--concurrency", "4", "--lease", "2s", "--timeout", "5m")
     started.append(doomed)
     wait_for(lambda: one(conn, "SELECT count(*) FROM executions") == 4, timeout=20)
-    time.sleep(lease * 1.5)  # let renewals happen: the test is about a kill between them
-    # A reaper that runs no sleepy job: it only takes the dead worker's jobs back.
+    first = one(conn, "SELECT min(locked_until) FROM jobs WHERE kind = 'sleepy'")
+    # The test is about a kill between renewals: wait until every lease was renewed once.
+    renewed = "SELECT min(locked_until) > %s FROM jobs WHERE kind = 'sleepy'"
+    wait_for(lambda: one(conn, renewed, first), timeout=lease * 10)
+    # A reaper that runs no sleepy job: it only takes the dead worker's jobs back. The clock
+    # starts once it runs (its heartbeat), not while a loaded machine still imports it.
     started += workers(database_url, 1, "--kinds", "result", "--lease", "2s")
+    registered = "SELECT count(*) FROM pgbeat_processes WHERE role = 'worker'"
+    wait_for(lambda: one(conn, registered) == 2, timeout=PROCESS_START)
     doomed.kill()
     killed = time.monotonic()
     pending = "SELECT count(*) FROM jobs WHERE kind = 'sleepy' AND status = 'pending'"

@@ -15,7 +15,15 @@ import pytest
 
 import pgbeat
 from tests.apps.jobs_app import SETUP
-from tests.helpers import CliProcess, cli_env, run_cli, start_cli, statuses, wait_for
+from tests.helpers import (
+    PROCESS_START,
+    CliProcess,
+    cli_env,
+    run_cli,
+    start_cli,
+    statuses,
+    wait_for,
+)
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.jobs_app:registry"
@@ -158,7 +166,7 @@ def test_processes_flag_runs_and_restarts_children(
                 if count(conn, "SELECT count(*) FROM pgbeat_processes WHERE role = 'worker'") == 2
                 else []
             ),
-            timeout=30,
+            timeout=PROCESS_START,
             message="two worker heartbeats",
         )
         # 1.5 s of work for one child's 4 slots: the other takes its share on its wake-up
@@ -167,9 +175,13 @@ def test_processes_flag_runs_and_restarts_children(
         wait_for(lambda: statuses(conn) == {"done": 120}, timeout=60, message="all done")
         pids = {row[0] for row in conn.execute("SELECT DISTINCT pid FROM effects")}
         os.kill(workers[0], signal.SIGKILL)  # a crashed child is started again
-        wait_for(lambda: "restarting it" in supervisor.output(), timeout=20, message="restart")
+        wait_for(lambda: "restarting it" in supervisor.output(), timeout=60, message="restart")
         pgbeat.enqueue(conn, "effect", {"sleep": 0})
-        wait_for(lambda: statuses(conn) == {"done": 121}, timeout=30, message="job after restart")
+        wait_for(
+            lambda: statuses(conn) == {"done": 121},
+            timeout=PROCESS_START,
+            message="job after restart",
+        )
     finally:
         output = supervisor.stop()
     assert supervisor.returncode == 0, output
@@ -226,7 +238,7 @@ def test_children_get_no_password_and_stop_when_the_supervisor_is_killed(
     try:
         pids = wait_for(
             lambda: pids_now if len(pids_now := _worker_pids(conn)) == 2 else [],
-            timeout=30,
+            timeout=PROCESS_START,
             message="two worker heartbeats",
         )
         commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in pids]
@@ -284,7 +296,9 @@ def test_modules_in_the_working_directory_do_not_replace_pgbeat_in_the_children(
     try:
         pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop") for _ in range(10)])
         wait_for(lambda: statuses(conn) == {"done": 10}, timeout=30, message="jobs done")
-        wait_for(lambda: len(_worker_pids(conn)) == 2, timeout=30, message="two children")
+        wait_for(
+            lambda: len(_worker_pids(conn)) == 2, timeout=PROCESS_START, message="two children"
+        )
     finally:
         output = supervisor.stop()
     assert not (tmp_path / "SHADOWED").exists(), output
