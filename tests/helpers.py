@@ -32,7 +32,7 @@ T = TypeVar("T")
 # How long a process may take to start (imports, connect, first heartbeat) on a loaded CI
 # machine: a wait for a start or for liveness ends as soon as its condition holds, so a long
 # deadline costs nothing when the machine is quiet and keeps a busy one from failing the test.
-PROCESS_START = 120.0
+PROCESS_START = 90.0
 
 
 def wait_for(

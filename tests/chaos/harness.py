@@ -25,7 +25,7 @@ import psycopg
 from pgbeat.db.migrate import apply_migrations
 from pgbeat.scheduling.schedule import Schedule
 from tests.chaos.oracle import expected_fires, expected_key
-from tests.helpers import CliProcess, start_cli, temporary_database, wait_for
+from tests.helpers import PROCESS_START, CliProcess, start_cli, temporary_database, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.chaos_app:registry"
@@ -213,8 +213,8 @@ class Fleet:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> list[int | None]:
         """Signal every live replica at once, wait for all; return their exit codes."""
-        if sig == signal.SIGTERM:
-            poll_until(self.ready, 15)
+        if sig == signal.SIGTERM:  # a loaded machine may still be importing a new replica
+            poll_until(self.ready, PROCESS_START)
         live = self.alive()
         for process in live:
             process.send_signal(sig)

@@ -42,6 +42,7 @@ from tests.chaos.schedule_racer import (
     check_gaps,
     check_history,
 )
+from tests.helpers import PROCESS_START
 
 ALL_KINDS = ("effect", "tick", "tick7", "kathmandu", "new_york", "all_tick", "none_tick")
 KATHMANDU = ZoneInfo("Asia/Kathmandu")
@@ -197,6 +198,9 @@ def worker_kills(url: str, p: WorkerKills) -> ScenarioResult:
         try:
             while time.monotonic() - started < p.fault_seconds and not finished():
                 time.sleep(rng.uniform(*p.kill_every))  # spacing between faults
+                # A victim that runs its loop holds jobs: on a loaded machine a replica just
+                # restarted may still be importing, and its kill would strand nothing.
+                poll_until(fleet.ready, PROCESS_START)
                 fleet.kill(1)
                 last_kill = time.monotonic()
                 time.sleep(rng.uniform(*p.restart_after))

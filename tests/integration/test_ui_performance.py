@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 import pgbeat
 from pgbeat.ui.timefmt import duration_text
-from tests.helpers import running_worker, start_cli, wait_for
+from tests.helpers import PROCESS_START, running_worker, start_cli, wait_for
 from tests.integration.ui_support import Dashboard, dashboard, fresh_database, sync_schedules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -276,7 +276,10 @@ def test_a_real_workers_running_jobs_show_on_the_processes_page(
                     return any(len(row) > 4 and row[4] == "2 of 3" for row in rows)
 
                 wait_for(
-                    running_now, timeout=20, interval=0.5, message="the worker's two running jobs"
+                    running_now,
+                    timeout=PROCESS_START,
+                    interval=0.5,
+                    message="the worker's two running jobs",
                 )
         finally:
             worker.kill()
