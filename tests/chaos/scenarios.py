@@ -290,7 +290,7 @@ def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResul
 
         fleet = Fleet(args, url, p.replicas, rng)
         try:
-            result.check(poll_until(ticks, 30), "no replica ever enqueued a period")
+            result.check(poll_until(ticks, PROCESS_START), "no replica ever enqueued a period")
             versions = (STORM_SCHEDULES, STORM_SCHEDULES_V2)
             racer = ScheduleRacer(url, path, versions, fleet, random.Random(p.seed), p.race_every)
             racer.start()
@@ -307,7 +307,8 @@ def scheduler_storm(url: str, p: SchedulerStorm, workdir: Path) -> ScenarioResul
             racer.stop()
             before = ticks()
             result.check(
-                poll_until(lambda: ticks() >= before + 2, 20), "no period after the last restart"
+                poll_until(lambda: ticks() >= before + 2, PROCESS_START),
+                "no period after the last restart",
             )
             end = scalar(conn, "SELECT now()")
         finally:
@@ -414,8 +415,8 @@ def _database_restart(
     crew = Crew(url, workdir, RESTART_SCHEDULES, p, rng, "--log-level", "WARNING")
     try:
         busy = lambda: (probe.scalar("SELECT count(*) FROM effects") or 0) >= p.jobs // 5  # noqa: E731
-        result.check(poll_until(busy, 60), "the workers never got going")
-        result.check(poll_until(crew.ready, 30), "not every process registered")
+        result.check(poll_until(busy, PROCESS_START), "the workers never got going")
+        result.check(poll_until(crew.ready, PROCESS_START), "not every process registered")
         down_at = probe.scalar("SELECT now()")
         running_at_stop = probe.scalar("SELECT count(*) FROM jobs WHERE status = 'running'")
         probe.close()
@@ -539,7 +540,7 @@ def backend_kills(url: str, p: BackendKills, workdir: Path) -> ScenarioResult:
         crew = Crew(url, workdir, BACKEND_SCHEDULES, p, rng, "--log-level", "WARNING")
         enqueued = 0
         try:
-            result.check(poll_until(crew.ready, 30), "not every process registered")
+            result.check(poll_until(crew.ready, PROCESS_START), "not every process registered")
             started = time.monotonic()
             while (elapsed := time.monotonic() - started) < p.seconds:
                 time.sleep(rng.uniform(*p.kill_every))  # spacing between faults

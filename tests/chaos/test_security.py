@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tests.chaos.harness import APP, ROOT
-from tests.helpers import CliProcess, run_cli, start_cli, wait_for
+from tests.helpers import PROCESS_START, CliProcess, run_cli, start_cli, wait_for
 
 # Every module of the package, in every subpackage, the statement modules of db/sql/ too:
 # they hold literals and psycopg.sql compositions, never text joined from strings.
@@ -197,7 +197,9 @@ def test_running_processes_losing_the_database_never_print_the_password(
         start_cli(["scheduler", "--schedules", str(path)], url, cwd=str(ROOT)),
     ]
     try:
-        wait_for(lambda: _registered(conn, processes), timeout=20, message="both processes up")
+        wait_for(
+            lambda: _registered(conn, processes), timeout=PROCESS_START, message="both processes up"
+        )
         conn.execute(TERMINATE)
         wait_for(
             lambda: all("retrying" in p.output() for p in processes),
@@ -246,7 +248,11 @@ def test_metrics_listen_on_loopback_by_default(database_url: str) -> None:
     port = free_port()
     worker = start_cli(["worker", APP, "--metrics-port", str(port)], database_url, cwd=str(ROOT))
     try:
-        wait_for(lambda: _scrape(f"http://127.0.0.1:{port}/metrics"), timeout=20, message="metrics")
+        wait_for(
+            lambda: _scrape(f"http://127.0.0.1:{port}/metrics"),
+            timeout=PROCESS_START,
+            message="metrics",
+        )
         assert listening(port) == [f"127.0.0.1:{port}"]
         for address in other_addresses():
             with socket.socket() as probe, pytest.raises(OSError):

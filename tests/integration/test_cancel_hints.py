@@ -21,7 +21,7 @@ from pgbeat.worker import operations
 from pgbeat.worker.claiming import Claimer
 from pgbeat.worker.listener import CANCEL_CHANNEL
 from tests.apps.steer_app import SETUP
-from tests.helpers import CliProcess, start_cli, wait_for
+from tests.helpers import PROCESS_START, CliProcess, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.steer_app:registry"
@@ -37,7 +37,7 @@ def worker(database_url: str, conn: psycopg.Connection[Any]) -> Iterator[CliProc
         database_url,
         cwd=ROOT,
     )
-    wait_for(lambda: listening(conn), timeout=30)  # a forged cancel must reach it
+    wait_for(lambda: listening(conn), timeout=PROCESS_START)  # a forged cancel must reach it
     yield process
     process.stop(signal.SIGKILL)
 

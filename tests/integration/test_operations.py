@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import pgbeat
 from pgbeat.observe.heartbeat import Heartbeat
-from tests.helpers import free_port, run_cli, start_cli, statuses, wait_for
+from tests.helpers import PROCESS_START, free_port, run_cli, start_cli, statuses, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
 APP = "tests.apps.jobs_app:registry"
@@ -102,7 +102,7 @@ def test_status_shows_processes_schedules_and_missed_periods(
     try:
         wait_for(
             lambda: sorted(r for r, _ in processes(conn)) == ["scheduler", "worker"],
-            timeout=30,
+            timeout=PROCESS_START,
             message="both processes registered",
         )
         # the latest `often` period status checks is 10 s old (liveness.OVERDUE_GRACE): wait
@@ -148,7 +148,7 @@ def test_metrics_scrape_shows_a_completed_job(
     pgbeat.enqueue(conn, "noop", {})
     worker = start_cli(["worker", APP, "--metrics-port", str(port)], database_url, cwd=ROOT)
     try:
-        wait_for(lambda: statuses(conn) == {"done": 1}, timeout=30, message="job done")
+        wait_for(lambda: statuses(conn) == {"done": 1}, timeout=PROCESS_START, message="job done")
 
         # The counter moves just after the job's commit, so the row can read done a moment
         # before the scrape counts it: wait for the sample, not for any page.
@@ -189,7 +189,7 @@ def test_json_logs_carry_job_fields_and_no_password(
     pgbeat.enqueue(conn, "noop", {})
     worker = start_cli(["worker", APP, "--log-format", "json", "--job-logs", "all"], url, cwd=ROOT)
     try:
-        wait_for(lambda: statuses(conn) == {"done": 1}, timeout=30, message="job done")
+        wait_for(lambda: statuses(conn) == {"done": 1}, timeout=PROCESS_START, message="job done")
         wait_for(lambda: '"outcome": "done"' in worker.output(), message="log line")
         # Lose the database: the reconnect is logged with the URL it retries (redacted).
         conn.execute(

@@ -23,7 +23,7 @@ from pgbeat.jobs import actions
 from pgbeat.observe.metrics import PrometheusMetrics, read_depth
 from pgbeat.worker.retention import Retention
 from pgbeat.worker.retention_policy import RetentionPolicy
-from tests.helpers import CliProcess, in_thread, run_cli, start_cli, wait_for
+from tests.helpers import PROCESS_START, CliProcess, in_thread, run_cli, start_cli, wait_for
 from tests.pgbouncer import Pgbouncer, unavailable_reason
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -94,7 +94,7 @@ def test_audit_deletes_exactly_the_old_finished_jobs(
     try:
         wait_for(
             lambda: retention_row(conn)["total_deleted"] >= gone,
-            timeout=30,
+            timeout=PROCESS_START,
             message="a retention round",
         )
         # one more round finds nothing further to delete
@@ -125,7 +125,7 @@ def test_a_worker_with_the_defaults_deletes_soon_after_it_starts(
             lambda: (
                 conn.execute("SELECT count(*) FROM jobs WHERE kind = 'bulk'").fetchone() == (0,)
             ),
-            timeout=15,
+            timeout=PROCESS_START,
             message="the first round",
         )
     finally:
@@ -161,7 +161,7 @@ def test_one_holder_among_workers_and_another_after_kill_9(
 ) -> None:
     processes = [worker(database_url, "--retention-every", "300ms") for _ in range(3)]
     try:
-        first = wait_for(lambda: holder_pid(conn), timeout=30, message="a holder")
+        first = wait_for(lambda: holder_pid(conn), timeout=PROCESS_START, message="a holder")
         by_pid = {p.pid: p for p in processes}
         assert first in by_pid
         # the turn stays with its holder while it lives: many rounds, one holder

@@ -68,7 +68,7 @@ def test_kill_9_during_renewal_frees_the_jobs_about_one_lease_later(
     ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("sleepy", {"seconds": 60}) for _ in range(4)])
     (doomed,) = workers(database_url, 1, "--concurrency", "4", "--lease", "2s", "--timeout", "5m")
     started.append(doomed)
-    wait_for(lambda: one(conn, "SELECT count(*) FROM executions") == 4, timeout=20)
+    wait_for(lambda: one(conn, "SELECT count(*) FROM executions") == 4, timeout=PROCESS_START)
     first = one(conn, "SELECT min(locked_until) FROM jobs WHERE kind = 'sleepy'")
     # The test is about a kill between renewals: wait until every lease was renewed once.
     renewed = "SELECT min(locked_until) > %s FROM jobs WHERE kind = 'sleepy'"
@@ -105,7 +105,7 @@ def test_cancels_reach_running_handlers_within_a_second(
         for kind in ("sleepy", "async_sleepy")
         for by in ("id", "key")
     }
-    wait_for(lambda: one(conn, "SELECT count(*) FROM executions") == 4, timeout=20)
+    wait_for(lambda: one(conn, "SELECT count(*) FROM executions") == 4, timeout=PROCESS_START)
     lags = []
     for (kind, by), job_id in jobs.items():
         assert job_id is not None

@@ -53,7 +53,7 @@ def test_kill_9_mid_run_loses_no_job(
     try:
         wait_for(
             lambda: count(conn, "SELECT count(*) FROM effects") >= 40,
-            timeout=30,
+            timeout=PROCESS_START,
             message="the first worker made progress",
         )
         first.kill()  # SIGKILL mid-run: jobs are left `running` under their lease
@@ -142,7 +142,9 @@ def test_worker_takes_a_timeout_longer_than_its_lease(database_url: str) -> None
     """Leases are renewed while jobs run: a 2-hour timeout needs no 2-hour lease."""
     worker = start_cli(["worker", APP, "--lease", "10s", "--timeout", "2h"], database_url, cwd=ROOT)
     try:
-        wait_for(lambda: "worker started" in worker.output(), timeout=30, message="the start")
+        wait_for(
+            lambda: "worker started" in worker.output(), timeout=PROCESS_START, message="the start"
+        )
     finally:
         output = worker.stop()
     assert "lease=10s timeout=7200s" in output, output
@@ -295,7 +297,7 @@ def test_modules_in_the_working_directory_do_not_replace_pgbeat_in_the_children(
     )
     try:
         pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop") for _ in range(10)])
-        wait_for(lambda: statuses(conn) == {"done": 10}, timeout=30, message="jobs done")
+        wait_for(lambda: statuses(conn) == {"done": 10}, timeout=PROCESS_START, message="jobs done")
         wait_for(
             lambda: len(_worker_pids(conn)) == 2, timeout=PROCESS_START, message="two children"
         )
@@ -317,7 +319,7 @@ def _terminated_in_a_job(
     started.append(worker)
     wait_for(
         lambda: count(conn, "SELECT count(*) FROM executions") == 1,
-        timeout=20,
+        timeout=PROCESS_START,
         message="the job started",
     )
     worker.send_signal(signal.SIGTERM)
