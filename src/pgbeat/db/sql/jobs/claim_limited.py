@@ -32,9 +32,9 @@ from pgbeat.db.sql.jobs.queue_heads import (
 
 # Each runs right after QUEUES_LOCK in the transaction that holds the queue's row lock, the
 # two sent together in one round trip, and returns no row when the queue is not limited or
-# fair now (_SETTINGS_AND_BUDGET, in _LIMITED_OPENING); otherwise the claimed jobs followed by the budget, the
-# rate's starts left, the seconds until its oldest start leaves the window, the claim the
-# queue needs now (``mode``), and a statement's own last columns.
+# fair now (_SETTINGS_AND_BUDGET, in _LIMITED_OPENING); otherwise the claimed jobs followed
+# by the budget, the rate's starts left, the seconds until its oldest start leaves the
+# window, the claim the queue needs now (``mode``), and a statement's own last columns.
 
 # The claim of a queue with whole-queue limits only: its budget in claim order (the best of
 # its kinds' heads, queue_heads.py). Claims nothing when the queue needs another claim now
