@@ -196,6 +196,24 @@ def test_key_rate_counts_starts_per_key(conn: psycopg.Connection[Any]) -> None:
     assert claim(conn) == []
 
 
+def test_a_key_budget_counts_its_running_jobs_and_its_starts_apart(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """key_concurrency counts the key's running jobs with the batch's, key_rate its starts
+    with the batch's: each limit against its own count (the head claim numbers both in one
+    window per key)."""
+    pgbeat.configure_queue(conn, "api", key_concurrency=3, key_rate="4/1h")
+    enqueue_many(conn, 10, queue="api", limit_key="a")
+    first = claim(conn, limit=2)
+    assert len(first) == 2  # running 2, starts 2
+    (second,) = claim(conn)  # concurrency leaves 1, the rate 2
+    finish(conn, first)
+    (third,) = claim(conn)  # running 1, starts 3: concurrency leaves 2, the rate 1
+    assert claim(conn) == []
+    finish(conn, [second, third])
+    assert claim(conn) == []  # nothing runs, the rate is spent
+
+
 def test_a_reaped_lease_frees_its_slot(conn: psycopg.Connection[Any]) -> None:
     pgbeat.configure_queue(conn, "api", concurrency=1)
     enqueue_many(conn, 2, queue="api")
