@@ -64,21 +64,18 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py; the worker
 # asks for about what the queue's last head claim needed, claiming.py), numbered in that
 # order (``pos``) and per key (``nth``); a row is taken while its key's budget allows:
-# at most key_concurrency counting the key's running jobs (``nth_all``: the queue's running
-# jobs of a limit key, jobs_running, numbered with the head's rows, before them: one sort
-# numbers both) and ``nth`` at most key_rate less the key's starts in the window (one probe
-# of pgbeat_queue_starts_key_window per head row, in key order, at most key_rate_count
-# entries: only for a queue with a key_rate). A saturated key gets none, so a batch never
-# holds more of a key than it may run. Jobs without a limit_key count against the queue's
-# limits only. Up to the queue's budget are taken in claim order. ``scanned`` is the head
-# rows up to the last job taken when the budget was met, else the whole head: a full head
-# that gave less than the budget means saturated keys clog it, and the worker goes on with
-# JOBS_CLAIM_LIMITED_KEYS. Nothing is joined to the head: each budget is a scalar subquery
-# of the row (a kept plan cannot choose a join: with the sort penalty of the worker's
-# sessions, enable_sort off, a kept plan joined the running keys to the head by a nested
-# loop, every head row compared with every key: docs/flow-control.md). Not a jsonb object of
-# the running keys looked up per row, as the key-by-key claims do (_RUNNING_KEYS): building
-# it was an eighth of the backend's time in a drain over 20,000 keys.
+# ``nth`` at most key_concurrency less the key's running jobs (running_keys) and at most
+# key_rate less the key's starts in the window (one probe of pgbeat_queue_starts_key_window
+# per head row, in key order, at most key_rate_count entries: only for a queue with a
+# key_rate). A saturated key gets none, so a batch never holds more of a key than it may
+# run. Jobs without a limit_key count against the queue's limits only. Up to the queue's
+# budget are taken in claim order. ``scanned`` is the head rows up to the last job taken
+# when the budget was met, else the whole head: a full head that gave less than the budget
+# means saturated keys clog it, and the worker goes on with JOBS_CLAIM_LIMITED_KEYS. Nothing
+# is joined to the head: each budget is a scalar subquery of the row (a kept plan cannot
+# choose a join), the running keys one jsonb object looked up by key (with the sort
+# penalty of the worker's sessions, enable_sort off, a kept plan joined the keys to the head
+# by a nested loop, every head row compared with every key: docs/flow-control.md).
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     _LIMITED_OPENING
     + """,
@@ -96,20 +93,19 @@ head AS (
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT n FROM lim)) AS first
 ),
+"""
+    + _RUNNING_KEYS
+    + """,
 ranked AS (
-    SELECT tid, id, limit_key, pos, row_number() OVER per_key AS nth_all,
-           count(id) OVER per_key AS nth
-    FROM (SELECT tid, id, limit_key, pos FROM head
-          UNION ALL
-          SELECT NULL::tid, NULL::bigint, limit_key, 0::bigint FROM jobs
-          WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
-            AND (SELECT key_concurrency FROM budget) IS NOT NULL) AS head_and_running
-    WINDOW per_key AS (PARTITION BY limit_key ORDER BY pos ROWS UNBOUNDED PRECEDING)
+    SELECT tid, id, limit_key, pos,
+           row_number() OVER (PARTITION BY limit_key ORDER BY pos) AS nth
+    FROM head
 ),
 picked AS (
     SELECT tid, id, pos FROM ranked
-    WHERE id IS NOT NULL AND (limit_key IS NULL
-       OR (nth_all <= coalesce((SELECT key_concurrency FROM budget), nth_all)
+    WHERE limit_key IS NULL
+       OR (nth <= coalesce((SELECT key_concurrency FROM budget)
+                           - coalesce(((SELECT n FROM running_keys) ->> limit_key)::int, 0), nth)
            AND CASE WHEN (SELECT key_rate_count FROM budget) IS NULL THEN true
                     ELSE nth <= (SELECT key_rate_count FROM budget) - (SELECT count(*) FROM (
                         SELECT FROM pgbeat_queue_starts AS s
@@ -117,7 +113,7 @@ picked AS (
                           AND s.limit_key >= ranked.limit_key AND s.limit_key <= ranked.limit_key
                           AND s.started_at > (SELECT t - key_rate_period FROM budget)
                         ORDER BY s.limit_key, s.started_at
-                        LIMIT (SELECT key_rate_count FROM budget)) AS in_window) END))
+                        LIMIT (SELECT key_rate_count FROM budget)) AS in_window) END)
     ORDER BY pos
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
