@@ -89,9 +89,9 @@ def test_queue_concurrency_counts_running_jobs(conn: psycopg.Connection[Any]) ->
 def test_a_failed_limited_claim_leaves_no_transaction_open(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    """A limited claim sends BEGIN, its row lock, the claim and COMMIT in one pipeline: when
-    one fails (here the row lock times out), the transaction is rolled back, nothing is
-    claimed, and the next claim on the same connection runs."""
+    """A limited claim sends its row lock and the claim in one pipeline, one implicit
+    transaction: when one fails (here the row lock times out), the transaction is rolled
+    back, nothing is claimed, and the next claim on the same connection runs."""
     pgbeat.configure_queue(conn, "reports", concurrency=3)
     enqueue_many(conn, 2, queue="reports")
     with (
@@ -106,6 +106,38 @@ def test_a_failed_limited_claim_leaves_no_transaction_open(
         assert conn.execute("SELECT count(*) FROM jobs WHERE status = 'running'").fetchone() == (0,)
         holder.rollback()
         assert len(claim(worker)) == 2
+
+
+# A claim statement that says, as its ``mode``, whether the row lock before it took a
+# transaction id in the same transaction (locking a row assigns one), and, as its
+# ``last_key``, whether the lock is still held: what the lock serialises.
+_LOCK_SEEN = """
+SELECT NULL::bigint AS id, NULL AS kind, NULL AS payload, NULL AS attempt,
+       NULL AS max_attempts, NULL AS run_at, NULL AS created_at, NULL AS unique_key,
+       NULL AS queue, NULL AS priority, NULL AS limit_key, NULL AS job_key, NULL AS tags,
+       0 AS budget, NULL AS rate_left, NULL AS rate_wait,
+       (pg_current_xact_id_if_assigned() IS NOT NULL)::text AS mode, NULL AS timed,
+       NULL AS scanned,
+       (SELECT count(*) FROM pg_locks
+        WHERE pid = pg_backend_pid() AND locktype = 'transactionid' AND granted)::text
+           AS last_key
+WHERE %(queue)s::text IS NOT NULL"""
+
+
+def test_a_limited_claim_runs_in_the_transaction_of_its_row_lock(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """No BEGIN or COMMIT is sent: the row lock and the claim after it are one implicit
+    transaction (the lock still held by the claim), committed at the pipeline's end."""
+    pgbeat.configure_queue(conn, "reports", concurrency=3)
+    conn.execute("SET lock_timeout = '5s'")
+    for _ in range(2):  # the second time with both statements prepared
+        rows, budget = locked_claim.claim_locked(conn, _LOCK_SEEN, {"queue": "reports"})
+        assert rows == []
+        assert budget is not None
+        assert budget[3] == "true"  # the lock's transaction id, seen by the claim
+        assert budget[6] == "1"  # and held
+        assert conn.info.transaction_status == TransactionStatus.IDLE
 
 
 def test_a_batch_never_takes_two_jobs_of_a_saturated_key(conn: psycopg.Connection[Any]) -> None:
@@ -162,6 +194,24 @@ def test_key_rate_counts_starts_per_key(conn: psycopg.Connection[Any]) -> None:
     assert sorted(job.limit_key or "" for job in jobs) == ["a", "a", "b", "b"]
     finish(conn, jobs)
     assert claim(conn) == []
+
+
+def test_a_key_budget_counts_its_running_jobs_and_its_starts_apart(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """key_concurrency counts the key's running jobs with the batch's, key_rate its starts
+    with the batch's: each limit against its own count (the head claim numbers both in one
+    window per key)."""
+    pgbeat.configure_queue(conn, "api", key_concurrency=3, key_rate="4/1h")
+    enqueue_many(conn, 10, queue="api", limit_key="a")
+    first = claim(conn, limit=2)
+    assert len(first) == 2  # running 2, starts 2
+    (second,) = claim(conn)  # concurrency leaves 1, the rate 2
+    finish(conn, first)
+    (third,) = claim(conn)  # running 1, starts 3: concurrency leaves 2, the rate 1
+    assert claim(conn) == []
+    finish(conn, [second, third])
+    assert claim(conn) == []  # nothing runs, the rate is spent
 
 
 def test_a_reaped_lease_frees_its_slot(conn: psycopg.Connection[Any]) -> None:

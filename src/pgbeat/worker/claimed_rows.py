@@ -25,8 +25,9 @@ def decode_payload(text: str) -> Any:
 def job_columns(cursor: psycopg.Cursor[Any]) -> itemgetter[Any]:
     """Picks Job's fields, in Job's order, by name out of the rows of a claim's ``cursor``
     (every claim returns claim_parts._CLAIMED_COLUMNS, limited claims more after them)."""
-    assert cursor.description is not None
-    where = {column.name: i for i, column in enumerate(cursor.description)}
+    description = cursor.description  # built anew at each access: a Column per column
+    assert description is not None
+    where = {column.name: i for i, column in enumerate(description)}
     return itemgetter(*(where[field] for field in Job._fields))
 
 

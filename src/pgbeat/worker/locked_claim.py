@@ -13,29 +13,38 @@ from psycopg.pq import TransactionStatus
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.job import Job
-from pgbeat.worker.claimed_rows import job_columns
 
 # The columns a limited claim returns beside the job's (db/sql/jobs/claim_parts.py).
 BUDGET = ("budget", "rate_left", "rate_wait", "mode", "timed", "scanned", "last_key")
 LIMIT_KEY = Job._fields.index("limit_key")  # of a claimed row, once in Job's order
+
+# Per claim statement: the pickers of its budget and of Job's fields, by the result's
+# column names (a statement's columns never change): read once, not the result's
+# description per claim (a Column object per column and access).
+_PICKERS: dict[str, tuple[itemgetter[Any], itemgetter[Any]]] = {}
 
 
 def claim_locked(
     conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]
 ) -> tuple[list[Any], tuple[Any, ...] | None]:
     """Run a limited queue's claim under its row lock, with a plan kept for the connection
-    once psycopg prepares the statement (QUEUES_LOCK says why): BEGIN, the lock, the claim
-    and COMMIT in one round trip (session.py says why by hand).
+    once psycopg prepares the statement (QUEUES_LOCK says why), in one round trip.
+
+    The lock and the claim go in one pipeline without BEGIN or COMMIT: the protocol runs
+    the statements up to the pipeline's Sync as one implicit transaction (committed at the
+    Sync, rolled back there if one fails), each statement with a snapshot of its own under
+    READ COMMITTED, so the claim's is taken after the lock was granted. Two statements
+    fewer per claim than a transaction block by hand (session.py). ``conn`` is in
+    autocommit, not inside a pipeline with statements of its own waiting (psycopg syncs
+    those before a nested pipeline starts).
 
     Returns the claimed rows (in Job's order) and the budget's columns (BUDGET; None: the
     queue is not limited now).
     """
     try:
         with conn.pipeline():
-            conn.execute(session_sql.TRANSACTION_BEGIN, prepare=False)
             conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
             cursor = conn.execute(statement, params)
-            conn.execute(session_sql.TRANSACTION_COMMIT, prepare=False)
     except BaseException:
         if not conn.closed and conn.info.transaction_status == TransactionStatus.INERROR:
             conn.execute(session_sql.TRANSACTION_ROLLBACK, prepare=False)  # start clean
@@ -43,8 +52,14 @@ def claim_locked(
     found = cursor.fetchall()
     if not found:
         return [], None
-    assert cursor.description is not None
-    names = [column.name for column in cursor.description]
-    budget = itemgetter(*(names.index(name) for name in BUDGET))(found[0])
-    pick = job_columns(cursor)
-    return [pick(row) for row in found if row[0] is not None], tuple(budget)
+    pickers = _PICKERS.get(statement)
+    if pickers is None:
+        assert cursor.description is not None
+        where = {column.name: i for i, column in enumerate(cursor.description)}
+        pickers = (
+            itemgetter(*(where[name] for name in BUDGET)),
+            itemgetter(*(where[field] for field in Job._fields)),
+        )
+        _PICKERS[statement] = pickers
+    budget, pick = pickers
+    return [pick(row) for row in found if row[0] is not None], tuple(budget(found[0]))

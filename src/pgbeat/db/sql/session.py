@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-# A transaction block by hand, on a connection in autocommit: a limited queue's claim
-# sends BEGIN, its statements and COMMIT in one pipeline, one round trip (psycopg's
-# transaction() in a pipeline syncs before COMMIT, a second round trip per claim), and
-# ROLLBACK when a statement of it failed.
-TRANSACTION_BEGIN: LiteralString = "BEGIN"
-TRANSACTION_COMMIT: LiteralString = "COMMIT"
+# Ends a transaction a failed statement left open, on a connection in autocommit. A limited
+# queue's claim needs no BEGIN or COMMIT: its statements run in the pipeline's implicit
+# transaction (worker/locked_claim.py says why; psycopg's transaction() in a pipeline syncs
+# before COMMIT, a second round trip per claim).
 TRANSACTION_ROLLBACK: LiteralString = "ROLLBACK"
 
 # The database's clock: the one time every replica agrees on.

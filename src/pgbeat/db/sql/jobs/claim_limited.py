@@ -18,9 +18,9 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _KEY_LEFT,
     _KEY_LEFT_N,
     _KINDS,
+    _LIMITED_OPENING,
     _PENDING_KEYS_AFTER,
     _RUNNING_KEYS,
-    _SETTINGS_AND_BUDGET,
 )
 from pgbeat.db.sql.jobs.queue_heads import (
     _QUEUE_HEADS,
@@ -32,21 +32,17 @@ from pgbeat.db.sql.jobs.queue_heads import (
 
 # Each runs right after QUEUES_LOCK in the transaction that holds the queue's row lock, the
 # two sent together in one round trip, and returns no row when the queue is not limited or
-# fair now (_SETTINGS_AND_BUDGET); otherwise the claimed jobs followed by the budget, the
-# rate's starts left, the seconds until its oldest start leaves the window, the claim the
-# queue needs now (``mode``), and a statement's own last columns.
+# fair now (_SETTINGS_AND_BUDGET, in _LIMITED_OPENING); otherwise the claimed jobs followed
+# by the budget, the rate's starts left, the seconds until its oldest start leaves the
+# window, the claim the queue needs now (``mode``), and a statement's own last columns.
 
 # The claim of a queue with whole-queue limits only: its budget in claim order (the best of
 # its kinds' heads, queue_heads.py). Claims nothing when the queue needs another claim now
 # (``mode``). The heads are read unlocked (the queue's row lock serialises its claims; the
 # update re-checks that each row is pending): locked, every kind's head would be.
 JOBS_CLAIM_LIMITED: LiteralString = (
-    "WITH "
-    + _SETTINGS_AND_BUDGET
+    _LIMITED_OPENING
     + """,
-w(q) AS (
-    SELECT %(queue)s::text
-),
 lim(n) AS (
     SELECT coalesce((SELECT n FROM budget WHERE mode = 'whole'), 0)
 ),
@@ -81,12 +77,8 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # penalty of the worker's sessions, enable_sort off, a kept plan joined the keys to the head
 # by a nested loop, every head row compared with every key: docs/flow-control.md).
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
-    "WITH "
-    + _SETTINGS_AND_BUDGET
+    _LIMITED_OPENING
     + """,
-w(q) AS (
-    SELECT %(queue)s::text
-),
 lim(n) AS (
     SELECT coalesce(
         (SELECT CASE WHEN n > 0 AND mode = 'keyed' THEN %(scan)s::int END FROM budget), 0)
@@ -139,8 +131,7 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # keys: the head claim took the best jobs already. ``scanned`` is how many keys the walk
 # visited and ``last_key`` the last of them, where the next walk goes on.
 JOBS_CLAIM_LIMITED_KEYS: LiteralString = (
-    "WITH RECURSIVE "
-    + _SETTINGS_AND_BUDGET
+    _LIMITED_OPENING
     + ","
     + _PENDING_KEYS_AFTER
     + ","
@@ -189,8 +180,7 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # of the last job taken, where the next claim goes on ('' for the unkeyed jobs: next from
 # the first key). Keys and their jobs are read as in _PENDING_KEYS_AFTER (it says why).
 JOBS_CLAIM_FAIR: LiteralString = (
-    "WITH RECURSIVE "
-    + _SETTINGS_AND_BUDGET
+    _LIMITED_OPENING
     + """,
 walk_after(limit_key, pos) AS (
     SELECT (SELECT limit_key FROM jobs
@@ -222,9 +212,6 @@ walk_start(limit_key, pos) AS (
     FROM walk_start AS w
     WHERE w.limit_key IS NOT NULL AND (%(after)s::text IS NULL OR w.limit_key < %(after)s)
       AND w.pos + (SELECT count(*) FROM after_keys) < %(keys)s::int
-),
-w(q) AS (
-    SELECT %(queue)s::text
 ),
 lim(n) AS (
     SELECT n FROM budget WHERE n > 0 AND mode = 'fair'

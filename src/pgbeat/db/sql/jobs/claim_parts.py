@@ -92,6 +92,18 @@ budget AS MATERIALIZED (
                AND started_at > q.t - q.rate_period) AS starts
 )"""
 
+# How every limited (or fair) claim opens: its settings and budget, and ``w(q)``, the queue
+# queue_heads.py's reads name (a statement that reads no head leaves it unread: planned
+# away). RECURSIVE for the claims that walk keys; the others read the same without.
+_LIMITED_OPENING: LiteralString = (
+    "WITH RECURSIVE "
+    + _SETTINGS_AND_BUDGET
+    + """,
+w(q) AS (
+    SELECT %(queue)s::text
+)"""
+)
+
 # The running jobs of the queue per limit key (jobs_running: at most the cluster's slots),
 # counted once per claim (MATERIALIZED: inlined, it ran once per row), as one row: a jsonb
 # object of key -> count, looked up by key. Not a row per key joined to the keys: a plan
