@@ -1,0 +1,17 @@
+-- A workflow's jobs are found through its step rows, not through an index of jobs
+-- (docs/workflows.md, "Storage"). The partial index jobs_workflow (workflow_id, non-NULL
+-- for a step) was the only index of jobs that a step entered and a plain job did not, and
+-- a step changes every time it moves: its insert, the release of a held step (run_at), its
+-- claim (status) and its end (status) are none of them HOT updates, so each wrote a new
+-- entry in it. Measured on a fan-out of 1 + 10,000 + 1 drained by one worker
+-- (pg_stat_statements, whole drain): claims 136k -> 118k shared buffers (10,000
+-- independent jobs: 116k), the root's release of 10,000 children 167k -> 147k, the
+-- completions apart from the advance 138k -> 120k (independent: 124k).
+--
+-- pgbeat_workflow_steps already holds (workflow_id, name) UNIQUE: one row per step, inserted
+-- with its job and deleted with it (the jobs_workflow_forget trigger), so the statements
+-- that read a workflow's jobs (the cancel, the dashboard's filter, retention's "a workflow's
+-- steps go together", the repair pass's clean-up of empty workflows) go through it and the
+-- jobs' primary key (src/pgbeat/db/sql/workflows.py, jobs/retention.py, jobs/dashboard.py).
+-- Every role that runs one of them reads the step table already (docs/least-privilege.sql).
+DROP INDEX IF EXISTS jobs_workflow;
