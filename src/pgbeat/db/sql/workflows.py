@@ -54,10 +54,12 @@ FROM unnest(%(job_ids)s::bigint[], %(names)s::text[], %(waiting_for)s::int[],
             %(delay_seconds)s::float8[])
      AS step(job_id, name, waiting_for, on_parent_failure, run_at, delay_seconds)"""
 
-# Inserts a workflow's edges: parents[i] must end before children[i] starts.
+# Inserts a workflow's edges: parents[i] must end before children[i] starts; sole[i] when
+# that parent is the child's only one and the child asked no run time (the advance then
+# releases it without reading its step row: migration 0031).
 WORKFLOW_EDGES_INSERT: LiteralString = """
-INSERT INTO pgbeat_workflow_edges (parent_id, child_id)
-SELECT * FROM unnest(%(parents)s::bigint[], %(children)s::bigint[])"""
+INSERT INTO pgbeat_workflow_edges (parent_id, child_id, sole)
+SELECT * FROM unnest(%(parents)s::bigint[], %(children)s::bigint[], %(sole)s::bool[])"""
 
 # One workflow (primary key).
 WORKFLOWS_GET: LiteralString = """
