@@ -155,8 +155,18 @@ def insert_params(flow: Workflow) -> tuple[dict[str, Any], dict[str, Any], dict[
     edges = {
         "parents": [index[parent] for step in flow.steps for parent in step.after],
         "children": [index[step] for step in flow.steps for _ in step.after],
-    }
+        "sole": "{" + ",".join("t" if _sole(step) else "f" for step in flow.steps
+                               for _ in step.after) + "}",
+    }  # fmt: skip
     return jobs, steps, edges
+
+
+def _sole(step: Step) -> bool:
+    """Whether ``step`` waits for one parent and asked no run time: its edge says so, and
+    the advance releases it when that parent ends done without reading its step row
+    (migrations/0031_workflow_lookups.sql)."""
+    delay = step.job.delay
+    return len(step.after) == 1 and step.job.run_at is None and (delay is None or not delay)
 
 
 def _seconds(delay: timedelta | None) -> str:

@@ -165,6 +165,7 @@ def _insert_plan(
             {
                 "parents": number_array(id_text[i] for i in edges["parents"]),
                 "children": number_array(id_text[i] for i in edges["children"]),
+                "sole": edges["sole"],
             },
         )
     return EnqueuedWorkflow(workflow_id, {s.name: ids[i] for i, s in enumerate(flow.steps)})

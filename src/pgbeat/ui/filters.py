@@ -66,7 +66,7 @@ class JobFilter:
     priority: int | None = None
     limit_key: str | None = None
     tag: str | None = None
-    workflow: int | None = None  # the steps of one workflow (jobs_workflow)
+    workflow: int | None = None  # the steps of one workflow (its step rows, then ids)
 
     @classmethod
     def from_query(cls, query: Mapping[str, str], *, hide_payloads: bool = False) -> JobFilter:

@@ -54,10 +54,12 @@ FROM unnest(%(job_ids)s::bigint[], %(names)s::text[], %(waiting_for)s::int[],
             %(delay_seconds)s::float8[])
      AS step(job_id, name, waiting_for, on_parent_failure, run_at, delay_seconds)"""
 
-# Inserts a workflow's edges: parents[i] must end before children[i] starts.
+# Inserts a workflow's edges: parents[i] must end before children[i] starts; sole[i] when
+# that parent is the child's only one and the child asked no run time (the advance then
+# releases it without reading its step row: migration 0031).
 WORKFLOW_EDGES_INSERT: LiteralString = """
-INSERT INTO pgbeat_workflow_edges (parent_id, child_id)
-SELECT * FROM unnest(%(parents)s::bigint[], %(children)s::bigint[])"""
+INSERT INTO pgbeat_workflow_edges (parent_id, child_id, sole)
+SELECT * FROM unnest(%(parents)s::bigint[], %(children)s::bigint[], %(sole)s::bool[])"""
 
 # One workflow (primary key).
 WORKFLOWS_GET: LiteralString = """
@@ -84,7 +86,8 @@ FROM pgbeat_workflow_steps AS s JOIN jobs AS j ON j.id = s.job_id
 WHERE s.workflow_id = %(id)s
 ORDER BY s.job_id"""
 
-# Cancels every step of a workflow that has not ended (jobs_workflow), as JOBS_CANCEL does:
+# Cancels every step of a workflow that has not ended (its step rows by workflow, then the
+# primary key: migration 0031), as JOBS_CANCEL does:
 # a pending one at once (the advance trigger cancels its dependants), a running one asked
 # to stop (cancel_requested_at and NOTIFY pgbeat_cancel: its worker ends the run).
 WORKFLOW_JOBS_CANCEL: LiteralString = """
@@ -95,7 +98,8 @@ SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
                           ELSE cancel_requested_at END,
     last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
                       ELSE last_error END
-WHERE workflow_id = %(id)s AND status IN ('pending', 'running')
+WHERE id = ANY(ARRAY(SELECT job_id FROM pgbeat_workflow_steps WHERE workflow_id = %(id)s))
+  AND workflow_id = %(id)s AND status IN ('pending', 'running')
 RETURNING id, status,
           pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
                                                 ELSE 'pgbeat_finished' END), id::text)"""
@@ -142,14 +146,15 @@ RETURNING j.id, j.status, pg_notify(pgbeat_channel(CASE j.status WHEN 'pending' 
                                                                   ELSE 'pgbeat_finished' END),
                                     CASE j.status WHEN 'pending' THEN '' ELSE j.id::text END)"""
 
-# Deletes workflows none of whose steps is left (retention took them), in batches; a new
-# one is an hour old at least, so an enqueue that has not committed its steps keeps it.
-# Two workers at once: the second waits for the first's rows and skips them.
+# Deletes workflows none of whose steps is left (retention took them; a step's row goes
+# with its job), in batches; a new one is an hour old at least, so an enqueue that has not
+# committed its steps keeps it. Two workers at once: the second waits for the first's rows
+# and skips them.
 WORKFLOWS_DELETE_EMPTY: LiteralString = """
 DELETE FROM pgbeat_workflows WHERE id IN (
     SELECT w.id FROM pgbeat_workflows AS w
     WHERE w.created_at < now() - interval '1 hour'
-      AND NOT EXISTS (SELECT FROM jobs AS j WHERE j.workflow_id = w.id)
+      AND NOT EXISTS (SELECT FROM pgbeat_workflow_steps AS s WHERE s.workflow_id = w.id)
     LIMIT %(batch)s
 )
 RETURNING id"""

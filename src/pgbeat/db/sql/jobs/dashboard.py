@@ -76,7 +76,9 @@ AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 AND (%(priority)s::smallint IS NULL OR priority = %(priority)s::smallint)
 AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
 AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
-AND (%(workflow)s::bigint IS NULL OR workflow_id = %(workflow)s::bigint)
+AND (%(workflow)s::bigint IS NULL
+     OR id = ANY(ARRAY(SELECT job_id FROM pgbeat_workflow_steps
+                       WHERE workflow_id = %(workflow)s::bigint)))
 AND (%(floor)s::bigint IS NULL OR id >= %(floor)s::bigint)
 AND (%(max_id)s::bigint IS NULL OR id <= %(max_id)s::bigint)""")
 

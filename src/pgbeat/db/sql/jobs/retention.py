@@ -13,7 +13,8 @@ from typing import LiteralString
 # restarted scheduler would enqueue its period again. Locked rows are skipped, not waited
 # for, and no pending row is locked: a claim never waits on a batch. A workflow's steps go
 # together: none while a step of its workflow is live or finished within %(older_than)s
-# (jobs_workflow). Returns each row's status.
+# (its steps through pgbeat_workflow_steps' UNIQUE (workflow_id, name), then the primary
+# key: migration 0031). Returns each row's status.
 JOBS_DELETE_FINISHED: LiteralString = """
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs
@@ -22,7 +23,8 @@ DELETE FROM jobs WHERE id IN (
       AND status IN ('done', 'failed', 'cancelled')
       AND (keep_until IS NULL OR keep_until < now())
       AND (workflow_id IS NULL OR NOT EXISTS (
-          SELECT FROM jobs AS step WHERE step.workflow_id = jobs.workflow_id
+          SELECT FROM pgbeat_workflow_steps AS s JOIN jobs AS step ON step.id = s.job_id
+          WHERE s.workflow_id = jobs.workflow_id
             AND (step.status IN ('pending', 'running')
                  OR step.finished_at >= now() - %(older_than)s::interval)))
     LIMIT %(batch)s
