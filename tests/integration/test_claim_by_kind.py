@@ -139,6 +139,37 @@ def test_a_queue_outside_the_hint_is_claimed_after_the_next_walk(
     assert [job.id for job in found] == [late]
 
 
+def test_a_walk_visits_a_bounded_number_of_queues_and_the_next_goes_on(
+    conn: psycopg.Connection[Any], monkeypatch: Any
+) -> None:
+    """Queues q0..q9 of delayed jobs, due jobs in q4 and q9 (one keyed), a paused queue's
+    due job: three queues a walk, the hint kept for the queues a walk did not visit."""
+    monkeypatch.setattr(due_queues, "WALK_CHUNK", 3)
+    later = datetime.now(UTC) + timedelta(days=1)
+    jobs = [pgbeat.NewJob("noop", queue=f"q{i}", run_at=later) for i in range(10)]
+    jobs += [pgbeat.NewJob("noop", queue="q4", run_at=PAST)]
+    jobs += [pgbeat.NewJob("noop", queue="q9", run_at=PAST, limit_key="k")]
+    jobs += [pgbeat.NewJob("other", queue="q1", run_at=PAST)]  # a foreign kind: not due here
+    jobs += [pgbeat.NewJob("noop", queue="paused", run_at=PAST)]
+    pgbeat.enqueue_many(conn, jobs)
+    hint = due_queues.DueQueues()
+    seen = []
+    for _ in range(4):  # paused, q0, q1 | q2, q3, q4 | q5, q6, q7 | q8, q9
+        hint._next = hint._refresh = 0.0  # as if the walk were due
+        seen.append(list(hint.names_for(conn, ["noop"], ["paused"])))
+    assert seen == [[], ["q4"], ["q4"], ["q4", "q9"]]
+    assert hint._after is None and not hint._stale  # the round ended
+    conn.execute("UPDATE jobs SET run_at = %s WHERE queue = 'q9'", (later,))
+    hint._next = hint._refresh = 0.0
+    assert hint.names_for(conn, ["noop"], ["paused"]) == ["q4", "q9"]  # paused, q0, q1: q9 kept
+    hint._next = hint._refresh = 0.0
+    hint.names_for(conn, ["noop"], ["paused"])  # q2, q3, q4
+    hint._next = hint._refresh = 0.0
+    hint.names_for(conn, ["noop"], ["paused"])  # q5, q6, q7
+    hint._next = hint._refresh = 0.0
+    assert hint.names_for(conn, ["noop"], ["paused"]) == ["q4"]  # q8, q9: q9 went
+
+
 def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(
     conn: psycopg.Connection[Any],
 ) -> None:
