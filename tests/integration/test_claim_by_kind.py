@@ -187,6 +187,25 @@ def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(
     assert [job.id for job in found] == ids[:1]  # its concurrency still holds
 
 
+def test_a_held_queue_seen_empty_is_not_taken_by_the_fast_claim_when_jobs_come(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The fast claim names only the held queues that had pending jobs: the limited queue's
+    jobs, first in claim order, come before the next read of the held queues, and the
+    update's re-check of every row's queue leaves them pending."""
+    pgbeat.configure_queue(conn, "limited", concurrency=1)
+    claimer = Claimer(LEASE, ["noop"])
+    assert claimer.claim(conn, 5) == []
+    assert claimer._empty == {"limited"} and claimer._held_pending == []
+    held = [pgbeat.NewJob("noop", queue="limited", run_at=PAST) for _ in range(3)]
+    free = [pgbeat.NewJob("noop", run_at=PAST + timedelta(minutes=1)) for _ in range(3)]
+    pgbeat.enqueue_many(conn, held + free)
+    taken = claimer._claim_fast(conn, 5)  # as the next claim, before any notification
+    assert [row[Job._fields.index("queue")] for row in taken] == ["default", "default"]
+    rows = conn.execute("SELECT status, count(*) FROM jobs WHERE queue = 'limited' GROUP BY 1")
+    assert rows.fetchall() == [("pending", 3)]
+
+
 def test_a_worker_drains_its_kinds_behind_a_foreign_backlog(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
