@@ -139,6 +139,37 @@ def test_a_queue_outside_the_hint_is_claimed_after_the_next_walk(
     assert [job.id for job in found] == [late]
 
 
+def test_a_walk_visits_a_bounded_number_of_queues_and_the_next_goes_on(
+    conn: psycopg.Connection[Any], monkeypatch: Any
+) -> None:
+    """Queues q0..q9 of delayed jobs, due jobs in q4 and q9 (one keyed), a paused queue's
+    due job: three queues a walk, the hint kept for the queues a walk did not visit."""
+    monkeypatch.setattr(due_queues, "WALK_CHUNK", 3)
+    later = datetime.now(UTC) + timedelta(days=1)
+    jobs = [pgbeat.NewJob("noop", queue=f"q{i}", run_at=later) for i in range(10)]
+    jobs += [pgbeat.NewJob("noop", queue="q4", run_at=PAST)]
+    jobs += [pgbeat.NewJob("noop", queue="q9", run_at=PAST, limit_key="k")]
+    jobs += [pgbeat.NewJob("other", queue="q1", run_at=PAST)]  # a foreign kind: not due here
+    jobs += [pgbeat.NewJob("noop", queue="paused", run_at=PAST)]
+    pgbeat.enqueue_many(conn, jobs)
+    hint = due_queues.DueQueues()
+    seen = []
+    for _ in range(4):  # paused, q0, q1 | q2, q3, q4 | q5, q6, q7 | q8, q9
+        hint._next = hint._refresh = 0.0  # as if the walk were due
+        seen.append(list(hint.names_for(conn, ["noop"], ["paused"])))
+    assert seen == [[], ["q4"], ["q4"], ["q4", "q9"]]
+    assert hint._after is None and not hint._stale  # the round ended
+    conn.execute("UPDATE jobs SET run_at = %s WHERE queue = 'q9'", (later,))
+    hint._next = hint._refresh = 0.0
+    assert hint.names_for(conn, ["noop"], ["paused"]) == ["q4", "q9"]  # paused, q0, q1: q9 kept
+    hint._next = hint._refresh = 0.0
+    hint.names_for(conn, ["noop"], ["paused"])  # q2, q3, q4
+    hint._next = hint._refresh = 0.0
+    hint.names_for(conn, ["noop"], ["paused"])  # q5, q6, q7
+    hint._next = hint._refresh = 0.0
+    assert hint.names_for(conn, ["noop"], ["paused"]) == ["q4"]  # q8, q9: q9 went
+
+
 def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(
     conn: psycopg.Connection[Any],
 ) -> None:
@@ -154,6 +185,25 @@ def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(
     for _ in range(3):  # the held queues are read with the next fast claim, then claimed
         found += claimer.claim(conn, 5)
     assert [job.id for job in found] == ids[:1]  # its concurrency still holds
+
+
+def test_a_held_queue_seen_empty_is_not_taken_by_the_fast_claim_when_jobs_come(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The fast claim names only the held queues that had pending jobs: the limited queue's
+    jobs, first in claim order, come before the next read of the held queues, and the
+    update's re-check of every row's queue leaves them pending."""
+    pgbeat.configure_queue(conn, "limited", concurrency=1)
+    claimer = Claimer(LEASE, ["noop"])
+    assert claimer.claim(conn, 5) == []
+    assert claimer._empty == {"limited"} and claimer._held_pending == []
+    held = [pgbeat.NewJob("noop", queue="limited", run_at=PAST) for _ in range(3)]
+    free = [pgbeat.NewJob("noop", run_at=PAST + timedelta(minutes=1)) for _ in range(3)]
+    pgbeat.enqueue_many(conn, held + free)
+    taken = claimer._claim_fast(conn, 5)  # as the next claim, before any notification
+    assert [row[Job._fields.index("queue")] for row in taken] == ["default", "default"]
+    rows = conn.execute("SELECT status, count(*) FROM jobs WHERE queue = 'limited' GROUP BY 1")
+    assert rows.fetchall() == [("pending", 3)]
 
 
 def test_a_worker_drains_its_kinds_behind_a_foreign_backlog(

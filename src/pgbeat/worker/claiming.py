@@ -64,6 +64,8 @@ class Claimer:
         self.limited: list[str] | None = None
         self.watched: frozenset[str] = frozenset()
         self.held: list[str] = []  # paused, limited or fair: not for the fast path
+        self._held_pending: list[str] = []  # ... of them, those with pending jobs at the last read
+        self._limited_pending: list[str] = []  # the limited ones with pending jobs, likewise
         self._rests = Rests()
         self._turn = 0
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
@@ -106,8 +108,7 @@ class Claimer:
         fast_first = bool(self.limited) and self._turn % 2 == 0
         if fast_first and now >= self._fast_short_until:
             rows.extend(self._claim_fast(conn, limit))
-        awake = [queue for queue in self._limited_in_turn() if queue not in self._empty]
-        for queue in self._rests.awake(awake, now):
+        for queue in self._rests.awake(self._limited_in_turn(), now):
             if self._rests.spent(queue, now) or self._rests.resting(queue, now):
                 continue
             if len(rows) >= limit:
@@ -175,11 +176,13 @@ class Claimer:
         return None if row is None or row[0] is None else now + float(row[0])
 
     def _limited_in_turn(self) -> list[str]:
-        """The limited queues, the first one rotating from claim to claim."""
-        if not self.limited:
+        """The limited queues with pending jobs at the last read, the first one rotating
+        from claim to claim (kept by _note_held: 200 empty queues cost a claim nothing)."""
+        queues = self._limited_pending
+        if not queues:
             return []
-        turn = (self._turn // 2) % len(self.limited)
-        return self.limited[turn:] + self.limited[:turn]
+        turn = (self._turn // 2) % len(queues)
+        return queues[turn:] + queues[:turn]
 
     def _by_kind(self) -> bool:
         """Whether the fast claim goes by queue and kind: the head of the claim order is
@@ -199,7 +202,7 @@ class Claimer:
             statement = heads_sql.JOBS_CLAIM_BY_QUEUE_KIND
             assert self.kinds is not None
             if not self.queues:
-                params["queues"] = self._due.names_for(conn, self.kinds, self.held)
+                params["queues"] = self._due.names_for(conn, self.kinds, self._held_pending)
         elif self.queues or self._held_ahead >= HELD_AHEAD:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:
@@ -223,7 +226,7 @@ class Claimer:
             "lease": self.lease,
             "kinds": self.kinds,
             "queues": self.queues,
-            "held": self.held,
+            "held": self._held_pending,
         }
 
     def _read_held(
@@ -251,6 +254,7 @@ class Claimer:
         if self._empty - empty:  # jobs came to a queue that had none: claim again soon
             self._rests.held_back(time.monotonic())
         self._empty = empty
+        self._held_pending = [name for name in self.held if name not in empty]
         for name, paused, mode, problem, updated_at, _ in rows:
             if self._updated.get(name, updated_at) != updated_at:
                 self._rests.forget(name)
@@ -262,6 +266,7 @@ class Claimer:
                     log.error("queue %r: %s; its jobs wait until it is set again", name, problem)
             elif not paused:
                 self.limited.append(name)
+        self._limited_pending = [name for name in self.limited if name not in empty]
 
     def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
         """Claim from one limited queue: its budget, from the head or key by key, or fair."""

@@ -56,9 +56,10 @@ WHERE ctid = ANY(ARRAY(
 )
 
 # JOBS_CLAIM beside held queues with few pending jobs (QUEUES_HELD's ``ahead``): the scan
-# also skips the held queues' rows (%(held)s), at most a few per claim, where the claim by
-# queue heads would walk every queue with a pending job (20,000 tenants' delayed jobs) on
-# every claim.
+# also skips the held queues' rows (%(held)s: the held queues that had pending jobs at the
+# worker's last look; one that gained some since is re-checked by the update), at most a
+# few per claim, where the claim by queue heads would walk every queue with a pending job
+# (20,000 tenants' delayed jobs) on every claim.
 JOBS_CLAIM_SKIPPING: LiteralString = JOBS_CLAIM.replace(
     "\n    ORDER BY priority DESC, run_at, id\n    LIMIT %(limit)s\n",
     "\n      AND queue <> ALL(%(held)s::text[])"
@@ -83,8 +84,9 @@ JOBS_LISTEN: LiteralString = "SELECT pgbeat_listen('pgbeat_jobs')"
 # Seconds until the next pending job the fast claim may take falls due, by the database
 # clock, so an idle worker wakes when a delayed job becomes due (jobs_ready). Asked after a
 # fast claim found nothing: the jobs due before it are those of the held queues the worker
-# saw (%(held)s), so the scan starts 5 s back (a job that fell due between the claim and
-# this look comes back negative: claim again) and never walks a paused queue's backlog.
+# saw with pending jobs (%(held)s), so the scan starts 5 s back (a job that fell due
+# between the claim and this look comes back negative: claim again) and never walks a
+# paused queue's backlog.
 # JOBS_SECONDS_TO_NEXT_LIMITED covers the limited queues. The first in run_at order, not
 # min(run_at): a plan kept from an empty table read all of an index holding every column
 # asked (0021's jobs_claim_kind) for min(); in that order only jobs_ready reads it unsorted.

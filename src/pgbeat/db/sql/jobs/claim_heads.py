@@ -3,20 +3,28 @@ worker cannot take: due jobs of kinds it has no handler for (a rolling deploy), 
 queues' backlogs beside thousands of queues of delayed jobs (docs/flow-control.md, "Why
 the claim's cost no longer grows").
 
-The worker walks the queues with due jobs of its kinds now and then (JOBS_DUE_QUEUES) and
-keeps the answer as a hint; each claim reads only those queues' heads, per kind (the two
-indexes of a queue's pending jobs, migration 0023: queue_heads.py), and re-checks
-everything the hint could have got wrong: pending, due, kind, and that the queue is not
-held. A queue the hint misses waits for the
-next walk, never longer than worker/due_queues.py's refresh.
+The worker walks the queues with due jobs of its kinds now and then, a bounded number of
+queues a walk (JOBS_DUE_QUEUES), and keeps the answer as a hint; each claim reads only
+those queues' heads, per kind (the two indexes of a queue's pending jobs, migration 0023:
+queue_heads.py), and re-checks everything the hint could have got wrong: pending, due,
+kind, and that the queue is not held. A queue the hint misses waits for the walk that
+visits it again (worker/due_queues.py says when).
 """
 
 from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.jobs.claim_parts import _TAKE_BEST_HEADS
-from pgbeat.db.sql.jobs.queue_heads import _NEXT_QUEUE
+from pgbeat.db.sql.jobs.claim_parts import _CLAIMED_COLUMNS, _NOT_HELD_PROBED, _SET_RUNNING
+from pgbeat.db.sql.jobs.queue_heads import (
+    _HEAD,
+    _HEAD_ORDER,
+    _KEYED_COLUMNS,
+    _LATERAL,
+    _LOCKED,
+    _NEXT_QUEUE,
+    _TID,
+)
 
 # How many of the first due jobs in claim order (jobs_claim_order) are of kinds the worker
 # has no handler for: at most %(ahead)s rows read, so a worker whose kinds fill the head
@@ -28,48 +36,100 @@ SELECT count(*) FILTER (WHERE kind <> ALL(%(kinds)s::text[])) FROM (
     ORDER BY priority DESC, run_at, id LIMIT %(ahead)s
 ) AS head"""
 
-# The queues, less the held ones (%(held)s), where a due job of the worker's kinds waits: a
-# skip scan of the queues with pending jobs (queue_heads.py: one probe per index and
-# queue), each queue probed for a due job of those kinds in both indexes. Its cost grows
-# with the queues that have pending jobs, so the worker runs it at most every
-# DUE_QUEUES_MIN seconds, not per claim.
+# Whether queue ``w.q`` holds a due job of one of the worker's kinds in one index of the
+# queues' pending jobs (its predicate follows): each kind's head, one row, in the index's
+# order. Not ``kind = ANY(%(kinds)s)``: its kept generic plan read jobs_ready from the
+# oldest due job, stepping over every foreign kind's due job (70 ms a walk beside 200,000).
+_DUE_HEAD: LiteralString = (
+    "EXISTS (SELECT FROM unnest(%(kinds)s::text[]) AS k(kind)" + _LATERAL + "1" + _HEAD
+)
+_DUE_HEAD_END: LiteralString = _HEAD_ORDER.replace("LIMIT lim.n", "LIMIT 1") + "\n    ) AS due)"
+assert "LIMIT 1" in _DUE_HEAD_END
+
+# The next %(chunk)s queues with pending jobs after %(after)s (NULL: from the first), a skip
+# scan (queue_heads.py: one probe per index and queue), each probed for a due job of the
+# worker's kinds in both indexes (_DUE_HEAD): as ``q, due, more``, the due ones less the
+# held ones (%(held)s), and the last queue visited when %(chunk)s were (``more``: the next
+# walk goes on after it). Its cost grows with the queues it visits, so a walk visits a
+# bounded number of them, and the worker runs one at most every WALK_SHARE-th of the
+# time it takes (worker/due_queues.py): the first claim beside 20,000 queues of delayed
+# jobs waited a whole walk (0.3-0.8 s) before.
 JOBS_DUE_QUEUES: LiteralString = (
     """
-WITH RECURSIVE pending_queues(q) AS (
+WITH RECURSIVE pending_queues(q, n) AS (
     SELECT """
     + _NEXT_QUEUE
-    + """ FROM (SELECT NULL::text AS q) AS prev
+    + """, 1 FROM (SELECT %(after)s::text AS q) AS prev
     UNION ALL
     SELECT """
     + _NEXT_QUEUE
-    + """ FROM pending_queues AS prev
-    WHERE prev.q IS NOT NULL
+    + """, prev.n + 1 FROM pending_queues AS prev
+    WHERE prev.q IS NOT NULL AND prev.n < %(chunk)s::int
 )
-SELECT q FROM pending_queues
-WHERE q IS NOT NULL AND q <> ALL(%(held)s::text[])
-  AND (EXISTS (SELECT FROM jobs
-               WHERE status = 'pending' AND limit_key IS NULL AND queue = q
-                 AND kind = ANY(%(kinds)s::text[]) AND run_at <= now())
-       OR EXISTS (SELECT FROM jobs
-                  WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = q
-                    AND kind = ANY(%(kinds)s::text[]) AND run_at <= now()))
+SELECT q, due, n = %(chunk)s::int AS more FROM (
+    SELECT w.q, w.n, w.q <> ALL(%(held)s::text[])
+           AND ("""
+    + _DUE_HEAD
+    + "limit_key IS NULL"
+    + _DUE_HEAD_END
+    + "\n                OR "
+    + _DUE_HEAD
+    + "limit_key IS NOT NULL"
+    + _DUE_HEAD_END
+    + """) AS due
+    FROM pending_queues AS w
+    WHERE w.q IS NOT NULL
+    OFFSET 0
+) AS visited
+WHERE due OR n = %(chunk)s::int
 ORDER BY q"""
 )
+
+# Each given queue's (%(queues)s, less the held ones) head of each of the worker's kinds
+# (%(kinds)s) in one index of the queues' pending jobs (its predicate follows), at most
+# %(limit)s rows, locked FOR UPDATE SKIP LOCKED, as ``tid, limit_key, priority, run_at``
+# (queue_heads.py's _HEAD). Written inline (no CTE for the queues, kinds or limit, and
+# no coalesce of the kinds): the generic form of _TAKE_BEST_HEADS, sized for any claim,
+# cost about a fifth more per execution, more than the plain JOBS_CLAIM
+# (docs/flow-control.md, "Why the claim's cost no longer grows").
+_GIVEN_HEADS: LiteralString = (
+    "SELECT h.* FROM unnest(%(queues)s::text[]) AS w(q)"
+    " CROSS JOIN unnest(%(kinds)s::text[]) AS k(kind)" + _LATERAL + _TID + _KEYED_COLUMNS + _HEAD
+)
+_GIVEN_HEAD_END: LiteralString = (
+    _HEAD_ORDER.replace("LIMIT lim.n", "LIMIT %(limit)s")
+    + _LOCKED
+    + "\n    ) AS h\n    WHERE w.q <> ALL(%(held)s::text[])"
+)
+assert "LIMIT %(limit)s" in _GIVEN_HEAD_END
 
 # Leases up to %(limit)s due jobs of the worker's kinds from the queues %(queues)s (the
 # walk's hint, or the worker's --queues), less the held ones: each (queue, kind)'s first
 # %(limit)s due jobs in claim order in both indexes of the queue's pending jobs (their
-# heads, whatever precedes them in jobs_claim_order: claim_parts.py's _TAKE_BEST_HEADS), FOR
-# UPDATE SKIP LOCKED, so workers claiming at once pass over each other's rows as
-# JOBS_CLAIM's do (candidates picked unlocked and locked after collided: 4 workers took a
-# third of what they took alone); the best %(limit)s of those heads, in claim order, are
-# taken, the rows locked but not taken are free again when the statement ends. Rows are
-# found by tuple address, as in JOBS_CLAIM; a queue held since the hint is re-checked by
-# the update.
+# heads, whatever precedes them in jobs_claim_order), FOR UPDATE SKIP LOCKED, so workers
+# claiming at once pass over each other's rows as JOBS_CLAIM's do (candidates picked
+# unlocked and locked after collided: 4 workers took a third of what they took alone);
+# the best %(limit)s of those heads, in claim order, are taken, the rows locked but not
+# taken are free again when the statement ends. Rows are found by tuple address, as in
+# JOBS_CLAIM; a queue held since the hint is re-checked by the update (one probe of
+# pgbeat_queues per row taken). Only for a worker whose kinds are known.
 JOBS_CLAIM_BY_QUEUE_KIND: LiteralString = (
+    "\nUPDATE jobs"
+    + _SET_RUNNING
+    + """
+WHERE ctid = ANY(ARRAY(
+    SELECT tid FROM (
     """
-WITH w(q) AS (
-    SELECT q FROM unnest(%(queues)s::text[]) AS given(q) WHERE q <> ALL(%(held)s::text[])
-),"""
-    + _TAKE_BEST_HEADS
+    + _GIVEN_HEADS
+    + "limit_key IS NULL"
+    + _GIVEN_HEAD_END
+    + "\n    UNION ALL\n    "
+    + _GIVEN_HEADS
+    + "limit_key IS NOT NULL"
+    + _GIVEN_HEAD_END
+    + """
+    ) AS picked
+    ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
+    + _NOT_HELD_PROBED
+    + _CLAIMED_COLUMNS
 )

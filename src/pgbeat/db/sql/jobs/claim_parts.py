@@ -203,10 +203,10 @@ pending_keys(limit_key, pos) AS (
     WHERE pending_keys.limit_key IS NOT NULL AND pending_keys.pos < %(keys)s::int
 )"""
 
-# The claims by heads (JOBS_CLAIM_BY_QUEUE, claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND): of
-# the heads a ``picked`` CTE locked (tid, priority, run_at, id), the best %(limit)s in claim
-# order are taken by tuple address, held queues re-checked; the others are free again when
-# the statement ends.
+# The claim by queue heads (JOBS_CLAIM_BY_QUEUE; claim_heads.py's JOBS_CLAIM_BY_QUEUE_KIND
+# does the same inline): of the heads a ``picked`` CTE locked (tid, priority, run_at, id),
+# the best %(limit)s in claim order are taken by tuple address, held queues re-checked;
+# the others are free again when the statement ends.
 _TAKE_BEST_PICKED: LiteralString = (
     """UPDATE jobs"""
     + _SET_RUNNING
