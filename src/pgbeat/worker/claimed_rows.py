@@ -22,13 +22,27 @@ def decode_payload(text: str) -> Any:
     return {} if text == "{}" else _decode_json(text)
 
 
-def job_columns(cursor: psycopg.Cursor[Any]) -> itemgetter[Any]:
+# Per claim statement and column names, the picker of those columns: a statement's columns
+# never change, and a result's description is built anew at each access (a Column object
+# per column), so it is read once per statement, not per claim.
+_PICKERS: dict[tuple[str, tuple[str, ...]], itemgetter[Any]] = {}
+
+
+def columns(statement: str, cursor: psycopg.Cursor[Any], names: tuple[str, ...]) -> itemgetter[Any]:
+    """Picks ``names``, in that order, by name out of the rows ``statement`` gave ``cursor``."""
+    pick = _PICKERS.get((statement, names))
+    if pick is None:
+        description = cursor.description
+        assert description is not None
+        where = {column.name: i for i, column in enumerate(description)}
+        pick = _PICKERS[statement, names] = itemgetter(*(where[name] for name in names))
+    return pick
+
+
+def job_columns(statement: str, cursor: psycopg.Cursor[Any]) -> itemgetter[Any]:
     """Picks Job's fields, in Job's order, by name out of the rows of a claim's ``cursor``
     (every claim returns claim_parts._CLAIMED_COLUMNS, limited claims more after them)."""
-    description = cursor.description  # built anew at each access: a Column per column
-    assert description is not None
-    where = {column.name: i for i, column in enumerate(description)}
-    return itemgetter(*(where[field] for field in Job._fields))
+    return columns(statement, cursor, Job._fields)
 
 
 _RUN_AT, _CREATED_AT = Job._fields.index("run_at"), Job._fields.index("created_at")
@@ -64,7 +78,8 @@ def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[in
     return jobs, unreadable
 
 
-def fetch_jobs(cursor: psycopg.Cursor[Any]) -> list[Any]:
-    """A claim's rows, their columns picked in Job's order by name."""
+def fetch_jobs(statement: str, cursor: psycopg.Cursor[Any]) -> list[Any]:
+    """The rows ``statement`` (a claim) gave ``cursor``, their columns picked in Job's order
+    by name."""
     rows = cursor.fetchall()
-    return list(map(job_columns(cursor), rows)) if rows else rows
+    return list(map(job_columns(statement, cursor), rows)) if rows else rows

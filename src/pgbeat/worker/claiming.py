@@ -208,12 +208,12 @@ class Claimer:
         elif self.held:
             statement = claim_sql.JOBS_CLAIM_SKIPPING  # the held queues' few jobs
         if now < self._held_until:
-            rows = fetch_jobs(conn.execute(statement, params))
+            rows = fetch_jobs(statement, conn.execute(statement, params))
         else:
             with conn.pipeline():
                 fast = conn.execute(statement, params)
                 held = self._read_held(conn)
-            rows = fetch_jobs(fast)
+            rows = fetch_jobs(statement, fast)
             self._note_held(*held)
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
         if len(rows) < limit:

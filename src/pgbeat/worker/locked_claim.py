@@ -4,7 +4,6 @@ worker/claiming.py runs for each limited queue it asks, and how its budget colum
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any, LiteralString
 
 import psycopg
@@ -13,15 +12,11 @@ from psycopg.pq import TransactionStatus
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.job import Job
+from pgbeat.worker.claimed_rows import columns, job_columns
 
 # The columns a limited claim returns beside the job's (db/sql/jobs/claim_parts.py).
 BUDGET = ("budget", "rate_left", "rate_wait", "mode", "timed", "scanned", "last_key")
 LIMIT_KEY = Job._fields.index("limit_key")  # of a claimed row, once in Job's order
-
-# Per claim statement: the pickers of its budget and of Job's fields, by the result's
-# column names (a statement's columns never change): read once, not the result's
-# description per claim (a Column object per column and access).
-_PICKERS: dict[str, tuple[itemgetter[Any], itemgetter[Any]]] = {}
 
 
 def claim_locked(
@@ -52,14 +47,6 @@ def claim_locked(
     found = cursor.fetchall()
     if not found:
         return [], None
-    pickers = _PICKERS.get(statement)
-    if pickers is None:
-        assert cursor.description is not None
-        where = {column.name: i for i, column in enumerate(cursor.description)}
-        pickers = (
-            itemgetter(*(where[name] for name in BUDGET)),
-            itemgetter(*(where[field] for field in Job._fields)),
-        )
-        _PICKERS[statement] = pickers
-    budget, pick = pickers
-    return [pick(row) for row in found if row[0] is not None], tuple(budget(found[0]))
+    budget = columns(statement, cursor, BUDGET)(found[0])
+    pick = job_columns(statement, cursor)
+    return [pick(row) for row in found if row[0] is not None], tuple(budget)
