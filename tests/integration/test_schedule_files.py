@@ -13,6 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgbeat.scheduling.definition import file_hash
+from pgbeat.scheduling.file import load_schedules
+from pgbeat.scheduling.scheduler import Scheduler
+from pgbeat.scheduling.sync import needs_sync
 from tests.helpers import CliProcess, run_cli, schedules_toml, start_cli, wait_for
 
 V1 = '[schedules.beat]\nevery = "1s"\ncatch_up = "none"\n\n[schedules.old_only]\nevery = "1h"\n'
@@ -121,3 +125,26 @@ def test_sighup_reloads_the_file_and_a_bad_file_changes_nothing(
     refusals = [line for line in output.splitlines() if "reload refused" in line]
     assert len(refusals) == 1 and "every" in refusals[0], output
     assert "Traceback" not in output
+
+
+def test_a_replica_holds_its_file_before_the_file_is_in_effect(
+    database_url: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """A replica checking the live files right after a newer file's sync (before that
+    replica's next beat) must see the newer file held, or it applies its older file back."""
+    old, new = tmp_path / "v1.toml", tmp_path / "v2.toml"
+    old.write_text(V1)
+    new.write_text(V2)
+    a = Scheduler(database_url, load_schedules(old))
+    b = Scheduler(database_url, load_schedules(new))
+    with psycopg.connect(database_url, autocommit=True) as mine:
+        now = mine.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+        a.tick(mine, now)
+        assert live_names(conn) == ["beat", "old_only"]
+        b.tick(mine, now)  # b's start: its sync, and no beat of the loop's yet
+        assert live_names(conn) == ["beat", "new_only"]
+        assert not needs_sync(mine, file_hash(a._file or []), replica=a.replica)
+        held = mine.execute(
+            "SELECT schedules_hash FROM pgbeat_processes WHERE id = %s", (b.replica,)
+        ).fetchone()
+        assert held == (file_hash(b._file or []),)

@@ -366,8 +366,17 @@ class Scheduler:
             self.purge_history(conn)
 
     def _sync(self, conn: psycopg.Connection[Any]) -> SyncResult:
-        """Write this replica's file into the table; remember the names code holds."""
+        """Write this replica's file into the table; remember the names code holds.
+
+        The replica beats first, so that its row holds the file before the file can be in
+        effect: another replica checking the live files between the two would take the
+        newer file's holder for gone and apply its own older file back (a fight, seen
+        under load between a start's sync and its first beat).
+        """
         assert self._file is not None
+        if self._heartbeat is not None:
+            self._heartbeat.next_beat = 0.0
+            self._heartbeat.beat_if_due(conn, time.monotonic())
         result = sync_file(conn, self._file, replica=self.replica)
         self._left_to_code = result.left_to_code if result.applied else []
         return result
