@@ -293,8 +293,8 @@ class Claimer:
         if mode_now != mode:
             self._rests.held_back(now + LIMITED_RECHECK)  # claimed with the other statement next
             return rows
-        if mode == "fair":
-            self._fair_after[queue] = last_key
+        if mode == "fair" and rows:  # a claim that took nothing stopped nowhere: keep the
+            self._fair_after[queue] = last_key  # round (reset, key order's first key won)
         if granted == 0:
             spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
             pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK

@@ -21,6 +21,7 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _LIMITED_OPENING,
     _PENDING_KEYS_AFTER,
     _RUNNING_KEYS,
+    _RUNNING_KEYS_FAIR,
 )
 from pgbeat.db.sql.jobs.queue_heads import (
     _QUEUE_HEADS,
@@ -222,10 +223,11 @@ keys AS MATERIALIZED (
     SELECT limit_key, %(keys)s::int + 1 + pos FROM walk_start
     WHERE limit_key IS NOT NULL AND (%(after)s::text IS NULL OR limit_key <= %(after)s)
 ),"""
-    + _RUNNING_KEYS
+    + _RUNNING_KEYS_FAIR
     + """,
 candidates AS (
-    SELECT c.id, c.priority, c.nth, k.pos, k.limit_key
+    SELECT c.id, c.priority, c.nth, coalesce((r.n ->> k.limit_key)::int, 0) AS running,
+           k.pos, k.limit_key
     FROM keys AS k CROSS JOIN budget AS b"""
     + _KEY_LEFT
     + """
@@ -243,7 +245,7 @@ candidates AS (
     + """, b.n))) AS j
     ) AS c
     UNION ALL
-    SELECT c.id, c.priority, c.nth, %(keys)s::int + 1, NULL
+    SELECT c.id, c.priority, c.nth, (SELECT unkeyed FROM running_keys), %(keys)s::int + 1, NULL
     FROM (SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
           FROM (SELECT id, priority, run_at FROM (
                 """
@@ -255,14 +257,14 @@ candidates AS (
     ) AS c
 ),
 picked AS MATERIALIZED (
-    SELECT id, limit_key, priority, nth, pos FROM candidates
-    ORDER BY priority DESC, nth, pos
+    SELECT id, limit_key, priority, nth, running, pos FROM candidates
+    ORDER BY priority DESC, nth, running, pos
     LIMIT coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0)
 ),"""
     + _CLAIM_LIMITED_TAIL
     + """, NULL::bigint AS scanned,
-       (SELECT coalesce(limit_key, '') FROM picked ORDER BY priority, nth DESC, pos DESC LIMIT 1)
-           AS last_key
+       (SELECT coalesce(limit_key, '') FROM picked
+        ORDER BY priority, nth DESC, running DESC, pos DESC LIMIT 1) AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
 )
 
