@@ -63,7 +63,8 @@ def install() -> None:
         ids = [row[0] for row in rows]
         keys = "".join(sorted({str(row[locked_claim.LIMIT_KEY]) for row in rows}))
         granted = None if budget is None else budget[0]
-        EVENTS.append(("claim", began, time.time(), granted, ids, keys))
+        steps = params.get("steps")  # the worker's pace for the queue (fair_steps.py)
+        EVENTS.append(("claim", began, time.time(), granted, ids, keys, steps))
         return rows, budget
 
     worker_class._on_notify = traced_notify  # type: ignore[method-assign]
@@ -230,11 +231,13 @@ def analyse(found: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _claim_gaps(claims: list[tuple[int, list[Any]]]) -> dict[str, float]:
-    """Gaps between consecutive claims that found a free slot (any process), in ms."""
+def _claim_gaps(claims: list[tuple[int, list[Any]]]) -> dict[str, Any]:
+    """Gaps between consecutive claims that found a free slot (any process), in ms; the
+    claims' round trips; how many claims ran at each pace (steps)."""
     granted = [c[1][1] for c in claims if c[1][3]]
     gaps = [1000 * (b - a) for a, b in itertools.pairwise(granted)]
     round_trips = [1000 * (c[1][2] - c[1][1]) for c in claims]
+    steps = _count(c[1][6] if len(c[1]) > 6 else None for c in claims)
     return {
         "granted_gap_p50": round(percentile(gaps, 0.5), 2),
         "granted_gap_p99": round(percentile(gaps, 0.99), 2),
@@ -242,6 +245,7 @@ def _claim_gaps(claims: list[tuple[int, list[Any]]]) -> dict[str, float]:
         "round_trip_p99": round(percentile(round_trips, 0.99), 2),
         "claims": len(claims),
         "granted_claims": len(granted),
+        "steps": steps,
     }
 
 

@@ -176,10 +176,15 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # visited key gives its first due jobs (at most its own budget when the queue has per-key
 # limits, _KEY_LEFT), numbered in the key's own order (its index's:
 # no sort); the claim takes them by priority, then round (the first job of every key, then
-# the second...), then the key's place in the walk: among jobs of one priority, one key's
-# backlog does not delay another key's job by more than a round. ``last_key`` is the key
+# the second...), then the key's running jobs (running_keys: fewer first, so a key with
+# none takes a lone freed slot whatever the worker's round), then the key's place in the
+# walk: among jobs of one priority, one key's backlog does not delay another key's job by
+# more than a round. ``last_key`` is the key
 # of the last job taken, where the next claim goes on ('' for the unkeyed jobs: next from
 # the first key). Keys and their jobs are read as in _PENDING_KEYS_AFTER (it says why).
+# With a concurrency, one claim takes at most 1/%(steps)s of it, rounded up (the worker's
+# pace for the queue, worker/fair_steps.py: 1 for jobs shorter than a few round trips):
+# jobs claimed together end together, and a new key's job would wait for a whole wave.
 JOBS_CLAIM_FAIR: LiteralString = (
     _LIMITED_OPENING
     + """,
@@ -259,7 +264,8 @@ candidates AS (
 picked AS MATERIALIZED (
     SELECT id, limit_key, priority, nth, running, pos FROM candidates
     ORDER BY priority DESC, nth, running, pos
-    LIMIT coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0)
+    LIMIT least(coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0),
+                (SELECT ceil(concurrency / %(steps)s::numeric)::int FROM settings))
 ),"""
     + _CLAIM_LIMITED_TAIL
     + """, NULL::bigint AS scanned,
