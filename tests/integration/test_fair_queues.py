@@ -16,6 +16,7 @@ import pgbeat
 from pgbeat.jobs import queues
 from pgbeat.worker import operations
 from pgbeat.worker.claiming import Claimer
+from pgbeat.worker.fair_steps import FairSteps
 from tests.helpers import run_cli_here, running_worker, wait_for
 
 LEASE = timedelta(minutes=5)
@@ -277,3 +278,40 @@ def test_a_held_queue_with_few_jobs_is_skipped_by_the_fast_claim(
     more = _enqueue(conn, 5)
     claimer = Claimer(LEASE)
     assert sorted(job.id for job in claimer.claim(conn, 10)) == more
+
+
+def test_a_fair_queue_of_long_jobs_hands_its_slots_out_in_steps(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Jobs a minute long: 8 steps of ceil(40 / 8) = 5, each claim but the last saying
+    the next step is due now; they reserve nothing (the eighth fills the queue), and a
+    new key's job goes with the next step."""
+    pgbeat.configure_queue(conn, "api", fair=True, concurrency=40)
+    _enqueue(conn, 100, queue="api", limit_key="A")
+    claimer = Claimer(LEASE)
+    paced = FairSteps()  # what the claimer learns from its claims and frees, in numbers
+    paced.claimed("api", 0.0, 0.001, took=True)
+    paced.freed({"api"}, 60.0)  # the claimer times its own round trips on top
+    claimer._steps = paced
+    taken = []
+    for step in range(8):
+        if step == 4:
+            b = _enqueue(conn, 1, queue="api", limit_key="B")
+        claimed = claimer.claim(conn, 50)
+        assert len(claimed) == 5
+        assert claimer.stepped == (step < 7)  # the last step fills the queue
+        taken += claimed
+    assert b[0] in {job.id for job in taken[20:25]}  # B's job went with the next step
+    assert len(taken) == 40
+    assert claimer.claim(conn, 50) == [] and not claimer.stepped  # every slot taken
+
+
+def test_short_jobs_take_every_free_slot_at_once(conn: psycopg.Connection[Any]) -> None:
+    pgbeat.configure_queue(conn, "api", fair=True, concurrency=40)
+    _enqueue(conn, 100, queue="api", limit_key="A")
+    claimer = Claimer(LEASE)
+    paced = FairSteps()
+    paced.claimed("api", 0.0, 0.001, took=True)
+    paced.freed({"api"}, 0.0025)  # jobs shorter than two round trips: one step
+    claimer._steps = paced
+    assert len(claimer.claim(conn, 50)) == 40 and not claimer.stepped
