@@ -5,7 +5,8 @@ Rows: ``shapes``, the drain of 20,000 default-queue jobs beside each of bench.fl
 SHAPES against the same drain alone, alternated (jobs/s over at most 8 s); ``keys``, a
 drain over 20,000 limit keys with ``key_concurrency = 1`` and with ``key_rate = 1/1h`` (every
 key free: one job each) against the same jobs unlimited (and, with ``--base-src``, the
-same drains of another revision); ``fair``, key B's start (the claim's
+same drains of another revision); ``fair_drain``, 20,000 no-op jobs over 4 keys of a fair
+queue (concurrency 50) against --base-src; ``fair``, key B's start (the claim's
 ``started_at`` less the job's ``created_at``, p50/p99 of 200) with key A's backlog enqueued
 first, in a queue of concurrency 50, fair or not, and with the queue otherwise empty.
 docs/flow-control.md quotes them.
@@ -102,9 +103,11 @@ def child_drain(
     key_concurrency: int | None = None,
     key_rate: str | None = None,
     max_seconds: float = CHILD_TIMEOUT,
+    fair_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """Jobs/s of ``processes`` workers x ``slots`` draining ``jobs`` no-op jobs (over
-    ``keys`` limit keys of queue "keyed" if any), with ``beside`` (one of SHAPES) planted."""
+    ``keys`` limit keys of queue "keyed" if any, fair with ``fair_concurrency`` if given),
+    with ``beside`` (one of SHAPES) planted."""
     with psycopg.connect(url, autocommit=True) as conn:
         pgbeat.apply_migrations(conn)
         if beside:
@@ -114,6 +117,8 @@ def child_drain(
             pgbeat.configure_queue(conn, "keyed", key_concurrency=key_concurrency)
         if key_rate is not None:
             pgbeat.configure_queue(conn, "keyed", key_rate=key_rate)
+        if fair_concurrency is not None:
+            pgbeat.configure_queue(conn, "keyed", fair=True, concurrency=fair_concurrency)
         conn.execute("VACUUM ANALYZE jobs")
     with fleet(url, processes, slots) as done:
         started = time.perf_counter()
@@ -235,6 +240,21 @@ def measure_keys(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     return found
 
 
+def measure_fair_drain(args: argparse.Namespace, admin: str) -> dict[str, Any]:
+    """Short jobs in a fair queue, where the claims under its row lock set the pace: 20,000
+    no-op jobs over 4 keys, concurrency 50, ``processes`` x 50 slots, against --base-src
+    (needs it), alternated; jobs/s and the paired ratios this / base."""
+    drain = {"jobs": args.jobs, "processes": args.processes, "keys": 4, "slots": 50}
+    drain["fair_concurrency"] = 50
+    runs: dict[str, list[float]] = {"this": [], "base": []}
+    for _ in range(args.repeat):
+        for side, src in (("base", args.base_src), ("this", args.src)):
+            runs[side].append(run_child(src, admin, "drain", **drain)["jobs_per_s"])
+            print(f"fair_drain {side}: {runs[side][-1]:.0f} jobs/s", file=sys.stderr)
+    ratios = [t / b for t, b in zip(runs["this"], runs["base"], strict=True)]
+    return {**drain, "jobs_per_s": runs, "this_over_base": round(statistics.median(ratios), 3)}
+
+
 def measure_enqueue(args: argparse.Namespace, admin: str) -> dict[str, Any]:
     """The enqueue's cost against --base-src (needs it), alternated, paired ratios."""
     runs: dict[str, list[dict[str, float]]] = {"this": [], "base": []}
@@ -321,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         report["keys"] = measure_keys(args, admin)
     if "fair" in only:
         report["fairness"] = measure_fairness(args, admin)
+    if "fair_drain" in only and args.base_src:
+        report["fair_drain"] = measure_fair_drain(args, admin)
     if "enqueue" in only and args.base_src:
         report["enqueue"] = measure_enqueue(args, admin)
     report["load_average_1m_at_end"] = machine.load()

@@ -154,13 +154,18 @@ def key_rate_excess(found: list[Span], key_rate: str | None, jitter_ms: int = 0)
     )
 
 
-def queue_race(url: str, concurrency: int, jobs: int, processes: int, slots: int) -> int:
-    """The most jobs of a queue with ``concurrency`` that ran at once."""
+def queue_race(
+    url: str, concurrency: int, jobs: int, processes: int, slots: int, fair: bool = False
+) -> int:
+    """The most jobs of a queue with ``concurrency`` that ran at once (``fair``: a fair
+    queue, its jobs over 4 limit keys: its slots go out in steps once jobs are timed)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP.encode())
-        pgbeat.configure_queue(conn, "race", concurrency=concurrency)
+        pgbeat.configure_queue(conn, "race", concurrency=concurrency, fair=fair)
+        keys = [f"k{n % 4}" if fair else None for n in range(jobs)]
         pgbeat.enqueue_many(
-            conn, [pgbeat.NewJob("span", {"sleep": 0.02}, queue="race") for _ in range(jobs)]
+            conn,
+            [pgbeat.NewJob("span", {"sleep": 0.02}, queue="race", limit_key=k) for k in keys],
         )
         with workers(url, processes, ["--concurrency", str(slots)]):
             wait_for(lambda: done_count(conn) == jobs, timeout=120, interval=0.1)

@@ -27,7 +27,7 @@ CLAIMS: dict[str, LiteralString] = {
 # and with room for the limited ones (set by the test), no rate and no starts recorded.
 PARAMS: dict[str, Any] = {
     "limit": 10, "lease": LEASE, "kinds": None, "queues": None, "held": [],
-    "queue": "default", "now": None, "scan": 256, "keys": 256, "after": None,
+    "queue": "default", "now": None, "scan": 256, "keys": 256, "after": None, "steps": 1,
 }  # fmt: skip
 
 

@@ -14,7 +14,9 @@ import pytest
 
 import pgbeat
 from pgbeat.jobs import queues
+from pgbeat.worker import operations
 from pgbeat.worker.claiming import Claimer
+from pgbeat.worker.fair_steps import FairSteps
 from tests.helpers import run_cli_here, running_worker, wait_for
 
 LEASE = timedelta(minutes=5)
@@ -69,8 +71,41 @@ def test_the_key_whose_turn_just_came_takes_the_slots_others_leave(
     assert _keys(claimer.claim(conn, 3)) == {"B": 1, "A": 2}  # B first, A the rest
     _enqueue(conn, 2, queue="api", limit_key="B")
     assert _keys(claimer.claim(conn, 1)) == {"B": 1}  # the round stopped at A: B's turn
-    assert _keys(claimer.claim(conn, 1)) == {"A": 1}  # then A's
-    assert _keys(claimer.claim(conn, 3)) == {"B": 1, "A": 2}
+    assert _keys(claimer.claim(conn, 1)) == {"B": 1}  # A runs 8, B 2: B's round still
+    assert _keys(claimer.claim(conn, 3)) == {"A": 3}
+
+
+def test_a_claim_that_took_nothing_keeps_the_round(conn: psycopg.Connection[Any]) -> None:
+    """A claim of a full queue stops nowhere: the round goes on after the key the last
+    claim that took a job stopped at (it started again from the first key, which then won
+    every slot freed one at a time)."""
+    pgbeat.configure_queue(conn, "api", fair=True, concurrency=1)
+    for key in "ABC":
+        _enqueue(conn, 3, queue="api", limit_key=key)
+    claimer = Claimer(LEASE)
+    first = claimer.claim(conn, 1)
+    assert _keys(first) == {"A": 1}
+    assert claimer.claim(conn, 1) == []  # full
+    operations.complete_jobs(conn, first)
+    claimer.slots_freed({"api"})  # what the worker does once the outcome is written
+    assert _keys(claimer.claim(conn, 1)) == {"B": 1}  # after A, not A again
+
+
+def test_a_key_with_nothing_running_takes_the_next_free_slot(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Within a round, the key with fewer running jobs goes first: a new key's job takes
+    the next slot A frees, whichever worker claims it and wherever its round stands."""
+    pgbeat.configure_queue(conn, "api", fair=True, concurrency=3)
+    _enqueue(conn, 20, queue="api", limit_key="A")
+    running = Claimer(LEASE).claim(conn, 3)
+    assert _keys(running) == {"A": 3}  # the queue is full
+    b = _enqueue(conn, 1, queue="api", limit_key="B")
+    operations.complete_jobs(conn, running[:1])  # one slot frees
+    fresh = Claimer(LEASE)  # another worker: its round starts from the first key, A
+    assert [job.id for job in fresh.claim(conn, 1)] == b
+    operations.complete_jobs(conn, running[1:2])
+    assert _keys(fresh.claim(conn, 1)) == {"A": 1}  # A gets every slot B does not use
 
 
 def test_fairness_composes_with_key_concurrency_and_priority(
@@ -243,3 +278,40 @@ def test_a_held_queue_with_few_jobs_is_skipped_by_the_fast_claim(
     more = _enqueue(conn, 5)
     claimer = Claimer(LEASE)
     assert sorted(job.id for job in claimer.claim(conn, 10)) == more
+
+
+def test_a_fair_queue_of_long_jobs_hands_its_slots_out_in_steps(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Jobs a minute long: 8 steps of ceil(40 / 8) = 5, each claim but the last saying
+    the next step is due now; they reserve nothing (the eighth fills the queue), and a
+    new key's job goes with the next step."""
+    pgbeat.configure_queue(conn, "api", fair=True, concurrency=40)
+    _enqueue(conn, 100, queue="api", limit_key="A")
+    claimer = Claimer(LEASE)
+    paced = FairSteps()  # what the claimer learns from its claims and frees, in numbers
+    paced.claimed("api", 0.0, 0.001, took=True)
+    paced.freed({"api"}, 60.0)  # the claimer times its own round trips on top
+    claimer._steps = paced
+    taken = []
+    for step in range(8):
+        if step == 4:
+            b = _enqueue(conn, 1, queue="api", limit_key="B")
+        claimed = claimer.claim(conn, 50)
+        assert len(claimed) == 5
+        assert claimer.stepped == (step < 7)  # the last step fills the queue
+        taken += claimed
+    assert b[0] in {job.id for job in taken[20:25]}  # B's job went with the next step
+    assert len(taken) == 40
+    assert claimer.claim(conn, 50) == [] and not claimer.stepped  # every slot taken
+
+
+def test_short_jobs_take_every_free_slot_at_once(conn: psycopg.Connection[Any]) -> None:
+    pgbeat.configure_queue(conn, "api", fair=True, concurrency=40)
+    _enqueue(conn, 100, queue="api", limit_key="A")
+    claimer = Claimer(LEASE)
+    paced = FairSteps()
+    paced.claimed("api", 0.0, 0.001, took=True)
+    paced.freed({"api"}, 0.0025)  # jobs shorter than two round trips: one step
+    claimer._steps = paced
+    assert len(claimer.claim(conn, 50)) == 40 and not claimer.stepped

@@ -45,6 +45,11 @@ def test_queue_concurrency_across_processes(database_url: str) -> None:
 
 
 @pytest.mark.slow
+def test_a_fair_queue_in_steps_keeps_its_concurrency_across_processes(database_url: str) -> None:
+    assert queue_race(database_url, concurrency=8, jobs=200, processes=2, slots=10, fair=True) <= 8
+
+
+@pytest.mark.slow
 def test_rate_across_processes(database_url: str) -> None:
     most, seconds = rate_race(database_url, "10/500ms", jobs=30, processes=2)
     assert most <= 10

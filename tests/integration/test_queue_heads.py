@@ -132,6 +132,7 @@ def test_every_read_of_a_queue_uses_its_two_indexes_a_bounded_head_at_a_time(
             "scan": 200,
             "keys": 200,
             "after": None,
+            "steps": 1,
             "chunk": 1000,
             "ahead": 100,
             "name": None,

@@ -144,7 +144,7 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     by_queue = _plan(conn, claim_sql.JOBS_CLAIM_BY_QUEUE, PARAMS)
     assert "jobs_claim_queue" in by_queue and not sorts_backlog(by_queue), by_queue
     pgbeat.configure_queue(conn, "api", concurrency=10, key_concurrency=1)
-    limited_params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
+    limited_params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None, "steps": 1}
     limited = _plan(conn, limited_sql.JOBS_CLAIM_LIMITED, limited_params)
     assert "jobs_claim_queue_unkeyed" in limited and not sorts_backlog(limited), limited
     head = _plan(conn, limited_sql.JOBS_CLAIM_LIMITED_HEAD, limited_params)
@@ -181,7 +181,7 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         key_concurrency=1 if keyed else None,
         fair=name.endswith("FAIR"),
     )
-    params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None}
+    params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None, "steps": 1}
     with conn.transaction():
         conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
         conn.execute(statement, params, prepare=True).fetchall()  # the plan is made now

@@ -209,6 +209,7 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
             "scan": 128,
             "keys": 128,
             "after": None,
+            "steps": 1,
         }
         for label, queue in CLAIMS.items():  # each plan is made now, on those statistics
             with conn.transaction():

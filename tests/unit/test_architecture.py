@@ -52,6 +52,7 @@ PURE = (
     "pgbeat.scheduling.lookback",
     "pgbeat.scheduling.timing",
     "pgbeat.scheduling.lateness",
+    "pgbeat.worker.fair_steps",
     "pgbeat.worker.rests",
 )
 # Third-party and standard modules that do I/O, block or start threads.

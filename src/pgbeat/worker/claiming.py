@@ -24,6 +24,7 @@ from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.job import Job
 from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
+from pgbeat.worker.fair_steps import FairSteps
 from pgbeat.worker.locked_claim import LIMIT_KEY, claim_locked
 from pgbeat.worker.rests import LIMITED_RECHECK, Rests
 
@@ -71,6 +72,8 @@ class Claimer:
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
         self._head_need: dict[str, float] = {}  # per keyed queue: head rows per job it took
         self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
+        self._steps = FairSteps()  # per fair queue: in how many claims its slots go out
+        self.stepped = False  # the last claim stopped at a fair queue's step: claim again now
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._mode: dict[str, str] = {}  # per limited queue: 'whole', 'keyed' or 'fair'
@@ -101,6 +104,7 @@ class Claimer:
             self._note_held(*held)
         rows: list[Any] = []
         self._rests.begin()
+        self.stepped = False
         self._turn += 1
         # Every other claim the unlimited queues go first: limited queues with room for
         # every slot do not starve them, nor they the limited ones.
@@ -141,6 +145,7 @@ class Claimer:
         ones that rest because their slots were full are asked again (a claim whose budget
         is 0 is one cheap round trip: no key is walked)."""
         self._rests.slots_freed(queues)
+        self._steps.freed(queues, time.monotonic())
 
     def settings_changed(self) -> None:
         """A queue's settings changed (a notification): the next claim reads the held
@@ -278,12 +283,16 @@ class Claimer:
             params["scan"] = min(params["scan"], math.ceil(need * limit) + HEAD_SCAN_SLACK)
         if mode == "fair":
             params["after"] = self._fair_after.get(queue)
+            params["steps"] = steps = self._steps.steps(queue)
             statement = limited_sql.JOBS_CLAIM_FAIR
         elif mode == "keyed":
             statement = limited_sql.JOBS_CLAIM_LIMITED_HEAD
         else:
             statement = limited_sql.JOBS_CLAIM_LIMITED
+        began = time.monotonic()
         rows, budget = claim_locked(conn, statement, params)
+        if mode == "fair":
+            self._steps.claimed(queue, began, time.monotonic(), bool(rows))
         if budget is None:  # paused, gone or unlimited since: read the held queues again
             self._held_until = 0.0
             return []
@@ -293,8 +302,8 @@ class Claimer:
         if mode_now != mode:
             self._rests.held_back(now + LIMITED_RECHECK)  # claimed with the other statement next
             return rows
-        if mode == "fair":
-            self._fair_after[queue] = last_key
+        if mode == "fair" and rows:  # a claim that took nothing stopped nowhere: keep the
+            self._fair_after[queue] = last_key  # round (reset, key order's first key won)
         if granted == 0:
             spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
             pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
@@ -310,6 +319,10 @@ class Claimer:
                 return rows
         if rows:
             self._rests.fruitful(queue)
+        if mode == "fair" and steps > 1 and rows and len(rows) < min(granted, limit):
+            self.stepped = True  # a step's worth: the next step at the loop's next turn
+            self._rests.held_back(now)
+            return rows
         if len(rows) >= limit:
             return rows
         if not rows and (not keyed or scanned == 0):

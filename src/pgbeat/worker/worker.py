@@ -321,7 +321,9 @@ class Worker:
         jobs = self._claimer.claim(conn, limit)
         self._metrics.claimed(len(jobs))
         self._timers.claimed(now, limit, len(jobs))
-        if not jobs or self._claimer.limited_short:  # limits may hold due jobs back: look soon
+        if self._claimer.stepped:  # a fair queue's slots go out in steps: the next one now
+            self._timers.maybe_more = True
+        elif not jobs or self._claimer.limited_short:  # limits may hold due jobs back: look soon
             self._timers.next_job_in(now, self._claimer.seconds_to_next(conn, fast=not jobs))
         return jobs
 

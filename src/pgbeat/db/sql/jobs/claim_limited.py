@@ -21,6 +21,7 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _LIMITED_OPENING,
     _PENDING_KEYS_AFTER,
     _RUNNING_KEYS,
+    _RUNNING_KEYS_FAIR,
 )
 from pgbeat.db.sql.jobs.queue_heads import (
     _QUEUE_HEADS,
@@ -175,10 +176,15 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # visited key gives its first due jobs (at most its own budget when the queue has per-key
 # limits, _KEY_LEFT), numbered in the key's own order (its index's:
 # no sort); the claim takes them by priority, then round (the first job of every key, then
-# the second...), then the key's place in the walk: among jobs of one priority, one key's
-# backlog does not delay another key's job by more than a round. ``last_key`` is the key
+# the second...), then the key's running jobs (running_keys: fewer first, so a key with
+# none takes a lone freed slot whatever the worker's round), then the key's place in the
+# walk: among jobs of one priority, one key's backlog does not delay another key's job by
+# more than a round. ``last_key`` is the key
 # of the last job taken, where the next claim goes on ('' for the unkeyed jobs: next from
 # the first key). Keys and their jobs are read as in _PENDING_KEYS_AFTER (it says why).
+# With a concurrency, one claim takes at most 1/%(steps)s of it, rounded up (the worker's
+# pace for the queue, worker/fair_steps.py: 1 for jobs shorter than a few round trips):
+# jobs claimed together end together, and a new key's job would wait for a whole wave.
 JOBS_CLAIM_FAIR: LiteralString = (
     _LIMITED_OPENING
     + """,
@@ -222,10 +228,11 @@ keys AS MATERIALIZED (
     SELECT limit_key, %(keys)s::int + 1 + pos FROM walk_start
     WHERE limit_key IS NOT NULL AND (%(after)s::text IS NULL OR limit_key <= %(after)s)
 ),"""
-    + _RUNNING_KEYS
+    + _RUNNING_KEYS_FAIR
     + """,
 candidates AS (
-    SELECT c.id, c.priority, c.nth, k.pos, k.limit_key
+    SELECT c.id, c.priority, c.nth, coalesce((r.n ->> k.limit_key)::int, 0) AS running,
+           k.pos, k.limit_key
     FROM keys AS k CROSS JOIN budget AS b"""
     + _KEY_LEFT
     + """
@@ -243,7 +250,7 @@ candidates AS (
     + """, b.n))) AS j
     ) AS c
     UNION ALL
-    SELECT c.id, c.priority, c.nth, %(keys)s::int + 1, NULL
+    SELECT c.id, c.priority, c.nth, (SELECT unkeyed FROM running_keys), %(keys)s::int + 1, NULL
     FROM (SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
           FROM (SELECT id, priority, run_at FROM (
                 """
@@ -255,14 +262,15 @@ candidates AS (
     ) AS c
 ),
 picked AS MATERIALIZED (
-    SELECT id, limit_key, priority, nth, pos FROM candidates
-    ORDER BY priority DESC, nth, pos
-    LIMIT coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0)
+    SELECT id, limit_key, priority, nth, running, pos FROM candidates
+    ORDER BY priority DESC, nth, running, pos
+    LIMIT least(coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0),
+                (SELECT ceil(concurrency / %(steps)s::numeric)::int FROM settings))
 ),"""
     + _CLAIM_LIMITED_TAIL
     + """, NULL::bigint AS scanned,
-       (SELECT coalesce(limit_key, '') FROM picked ORDER BY priority, nth DESC, pos DESC LIMIT 1)
-           AS last_key
+       (SELECT coalesce(limit_key, '') FROM picked
+        ORDER BY priority, nth DESC, running DESC, pos DESC LIMIT 1) AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
 )
 

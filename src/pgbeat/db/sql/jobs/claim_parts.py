@@ -119,6 +119,21 @@ running_keys AS MATERIALIZED (
         GROUP BY limit_key) AS per_key
 )"""
 
+# The same for a fair claim that found a free slot, whatever its per-key limits: the keys'
+# running jobs order a round (claim_limited.py's JOBS_CLAIM_FAIR), ``unkeyed`` the running
+# jobs without a key (the key of their own).
+_RUNNING_KEYS_FAIR: LiteralString = """
+running_keys AS MATERIALIZED (
+    SELECT coalesce(jsonb_object_agg(limit_key, n) FILTER (WHERE limit_key IS NOT NULL), '{}')
+               AS n,
+           coalesce(sum(n) FILTER (WHERE limit_key IS NULL), 0)::int AS unkeyed
+    FROM (
+        SELECT limit_key, count(*) AS n FROM jobs
+        WHERE status = 'running' AND queue = %(queue)s
+          AND (SELECT n FROM budget WHERE mode = 'fair') > 0
+        GROUP BY limit_key) AS per_key
+)"""
+
 # A limit key's budget: key_concurrency less its running jobs (looked up in running_keys),
 # key_rate less its starts in the window, counted for this key alone
 # (pgbeat_queue_starts_key_window: one probe, so the cost does not grow with the other
