@@ -40,13 +40,25 @@ def wait_for(
     timeout: float = 10.0,
     interval: float = 0.02,
     message: str = "condition",
+    watching: Sequence[CliProcess] = (),
 ) -> T:
-    """Poll ``condition`` until it returns a truthy value; fail the test after ``timeout``."""
+    """Poll ``condition`` until it returns a truthy value; fail the test after ``timeout``.
+
+    ``watching``: processes the condition depends on; one that exits fails the wait at once
+    with the end of its output (a worker that could not start is named, not waited out).
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
+        for process in watching:
+            if process.popen.poll() is not None:
+                code = process.wait(5)  # and its last lines read
+                raise AssertionError(
+                    f"waiting for {message}: pid {process.pid} exited {code};"
+                    f" the end of its output:\n{process.output()[-2000:]}"
+                )
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)

@@ -96,6 +96,7 @@ def test_audit_deletes_exactly_the_old_finished_jobs(
             lambda: retention_row(conn)["total_deleted"] >= gone,
             timeout=PROCESS_START,
             message="a retention round",
+            watching=[process],
         )
         # one more round finds nothing further to delete
         first = retention_row(conn)["last_run_at"]
@@ -127,6 +128,7 @@ def test_a_worker_with_the_defaults_deletes_soon_after_it_starts(
             ),
             timeout=PROCESS_START,
             message="the first round",
+            watching=[process],
         )
     finally:
         process.stop()
@@ -139,7 +141,10 @@ def test_off_keeps_what_it_names(database_url: str, conn: psycopg.Connection[Any
     process = worker(database_url, "--retention", "off", "--failed-retention", "2d")
     try:
         wait_for(
-            lambda: retention_row(conn)["last_run_at"] is not None, timeout=30, message="round"
+            lambda: retention_row(conn)["last_run_at"] is not None,
+            timeout=30,
+            message="round",
+            watching=[process],
         )
     finally:
         output = process.stop()
