@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pgbeat.db.literals import number_array, text_array
+from pgbeat.db.literals import bool_array, number_array, text_array
 from pgbeat.scheduling.schedule import Schedule, unique_key, unique_key_prefix, unique_key_suffix
 
 
@@ -28,6 +28,11 @@ def test_text_array(values: list[str | None], literal: str) -> None:
 
 def test_number_array() -> None:
     assert number_array(["1", "2.5"]) == "{1,2.5}"
+
+
+def test_bool_array() -> None:
+    assert bool_array([]) == "{}"
+    assert bool_array([True, False, True]) == "{t,f,t}"
     assert number_array([]) == "{}"
 
 

@@ -12,8 +12,7 @@ from pgbeat.jobs.workflow_definition import insert_params
 
 def _edges(flow: pgbeat.Workflow) -> list[tuple[int, int, bool]]:
     _, _, edges = insert_params(flow)
-    sole = [flag == "t" for flag in edges["sole"].strip("{}").split(",") if flag]
-    return list(zip(edges["parents"], edges["children"], sole, strict=True))
+    return list(zip(edges["parents"], edges["children"], edges["sole"], strict=True))
 
 
 def test_a_fan_out_s_children_are_sole_and_its_summary_is_not() -> None:

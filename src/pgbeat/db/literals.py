@@ -29,6 +29,11 @@ def number_array(values: Iterable[str]) -> str:
     return "{" + ",".join(values) + "}"
 
 
+def bool_array(values: Iterable[bool]) -> str:
+    """An array of booleans (``{t,f}``)."""
+    return "{" + ",".join("t" if value else "f" for value in values) + "}"
+
+
 def _quoted(value: str) -> str:
     return '"' + _escaped(value) + '"'
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from pgbeat.db.literals import number_array, text_array
+from pgbeat.db.literals import bool_array, number_array, text_array
 from pgbeat.jobs import rows
 from pgbeat.jobs.rows import NewJob
 
@@ -143,7 +143,7 @@ def insert_params(flow: Workflow) -> tuple[dict[str, Any], dict[str, Any], dict[
         raise ValueError("this workflow has no steps: add at least one before enqueueing it")
     jobs, keyed = rows.many_params(step.job for step in flow.steps)
     assert not keyed  # add() refused the keyed fields
-    jobs["held"] = "{" + ",".join("t" if step.after else "f" for step in flow.steps) + "}"
+    jobs["held"] = bool_array(bool(step.after) for step in flow.steps)
     steps = {
         "names": text_array([step.name for step in flow.steps]),
         "waiting_for": number_array(str(len(step.after)) for step in flow.steps),
@@ -155,9 +155,8 @@ def insert_params(flow: Workflow) -> tuple[dict[str, Any], dict[str, Any], dict[
     edges = {
         "parents": [index[parent] for step in flow.steps for parent in step.after],
         "children": [index[step] for step in flow.steps for _ in step.after],
-        "sole": "{" + ",".join("t" if _sole(step) else "f" for step in flow.steps
-                               for _ in step.after) + "}",
-    }  # fmt: skip
+        "sole": [_sole(step) for step in flow.steps for _ in step.after],
+    }
     return jobs, steps, edges
 
 

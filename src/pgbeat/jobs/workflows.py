@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from pgbeat.db import runner
-from pgbeat.db.literals import number_array
+from pgbeat.db.literals import bool_array, number_array
 from pgbeat.db.runner import DICTS, Plan
 from pgbeat.db.sql import workflows as workflow_sql
 from pgbeat.jobs.workflow_definition import Workflow, insert_params
@@ -165,7 +165,7 @@ def _insert_plan(
             {
                 "parents": number_array(id_text[i] for i in edges["parents"]),
                 "children": number_array(id_text[i] for i in edges["children"]),
-                "sole": edges["sole"],
+                "sole": bool_array(edges["sole"]),
             },
         )
     return EnqueuedWorkflow(workflow_id, {s.name: ids[i] for i, s in enumerate(flow.steps)})
