@@ -18,7 +18,6 @@ import json
 import multiprocessing
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import psycopg
 import pgbeat
 from bench import database, machine
 from bench.flow_bench import percentile, plant_fairness
+from bench.tenant_bench import run_until, worker_settings
 from pgbeat.worker import claiming, locked_claim
 from pgbeat.worker import worker as worker_module
 
@@ -79,13 +79,7 @@ def _serve(url: str, out: str, stop: Any) -> None:
     registry = pgbeat.Registry()
     for kind in ("a", "b"):
         registry.handler(kind)(lambda payload: time.sleep(0.02))
-    settings = pgbeat.WorkerSettings(concurrency=50, claim_batch=50, heartbeat=False)
-    worker = pgbeat.Worker(url, registry, settings)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    stop.wait()
-    worker.stop()
-    thread.join(60)
+    run_until(pgbeat.Worker(url, registry, worker_settings(50)), stop)
     Path(out).write_text(json.dumps(EVENTS))
 
 

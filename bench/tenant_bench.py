@@ -61,8 +61,16 @@ def _serve(url: str, slots: int, done: Synchronized[int], stop: Any, sleep: floa
 
     for kind in ("noop", "a", "b"):
         registry.handler(kind)(run)
-    settings = pgbeat.WorkerSettings(concurrency=slots, claim_batch=slots, heartbeat=False)
-    worker = pgbeat.Worker(url, registry, settings)
+    run_until(pgbeat.Worker(url, registry, worker_settings(slots)), stop)
+
+
+def worker_settings(slots: int) -> pgbeat.WorkerSettings:
+    """A bench worker's settings: ``slots`` slots, claims as large, no heartbeat."""
+    return pgbeat.WorkerSettings(concurrency=slots, claim_batch=slots, heartbeat=False)
+
+
+def run_until(worker: pgbeat.Worker, stop: Any) -> None:
+    """Run ``worker`` on a thread until ``stop`` (an event) is set, then stop it."""
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     stop.wait()
