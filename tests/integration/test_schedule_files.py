@@ -13,7 +13,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgbeat.scheduling.definition import file_hash
 from pgbeat.scheduling.file import load_schedules
 from pgbeat.scheduling.scheduler import Scheduler
 from pgbeat.scheduling.sync import needs_sync
@@ -143,8 +142,9 @@ def test_a_replica_holds_its_file_before_the_file_is_in_effect(
         assert live_names(conn) == ["beat", "old_only"]
         b.tick(mine, now)  # b's start: its sync, and no beat of the loop's yet
         assert live_names(conn) == ["beat", "new_only"]
-        assert not needs_sync(mine, file_hash(a._file or []), replica=a.replica)
+        assert a._file_hash is not None
+        assert not needs_sync(mine, a._file_hash, replica=a.replica)
         held = mine.execute(
             "SELECT schedules_hash FROM pgbeat_processes WHERE id = %s", (b.replica,)
         ).fetchone()
-        assert held == (file_hash(b._file or []),)
+        assert held == (b._file_hash,)

@@ -23,7 +23,8 @@ def test_a_watched_process_that_exits_fails_the_wait_with_its_output() -> None:
 
 
 def test_a_wait_whose_condition_holds_returns_its_value_with_a_live_process() -> None:
-    process = CliProcess([sys.executable, "-c", "import time; time.sleep(60)"], {}, None)
+    waits = "import signal; signal.pause()"  # alive until signalled
+    process = CliProcess([sys.executable, "-c", waits], {}, None)
     try:
         assert wait_for(lambda: 7, timeout=5, watching=[process]) == 7
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -75,6 +76,11 @@ class Heartbeat:
                 raise  # the loop's outage: still due, it beats once reconnected
             log.exception("heartbeat failed")  # a heartbeat never stops its process's work
         self.next_beat = now + self._every
+
+    def beat_now(self, conn: psycopg.Connection[Any]) -> None:
+        """Beat on ``conn`` at once, as ``beat_if_due`` would: what follows relies on it."""
+        self.next_beat = 0.0
+        self.beat_if_due(conn, time.monotonic())
 
     def update_details(self, **fields: Any) -> None:
         """Change some of the details sent with the next beat (a worker's running count)."""

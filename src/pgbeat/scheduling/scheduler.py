@@ -344,8 +344,7 @@ class Scheduler:
         self._file, self._file_hash = schedules, file_hash(schedules)
         if self._heartbeat is not None:
             self._heartbeat.set_schedules_hash(self._file_hash)
-            self._heartbeat.next_beat = 0.0  # tell the others at once
-        result = self._sync(conn)
+        result = self._sync(conn)  # which beats first: the others learn of the file at once
         log.info(
             "reloaded the schedules file (%s, %d schedules): %s",
             result.file_hash,
@@ -375,8 +374,7 @@ class Scheduler:
         """
         assert self._file is not None
         if self._heartbeat is not None:
-            self._heartbeat.next_beat = 0.0
-            self._heartbeat.beat_if_due(conn, time.monotonic())
+            self._heartbeat.beat_now(conn)
         result = sync_file(conn, self._file, replica=self.replica)
         self._left_to_code = result.left_to_code if result.applied else []
         return result
