@@ -19,6 +19,7 @@ import multiprocessing
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def install() -> None:
         EVENTS.append(("notify", time.time()))
         on_notify(self)
 
-    def traced_freed(self: Any, queues: frozenset[str]) -> None:
+    def traced_freed(self: Any, queues: Mapping[str, float]) -> None:
         EVENTS.append(("freed", time.time()))
         on_freed(self, queues)
 

@@ -99,7 +99,7 @@ def child(url: str, jobs: int, limit: str, batch: int) -> dict[str, Any]:
                     " WHERE id = ANY(%s)",
                     (running,),
                 )
-                claimer.slots_freed({"keyed"})
+                claimer.slots_freed({"keyed": 0.0})
             running = [job.id for job in got]
         cpu = backend_cpu(pid) - cpu
     sums = {kind: [0, 0, 0.0] for kind in ("limited", "fast")}  # statements, buffers, ms

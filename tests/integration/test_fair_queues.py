@@ -16,7 +16,7 @@ import pgbeat
 from pgbeat.jobs import queues
 from pgbeat.worker import operations
 from pgbeat.worker.claiming import Claimer
-from pgbeat.worker.fair_steps import FairSteps
+from pgbeat.worker.fair_steps import STEPS_MAX, FairSteps
 from tests.helpers import run_cli_here, running_worker, wait_for
 
 LEASE = timedelta(minutes=5)
@@ -87,7 +87,7 @@ def test_a_claim_that_took_nothing_keeps_the_round(conn: psycopg.Connection[Any]
     assert _keys(first) == {"A": 1}
     assert claimer.claim(conn, 1) == []  # full
     operations.complete_jobs(conn, first)
-    claimer.slots_freed({"api"})  # what the worker does once the outcome is written
+    claimer.slots_freed({"api": 0.0})  # what the worker does once the outcome is written
     assert _keys(claimer.claim(conn, 1)) == {"B": 1}  # after A, not A again
 
 
@@ -283,26 +283,27 @@ def test_a_held_queue_with_few_jobs_is_skipped_by_the_fast_claim(
 def test_a_fair_queue_of_long_jobs_hands_its_slots_out_in_steps(
     conn: psycopg.Connection[Any],
 ) -> None:
-    """Jobs a minute long: 8 steps of ceil(40 / 8) = 5, each claim but the last saying
-    the next step is due now; they reserve nothing (the eighth fills the queue), and a
-    new key's job goes with the next step."""
-    pgbeat.configure_queue(conn, "api", fair=True, concurrency=40)
+    """Jobs a minute long: STEPS_MAX steps of 50 / 25 = 2, each claim but the last saying
+    the next step is due now; they reserve nothing (the last fills the queue), and a new
+    key's job goes with the next step."""
+    assert STEPS_MAX == 25
+    pgbeat.configure_queue(conn, "api", fair=True, concurrency=50)
     _enqueue(conn, 100, queue="api", limit_key="A")
     claimer = Claimer(LEASE)
     paced = FairSteps()  # what the claimer learns from its claims and frees, in numbers
-    paced.claimed("api", 0.0, 0.001, took=True)
-    paced.freed({"api"}, 60.0)  # the claimer times its own round trips on top
+    paced.claimed("api", 0.0, 0.001)
+    paced.ran({"api": 60.0})  # the claimer times its own round trips on top
     claimer._steps = paced
     taken = []
-    for step in range(8):
-        if step == 4:
+    for step in range(STEPS_MAX):
+        if step == 10:
             b = _enqueue(conn, 1, queue="api", limit_key="B")
-        claimed = claimer.claim(conn, 50)
-        assert len(claimed) == 5
-        assert claimer.stepped == (step < 7)  # the last step fills the queue
+        claimed = claimer.claim(conn, 60)
+        assert len(claimed) == 2
+        assert claimer.stepped == (step < STEPS_MAX - 1)  # the last step fills the queue
         taken += claimed
-    assert b[0] in {job.id for job in taken[20:25]}  # B's job went with the next step
-    assert len(taken) == 40
+    assert b[0] in {job.id for job in taken[20:22]}  # B's job went with the next step
+    assert len(taken) == 50
     assert claimer.claim(conn, 50) == [] and not claimer.stepped  # every slot taken
 
 
@@ -311,7 +312,7 @@ def test_short_jobs_take_every_free_slot_at_once(conn: psycopg.Connection[Any]) 
     _enqueue(conn, 100, queue="api", limit_key="A")
     claimer = Claimer(LEASE)
     paced = FairSteps()
-    paced.claimed("api", 0.0, 0.001, took=True)
-    paced.freed({"api"}, 0.0025)  # jobs shorter than two round trips: one step
+    paced.claimed("api", 0.0, 0.001)
+    paced.ran({"api": 0.0015})  # jobs shorter than two round trips: one step
     claimer._steps = paced
     assert len(claimer.claim(conn, 50)) == 40 and not claimer.stepped

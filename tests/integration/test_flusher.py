@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -130,7 +130,7 @@ def test_a_write_names_the_watched_queues_its_jobs_left(
 ) -> None:
     """A limited queue's slot is free once its job's outcome is committed: the writer tells
     the claiming loop which watched queues had jobs leave running, after the write."""
-    freed: list[frozenset[str]] = []
+    freed: list[Mapping[str, float]] = []
     recorder = OutcomeBuffer(pgbeat.BackoffPolicy(), random.Random(1), Metrics())
     writer = OutcomeFlusher(
         Connector(database_url, "test-outcomes"),
@@ -147,10 +147,11 @@ def test_a_write_names_the_watched_queues_its_jobs_left(
     writer.start()
     try:
         for job in jobs:
-            recorder.add(Run(job, None, None, now + 60, now, settled=True, finished_at=now))
+            ran = {"api": 0.5, "bulk": 0.25, "default": 0.125}[job.queue]
+            recorder.add(Run(job, None, None, now + 60, now - ran, settled=True, finished_at=now))
         writer.poke()
         wait_for(lambda: freed)
-        assert freed == [frozenset({"api", "bulk"})]
+        assert freed == [{"api": 0.5, "bulk": 0.25}]  # each with its jobs' longest run
         assert statuses(conn) == {"done": 3}  # written before it was said
     finally:
         writer.close()

@@ -100,9 +100,9 @@ def test_a_full_queue_rests_until_a_job_of_it_leaves_running_or_jobs_arrive(
     assert claimer.claim(conn, 10) == []  # full: rests
     _finish(conn, "api")
     assert claimer.claim(conn, 10) == []  # still resting: nothing said a slot is free
-    claimer.slots_freed({"default"})
+    claimer.slots_freed({"default": 0.0})
     assert claimer.claim(conn, 10) == []  # another queue's outcome frees nothing here
-    claimer.slots_freed({"api"})
+    claimer.slots_freed({"api": 0.0})
     assert len(claimer.claim(conn, 10)) == 1
     assert claimer.claim(conn, 10) == []
     _finish(conn, "api")
@@ -116,7 +116,7 @@ def test_a_spent_rate_rest_is_not_ended_by_a_freed_slot(conn: psycopg.Connection
     claimer = Claimer(LEASE)
     assert len(claimer.claim(conn, 10)) == 1
     assert claimer.claim(conn, 10) == []  # the rate is spent: rests for the window
-    claimer.slots_freed({"api"})
+    claimer.slots_freed({"api": 0.0})
     claimer.jobs_arrived()
     wait = claimer.seconds_to_next(conn, fast=False)
     assert wait is not None and wait > 3000, wait  # only time frees a rate

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -140,12 +140,12 @@ class Claimer:
         if self._empty:
             self._held_until = 0.0
 
-    def slots_freed(self, queues: Set[str]) -> None:
-        """Jobs of these limited queues left running (their outcomes are written here): the
-        ones that rest because their slots were full are asked again (a claim whose budget
-        is 0 is one cheap round trip: no key is walked)."""
-        self._rests.slots_freed(queues)
-        self._steps.freed(queues, time.monotonic())
+    def slots_freed(self, queues: Mapping[str, float]) -> None:
+        """Jobs of these limited queues left running (their outcomes are written here), each
+        with its jobs' longest run: the ones that rest because their slots were full are
+        asked again (a claim whose budget is 0 is one cheap round trip: no key is walked)."""
+        self._rests.slots_freed(queues.keys())
+        self._steps.ran(queues)
 
     def settings_changed(self) -> None:
         """A queue's settings changed (a notification): the next claim reads the held
@@ -292,7 +292,7 @@ class Claimer:
         began = time.monotonic()
         rows, budget = claim_locked(conn, statement, params)
         if mode == "fair":
-            self._steps.claimed(queue, began, time.monotonic(), bool(rows))
+            self._steps.claimed(queue, began, time.monotonic())
         if budget is None:  # paused, gone or unlimited since: read the held queues again
             self._held_until = 0.0
             return []
@@ -319,10 +319,13 @@ class Claimer:
                 return rows
         if rows:
             self._rests.fruitful(queue)
-        if mode == "fair" and steps > 1 and rows and len(rows) < min(granted, limit):
-            self.stepped = True  # a step's worth: the next step at the loop's next turn
-            self._rests.held_back(now)
-            return rows
+        if mode == "fair" and rows:
+            free = min(granted, limit)
+            self._steps.took(queue, free, stepped=steps > 1 and len(rows) < free)
+            if steps > 1 and len(rows) < free:
+                self.stepped = True  # a step's worth: the next step at the loop's next turn
+                self._rests.held_back(now)
+                return rows
         if len(rows) >= limit:
             return rows
         if not rows and (not keyed or scanned == 0):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pgbeat.background import UNTIL_WOKEN, BackgroundLoop
 from pgbeat.db.connections import Connector, Outage
@@ -45,7 +45,7 @@ class OutcomeFlusher:
         window: float,
         on_failure: Callable[[], None],
         on_requeued: Callable[[], None] | None = None,
-        on_freed: Callable[[frozenset[str]], None] | None = None,
+        on_freed: Callable[[Mapping[str, float]], None] | None = None,
     ) -> None:
         self._connector = connector
         self._recorder = recorder

@@ -11,8 +11,9 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import psycopg
@@ -37,13 +38,14 @@ _UNASKED = "stopped for a cancel notification the database holds no request for:
 
 class Written(NamedTuple):
     """What a flush wrote: whether a job went back to pending (a retry or a release), and
-    which of the watched queues had jobs leave running (the slots they free)."""
+    which of the watched queues had jobs leave running (the slots they free), each with the
+    longest run of those jobs (a fair queue's pace, worker/fair_steps.py)."""
 
     requeued: bool
-    freed: frozenset[str]
+    freed: Mapping[str, float]
 
 
-NOTHING_WRITTEN = Written(False, frozenset())
+NOTHING_WRITTEN = Written(False, MappingProxyType({}))
 
 
 class OutcomeBuffer:
@@ -108,9 +110,11 @@ class OutcomeBuffer:
         requeued = batch.steps_ended or any(
             o.verdict in ("retry", "released", "snoozed") for _, o in decided
         )
-        if not watched:
-            return Written(requeued, frozenset())
-        return Written(requeued, frozenset(r.job.queue for r in runs if r.job.queue in watched))
+        freed: dict[str, float] = {}
+        for run in runs:
+            if run.job.queue in watched:
+                freed[run.job.queue] = max(freed.get(run.job.queue, 0.0), run.duration)
+        return Written(requeued, freed)
 
     def _summarise(self, decided: Sequence[tuple[Run, Outcome]]) -> None:
         """Count outcomes; once a minute, one INFO line of what the worker finished (the

@@ -15,6 +15,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -107,7 +108,7 @@ class Worker:
             on_freed=self._on_freed,
         )
         self._notified = False
-        self._freed: set[str] = set()  # limited queues whose jobs' outcomes were written
+        self._freed: dict[str, float] = {}  # limited queues whose jobs' outcomes were written
         self._queues_changed = False
         self._timers = ClaimTimers(
             poll_every=self.settings.poll_interval.total_seconds(),
@@ -148,7 +149,7 @@ class Worker:
             self._notified = True
         self._loop.wake()
 
-    def _on_freed(self, queues: frozenset[str]) -> None:
+    def _on_freed(self, queues: Mapping[str, float]) -> None:
         """Jobs of limited queues left running (their outcomes committed): claim again now,
         instead of at the limited queues' recheck."""
         with self._lock:
@@ -242,7 +243,7 @@ class Worker:
             changed, self._queues_changed = self._queues_changed, False
             freed = self._freed
             if freed:
-                self._freed = set()
+                self._freed = {}
         self._timers.note(now, notified or bool(freed))
         if freed:
             self._claimer.slots_freed(freed)
