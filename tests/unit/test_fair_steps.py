@@ -107,6 +107,19 @@ def test_stepped_claims_working_a_wave_off_keep_their_steps() -> None:
     assert steps.steps("api") == 20
 
 
+def test_stepped_claims_that_catch_up_grow_the_steps_back() -> None:
+    """A lone worker at the edge of keeping up: free slots that went down through a step
+    say smaller steps may keep up too, so the steps settle where the frees are matched."""
+    steps = _paced(0.020, 0.002)
+    for free in (10, 12, 14):
+        steps.took("api", free, stepped=True)  # behind twice
+    assert steps.steps("api") == int(20 * SHRINK * SHRINK)
+    steps.took("api", 9, stepped=True)  # caught up
+    assert steps.steps("api") == int(20 * SHRINK * SHRINK * GROW)
+    steps.took("api", 9, stepped=True)  # level: behind again
+    assert steps.steps("api") == int(20 * SHRINK * SHRINK * GROW * SHRINK)
+
+
 def test_claims_that_take_every_free_slot_grow_the_steps_back() -> None:
     steps = _paced(0.020, 0.002)
     for free in (10, 11, 12):

@@ -12,7 +12,9 @@ Small steps need claims often enough to keep up with the frees: several workers'
 interleave, one worker's come one after another. So the steps shrink (larger claims) when
 a worker's stepped claims find the queue's free slots growing from one to the next (the
 claims fall behind: a lone worker's 1/25 steps had cost the backlog 43 % of its starts),
-and grow back, a little each time, while claims take every free slot.
+and grow back, a little each time, while the free slots go down from one stepped claim to
+the next or a claim takes every free one: a lone worker's steps settle where its claims
+just keep up.
 
 Measured against a claim's end to the next slot it freed (the estimate before), the
 handlers' own run time tells a no-op job (under a millisecond) from a 20 ms one whatever
@@ -56,6 +58,8 @@ class FairSteps:
             return
         if before is not None and free >= before:  # the free slots grew through a step
             self._share[queue] = max(1.0 / STEPS_MAX, share * SHRINK)
+        elif before is not None:  # they went down: the claims keep up, smaller steps may too
+            self._share[queue] = min(1.0, share * GROW)
         self._left[queue] = free
 
     def ran(self, runs: Mapping[str, float]) -> None:
