@@ -316,3 +316,34 @@ def test_short_jobs_take_every_free_slot_at_once(conn: psycopg.Connection[Any]) 
     paced.ran({"api": 0.0015})  # jobs shorter than two round trips: one step
     claimer._steps = paced
     assert len(claimer.claim(conn, 50)) == 40 and not claimer.stepped
+
+
+def _long_jobs() -> FairSteps:
+    """A pace of STEPS_MAX steps: jobs a minute long, claims a millisecond."""
+    paced = FairSteps()
+    paced.claimed("api", 0.0, 0.001)
+    paced.ran({"api": 60.0})
+    return paced
+
+
+@pytest.mark.parametrize("concurrency", [None, 50])
+def test_a_claim_held_back_by_its_keys_is_no_step(
+    conn: psycopg.Connection[Any], concurrency: int | None
+) -> None:
+    """Only a claim that stopped at its step's size goes on with the next step at once. One
+    that took fewer because its keys' budgets allow no more (or, without a concurrency,
+    steps that cap nothing) would claim again at every turn of the loop, under the queue's
+    row lock, for nothing."""
+    pgbeat.configure_queue(conn, "api", fair=True, key_concurrency=1, concurrency=concurrency)
+    for key in "ABC":
+        _enqueue(conn, 3, queue="api", limit_key=key)
+    claimer = Claimer(LEASE)
+    claimer._steps = _long_jobs()
+    first = claimer.claim(conn, 60)
+    if concurrency is None:  # nothing to step: one job of each key, and no step said
+        assert _keys(first) == {"A": 1, "B": 1, "C": 1} and not claimer.stepped
+        return
+    assert len(first) == 2 and claimer.stepped  # ceil(50 / 25): the step's size
+    second = claimer.claim(conn, 60)
+    assert _keys(first + second) == {"A": 1, "B": 1, "C": 1}  # the keys' budgets: one more
+    assert not claimer.stepped

@@ -319,10 +319,11 @@ class Claimer:
                 return rows
         if rows:
             self._rests.fruitful(queue)
-        if mode == "fair" and rows:
+        if mode == "fair" and rows:  # ``scanned``: the step's size (claim_limited.py)
             free = min(granted, limit)
-            self._steps.took(queue, free, stepped=steps > 1 and len(rows) < free)
-            if steps > 1 and len(rows) < free:
+            stepped = steps > 1 and scanned is not None and scanned <= len(rows) < free
+            self._steps.took(queue, free, stepped=stepped)
+            if stepped:
                 self.stepped = True  # a step's worth: the next step at the loop's next turn
                 self._rests.held_back(now)
                 return rows

@@ -185,6 +185,8 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # With a concurrency, one claim takes at most 1/%(steps)s of it, rounded up (the worker's
 # pace for the queue, worker/fair_steps.py: 1 for jobs shorter than a few round trips):
 # jobs claimed together end together, and a new key's job would wait for a whole wave.
+# ``scanned`` is that step's size (NULL without a concurrency): a claim that took fewer
+# stopped at the keys' budgets or the due jobs, not at the step, and is no step to go on.
 JOBS_CLAIM_FAIR: LiteralString = (
     _LIMITED_OPENING
     + """,
@@ -268,7 +270,7 @@ picked AS MATERIALIZED (
                 (SELECT ceil(concurrency / %(steps)s::numeric)::int FROM settings))
 ),"""
     + _CLAIM_LIMITED_TAIL
-    + """, NULL::bigint AS scanned,
+    + """, (SELECT ceil(concurrency / %(steps)s::numeric)::bigint FROM settings) AS scanned,
        (SELECT coalesce(limit_key, '') FROM picked
         ORDER BY priority, nth DESC, running DESC, pos DESC LIMIT 1) AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
