@@ -16,10 +16,10 @@ and grow back, a little each time, while the free slots go down from one stepped
 the next or a claim takes every free one: a lone worker's steps settle where its claims
 just keep up.
 
-Measured against a claim's end to the next slot it freed (the estimate before), the
-handlers' own run time tells a no-op job (under a millisecond) from a 20 ms one whatever
-the outcome writer's batching adds, and the round trip is the claim alone: the step sizes
-below are docs/flow-control.md's fair figures.
+A job's length is its handlers' own run time, not a claim's end to the next slot it freed
+(the estimate before: 8-35 ms for 20 ms jobs, from the outcome writer's batching and
+whichever claim's jobs freed first), so a no-op job (under a millisecond) is told from a
+20 ms one. The constants below are docs/flow-control.md's ("Seventh session").
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ LONG_JOB = 2  # in round trips: shorter jobs get one step (the claims would set 
 ROUND_TRIPS_PER_STEP = 0.5  # a step's length: the workers' claims of the queue interleave
 SMOOTHING = 0.2  # weight of a new sample in the running estimates
 SHRINK = 0.7  # the steps' share of their estimate after stepped claims that fell behind
-GROW = 1.05  # ... after a claim that took every free slot (back to 1 at most)
+GROW = 1.05  # ... after claims that caught up or took every free slot (back to 1 at most)
 
 
 class FairSteps:

@@ -110,6 +110,8 @@ class OutcomeBuffer:
         requeued = batch.steps_ended or any(
             o.verdict in ("retry", "released", "snoozed") for _, o in decided
         )
+        if not watched:  # a worker without limited queues: nothing to name
+            return Written(requeued, NOTHING_WRITTEN.freed)
         freed: dict[str, float] = {}
         for run in runs:
             if run.job.queue in watched:
