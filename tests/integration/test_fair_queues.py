@@ -280,6 +280,15 @@ def test_a_held_queue_with_few_jobs_is_skipped_by_the_fast_claim(
     assert sorted(job.id for job in claimer.claim(conn, 10)) == more
 
 
+def _long_jobs() -> FairSteps:
+    """What the claimer learns from its claims and frees, in numbers: jobs a minute long,
+    claims a millisecond (STEPS_MAX steps)."""
+    paced = FairSteps()
+    paced.claimed("api", 0.0, 0.001)
+    paced.ran({"api": 60.0})
+    return paced
+
+
 def test_a_fair_queue_of_long_jobs_hands_its_slots_out_in_steps(
     conn: psycopg.Connection[Any],
 ) -> None:
@@ -290,10 +299,7 @@ def test_a_fair_queue_of_long_jobs_hands_its_slots_out_in_steps(
     pgbeat.configure_queue(conn, "api", fair=True, concurrency=50)
     _enqueue(conn, 100, queue="api", limit_key="A")
     claimer = Claimer(LEASE)
-    paced = FairSteps()  # what the claimer learns from its claims and frees, in numbers
-    paced.claimed("api", 0.0, 0.001)
-    paced.ran({"api": 60.0})  # the claimer times its own round trips on top
-    claimer._steps = paced
+    claimer._steps = _long_jobs()  # the claimer times its own round trips on top
     taken = []
     for step in range(STEPS_MAX):
         if step == 10:
@@ -316,14 +322,6 @@ def test_short_jobs_take_every_free_slot_at_once(conn: psycopg.Connection[Any]) 
     paced.ran({"api": 0.0015})  # jobs shorter than two round trips: one step
     claimer._steps = paced
     assert len(claimer.claim(conn, 50)) == 40 and not claimer.stepped
-
-
-def _long_jobs() -> FairSteps:
-    """A pace of STEPS_MAX steps: jobs a minute long, claims a millisecond."""
-    paced = FairSteps()
-    paced.claimed("api", 0.0, 0.001)
-    paced.ran({"api": 60.0})
-    return paced
 
 
 @pytest.mark.parametrize("concurrency", [None, 50])

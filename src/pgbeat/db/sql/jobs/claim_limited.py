@@ -187,6 +187,7 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # jobs claimed together end together, and a new key's job would wait for a whole wave.
 # ``scanned`` is that step's size (NULL without a concurrency): a claim that took fewer
 # stopped at the keys' budgets or the due jobs, not at the step, and is no step to go on.
+_FAIR_STEP: LiteralString = "(SELECT ceil(concurrency / %(steps)s::numeric)::int FROM settings)"
 JOBS_CLAIM_FAIR: LiteralString = (
     _LIMITED_OPENING
     + """,
@@ -267,10 +268,14 @@ picked AS MATERIALIZED (
     SELECT id, limit_key, priority, nth, running, pos FROM candidates
     ORDER BY priority DESC, nth, running, pos
     LIMIT least(coalesce((SELECT n FROM budget WHERE mode = 'fair'), 0),
-                (SELECT ceil(concurrency / %(steps)s::numeric)::int FROM settings))
+                """
+    + _FAIR_STEP
+    + """)
 ),"""
     + _CLAIM_LIMITED_TAIL
-    + """, (SELECT ceil(concurrency / %(steps)s::numeric)::bigint FROM settings) AS scanned,
+    + ", "
+    + _FAIR_STEP
+    + """::bigint AS scanned,
        (SELECT coalesce(limit_key, '') FROM picked
         ORDER BY priority, nth DESC, running DESC, pos DESC LIMIT 1) AS last_key
 FROM budget AS b LEFT JOIN claimed ON true"""
