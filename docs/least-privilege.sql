@@ -85,7 +85,7 @@ BEGIN
                                 'pgbeat_schedule_history', 'pgbeat_schedule_files',
                                 'pgbeat_queues', 'pgbeat_queue_starts', 'pgbeat_retention',
                                 'pgbeat_workflows', 'pgbeat_workflow_steps',
-                                'pgbeat_workflow_edges'] LOOP
+                                'pgbeat_workflow_edges', 'pgbeat_workflow_ready'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('ALTER TABLE %I OWNER TO pgbeat_admin', name);
             EXECUTE format('REVOKE ALL ON %I FROM PUBLIC', name);
@@ -281,6 +281,11 @@ BEGIN
             TO pgbeat_worker, pgbeat_ui_viewer;
         GRANT DELETE ON pgbeat_workflows TO pgbeat_worker;
     END IF;
+    -- A large fan-out's children, claimed where they are held (migration 0032): a worker
+    -- takes a ready parent's next window and moves its row on, or releases it when stale.
+    IF to_regclass('pgbeat_workflow_ready') IS NOT NULL THEN
+        GRANT SELECT, UPDATE, DELETE ON pgbeat_workflow_ready TO pgbeat_worker;
+    END IF;
 END
 $$;
 
@@ -316,7 +321,7 @@ BEGIN
                                 'pgbeat_schedules', 'pgbeat_schedule_history',
                                 'pgbeat_schedule_files', 'pgbeat_queues', 'pgbeat_retention',
                                 'pgbeat_workflows', 'pgbeat_workflow_steps',
-                                'pgbeat_workflow_edges'] LOOP
+                                'pgbeat_workflow_edges', 'pgbeat_workflow_ready'] LOOP
         IF to_regclass(name) IS NOT NULL THEN
             EXECUTE format('GRANT SELECT ON %I TO pgbeat_ui_viewer', name);
         END IF;

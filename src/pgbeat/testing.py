@@ -29,6 +29,7 @@ from pgbeat.db import frameworks
 from pgbeat.db.guarded import Unreadable, guard
 from pgbeat.db.sql import schedules as schedule_sql
 from pgbeat.db.sql import session as session_sql
+from pgbeat.db.sql.jobs import claim_ready as ready_sql
 from pgbeat.db.sql.jobs import testing as testing_sql
 from pgbeat.errors import UnknownKind
 from pgbeat.job import Job, JobContext
@@ -196,6 +197,9 @@ class _Drainer:
         return list(dict.fromkeys(ran))
 
     def _claim(self) -> tuple[Job, Any] | None:
+        # A large fan-out's children wait where they are held: released here, one parent a
+        # claim, as a worker releases what it did not take in time (claim_ready.py).
+        self.conn.execute(ready_sql.READY_RELEASE_STALE, {"stale": timedelta(0)})
         row = self.conn.execute(
             testing_sql.JOBS_CLAIM_NEXT_DUE,
             {"now": self.now, "lease": DRAIN_TIMEOUT + timedelta(minutes=1)},

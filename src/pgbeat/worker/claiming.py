@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -21,8 +21,9 @@ from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
+from pgbeat.db.sql.jobs import claim_ready as ready_sql
 from pgbeat.job import Job
-from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
+from pgbeat.worker.claimed_rows import columns, decode_rows, fetch_jobs, job_columns
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
 from pgbeat.worker.fair_steps import FairSteps
 from pgbeat.worker.locked_claim import LIMIT_KEY, claim_locked
@@ -37,6 +38,7 @@ HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 HEAD_SCAN_SLACK = 16  # rows beyond what the queue's last head claim needed, when it filled
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
+READY_STALE = timedelta(seconds=1)  # a fan-out's children no claim took for this long: released
 
 
 class Claimer:
@@ -50,7 +52,9 @@ class Claimer:
     next read of the held queues, every HELD_REFRESH seconds) ends its rests.
     ``limited_short`` says a limited queue gave fewer jobs than asked: the loop then asks
     ``seconds_to_next`` soon. ``watched`` is the limited queues, whose written outcomes the
-    worker reports to slots_freed.
+    worker reports to slots_freed. A large fan-out's children are claimed where they are
+    held when a claim of due jobs came up short and a ready parent was announced
+    (``ready_heard``, the listener's) or seen at the last read of the held queues.
     """
 
     def __init__(
@@ -58,6 +62,7 @@ class Claimer:
         lease: timedelta,
         kinds: Sequence[str] | None = None,
         queues: Sequence[str] | None = None,
+        ready_heard: Callable[[], bool] | None = None,
     ) -> None:
         self.lease = lease
         self.kinds = None if kinds is None else list(kinds)  # [] claims nothing
@@ -76,6 +81,7 @@ class Claimer:
         self.stepped = False  # the last claim stopped at a fair queue's step: claim again now
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
+        self._due_short_until = 0.0  # ... the same, whatever was announced since
         self._mode: dict[str, str] = {}  # per limited queue: 'whole', 'keyed' or 'fair'
         self._updated: dict[str, Any] = {}  # per held queue: its settings' updated_at
         self._invalid: set[str] = set()  # rows the constraints refuse, logged once
@@ -83,6 +89,8 @@ class Claimer:
         self._foreign_ahead = 0  # foreign kinds' jobs among the first HELD_AHEAD due ones
         self._due = DueQueues()  # the claim by queue and kind's hint
         self._empty: set[str] = set()  # held queues without a pending job at the last read
+        self._ready_heard = ready_heard or (lambda: False)
+        self._ready = False  # a ready parent's children may wait (claim_ready.py)
 
     @property
     def limited_short(self) -> bool:
@@ -199,8 +207,26 @@ class Claimer:
         )
 
     def _claim_fast(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
-        """The unlimited queues' claim, with the held queues read for the next claim."""
+        """The unlimited queues' claim: due jobs, then a ready parent's children when the
+        claim of due jobs came up short (nothing of this worker's is due ahead of them).
+        Within FAST_RECHECK of a short claim of due jobs the children go first: that claim
+        would walk their held entries again for nothing (so a job due meanwhile waits for
+        its claim up to FAST_RECHECK more, while a fan-out's children fill the slots)."""
+        if self._ready_heard():
+            self._ready = True
         now = time.monotonic()
+        rows: list[Any] = []
+        if self._ready and now < self._due_short_until:
+            rows = self._claim_ready(conn, limit)
+        if len(rows) < limit:
+            due = self._claim_due(conn, limit - len(rows), now)
+            if len(due) < limit - len(rows) and self._ready:
+                due += self._claim_ready(conn, limit - len(rows) - len(due))
+            rows += due
+        return rows
+
+    def _claim_due(self, conn: psycopg.Connection[Any], limit: int, now: float) -> list[Any]:
+        """The unlimited queues' due jobs, with the held queues read for the next claim."""
         statement = claim_sql.JOBS_CLAIM
         params = self._params(limit)
         if self._by_kind():  # each (queue, kind)'s head: never step over what it cannot take
@@ -221,9 +247,20 @@ class Claimer:
             rows = fetch_jobs(statement, fast)
             self._note_held(*held)
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
+        self._due_short_until = self._fast_short_until  # not ended by jobs_arrived
         if len(rows) < limit:
             self._due.stale()  # a queue of the hint ran out, or one outside it has jobs
         return rows
+
+    def _claim_ready(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
+        """The next window of a ready parent's children (claim_ready.py): the ones this
+        worker may run, claimed; the others released into their queues."""
+        statement = ready_sql.JOBS_CLAIM_READY
+        cursor = conn.execute(statement, self._params(limit))
+        found = cursor.fetchall()
+        self._ready = bool(found) and bool(columns(statement, cursor, ("more",))(found[0]))
+        pick = job_columns(statement, cursor)
+        return [pick(row) for row in found if row[0] is not None]
 
     def _params(self, limit: int) -> dict[str, Any]:
         return {
@@ -236,18 +273,29 @@ class Claimer:
 
     def _read_held(
         self, conn: psycopg.Connection[Any]
-    ) -> tuple[psycopg.Cursor[Any], psycopg.Cursor[Any] | None]:
-        """QUEUES_HELD and the foreign kinds ahead, sent in the caller's pipeline (their
-        rows read by _note_held once it ends)."""
+    ) -> tuple[psycopg.Cursor[Any], psycopg.Cursor[Any] | None, psycopg.Cursor[Any]]:
+        """QUEUES_HELD, the foreign kinds ahead, and the release of a fan-out's children
+        no claim took for READY_STALE, sent in the caller's pipeline (their rows read by
+        _note_held once it ends)."""
         held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues, "ahead": HELD_AHEAD})
-        return held, kinds_ahead(conn, self.kinds, HELD_AHEAD)
+        ahead = kinds_ahead(conn, self.kinds, HELD_AHEAD)
+        return held, ahead, conn.execute(ready_sql.READY_RELEASE_STALE, {"stale": READY_STALE})
 
-    def _note_held(self, cursor: psycopg.Cursor[Any], ahead: psycopg.Cursor[Any] | None) -> None:
+    def _note_held(
+        self,
+        cursor: psycopg.Cursor[Any],
+        ahead: psycopg.Cursor[Any] | None,
+        ready: psycopg.Cursor[Any],
+    ) -> None:
         """Remember the held queues of QUEUES_HELD's rows and the foreign kinds ahead; a
         queue whose settings changed since the last read ends its rests; one without a
         pending job is not claimed until jobs are announced or the next read; a row the
-        constraints refuse is skipped (its jobs wait) and named once."""
+        constraints refuse is skipped (its jobs wait) and named once. Whether a ready
+        parent is left (READY_RELEASE_STALE): its children are claimed after a short claim."""
         self._held_until = time.monotonic() + HELD_REFRESH
+        released = ready.fetchone()
+        if released is not None and released[1]:
+            self._ready = True
         rows = cursor.fetchall()
         foreign = ahead.fetchone() if ahead is not None else None
         self._foreign_ahead = int(foreign[0]) if foreign is not None else 0

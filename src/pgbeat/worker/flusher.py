@@ -56,6 +56,7 @@ class OutcomeFlusher:
         self._on_freed = on_freed
         self._closing = threading.Event()
         self._failed_while_closing = 0
+        self._opened = False  # the connection is opened before the first outcome needs it
         self._loop = BackgroundLoop("pgbeat-outcomes", self._step, on_failure=self._failed)
 
     @property
@@ -80,6 +81,9 @@ class OutcomeFlusher:
     def _step(self) -> float | None:
         """Write when a batch is full or its window ended; else say how long to wait."""
         closing = self._closing.is_set()
+        if not self._opened:  # the first job's outcome would wait for a connection to open
+            self._opened = True  # (20-30 ms, serial before a workflow's next step can start)
+            self._connector.run(lambda conn: None)  # an outage now is met again at a write
         count, since = self._recorder.waiting()
         if count == 0 or since is None:
             return None if closing else UNTIL_WOKEN

@@ -28,6 +28,7 @@ log = logging.getLogger("pgbeat.listener")
 # schema's (pgbeat_listen returns it): pgbeat_cancel itself in public.
 CANCEL_CHANNEL = "pgbeat_cancel"
 QUEUES_PAYLOAD = "queues"  # NOTIFY pgbeat_jobs, 'queues': a queue's settings changed (0019)
+READY_PAYLOAD = "ready"  # NOTIFY pgbeat_jobs, 'ready': a fan-out's children wait in place (0032)
 
 
 class Listener:
@@ -50,6 +51,15 @@ class Listener:
         self._connector = Connector(url, "pgbeat-listener", backoff=ReconnectBackoff(url, log))
         self._loop = BackgroundLoop("pgbeat-listener", self._step, on_exit=self._connector.close)
         self.connected = threading.Event()
+        self._ready = threading.Event()
+
+    def ready_heard(self) -> bool:
+        """Whether a large fan-out's children were announced ready since the last call (its
+        children wait to be claimed where they are: worker/claiming.py)."""
+        if not self._ready.is_set():
+            return False
+        self._ready.clear()
+        return True
 
     def start(self) -> None:
         self._loop.start()
@@ -88,6 +98,8 @@ class Listener:
                 elif notify.payload == QUEUES_PAYLOAD:
                     changed = True
                 else:
+                    if notify.payload == READY_PAYLOAD:
+                        self._ready.set()
                     woken = True
             cancelled.discard(0)
             if changed:

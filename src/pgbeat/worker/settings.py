@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from pgbeat import flow
 from pgbeat.backoff import BackoffPolicy
@@ -64,3 +65,16 @@ class WorkerSettings:
             )
         for queue in self.queues or ():
             flow.check_queue(queue)
+
+    def described(self, handled: list[str]) -> dict[str, Any]:
+        """What a worker of these settings shows in its heartbeat (the dashboard's and
+        ``pgbeat status``'s view of each worker), its lease and timeout resolved;
+        ``handled``: its registry's kinds, shown unless ``kinds`` narrows them."""
+        lease, timeout = resolve_timing(self.lease, self.timeout)
+        return {
+            "concurrency": self.concurrency,
+            "kinds": list(self.kinds or handled),
+            "queues": list(self.queues) if self.queues else None,
+            "lease_s": lease.total_seconds(),
+            "timeout_s": timeout.total_seconds(),
+        }

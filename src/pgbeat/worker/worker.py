@@ -118,10 +118,13 @@ class Worker:
         # Without --kinds, only the registry's kinds: a job of a kind no live worker has a
         # handler for waits for one (a rolling deploy adding a kind must not fail its jobs).
         self._claimer = Claimer(
-            self.lease, self.settings.kinds or registry.kinds(), self.settings.queues
+            self.lease,
+            self.settings.kinds or registry.kinds(),
+            self.settings.queues,
+            ready_heard=self._listener.ready_heard if self._listener is not None else None,
         )
         self._heartbeat = (
-            Heartbeat(url, "worker", details=self._heartbeat_details())
+            Heartbeat(url, "worker", details=self.settings.described(registry.kinds()))
             if self.settings.heartbeat
             else None
         )
@@ -308,15 +311,6 @@ class Worker:
         elif claim:
             claimed = self._claim(conn, claim, now)
         self._start(claimed, now, tracing.enqueue_contexts(conn, claimed))
-
-    def _heartbeat_details(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.settings.concurrency,
-            "kinds": list(self.settings.kinds or self._registry.kinds()),
-            "queues": list(self.settings.queues) if self.settings.queues else None,
-            "lease_s": self.lease.total_seconds(),
-            "timeout_s": self.timeout.total_seconds(),
-        }
 
     def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> list[Job]:
         jobs = self._claimer.claim(conn, limit)

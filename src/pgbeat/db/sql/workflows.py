@@ -116,7 +116,9 @@ WHERE e.child_id = %(id)s"""
 # ended done) but that are still held, which the advance never leaves behind unless a
 # step's rows were changed by hand or a bug slipped: decided again from the parents'
 # statuses, not from the count. Held steps are found through jobs_ready (run_at, pending);
-# the update re-checks the row, so two workers repairing at once act once.
+# the update re-checks the row, so two workers repairing at once act once. The children of
+# a ready parent (pgbeat_workflow_ready: claimed where they are, or released when no claim
+# took them for a second) are not stuck.
 WORKFLOW_STEPS_REPAIR: LiteralString = """
 WITH stuck AS (
     SELECT j.id,
@@ -131,6 +133,8 @@ WITH stuck AS (
       AND j.workflow_id IS NOT NULL
     GROUP BY j.id, s.on_parent_failure, s.run_at, s.delay
     HAVING bool_and(p.status IS NULL OR p.status IN ('done', 'failed', 'cancelled'))
+       AND NOT bool_or(e.sole AND EXISTS (SELECT FROM pgbeat_workflow_ready AS r
+                                          WHERE r.parent_id = e.parent_id))
     LIMIT %(batch)s
 )
 UPDATE jobs AS j

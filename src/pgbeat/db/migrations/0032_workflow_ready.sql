@@ -1,0 +1,147 @@
+-- A large fan-out's children are claimed where they are (docs/workflows.md, "Storage").
+-- Before, the statement that ended a fan-out's root released each of its children: a new
+-- version of each child's job row (run_at from the held date to now) and its entry in every
+-- index a pending job enters, 10,000 rows written before the first child could be claimed,
+-- and written again by its claim a moment later. The release was most of what a fan-out
+-- cost beyond as many independent jobs (147k of 161k shared buffers a drain, migration
+-- 0031's figures; the drain 0.66-0.73x the independent one).
+--
+-- Now, when a parent ended done leaves READY_IN_PLACE (1,000) or more children whose only
+-- parent it is (their edges are `sole`: no run time asked, migration 0031), the advance
+-- writes one row here instead: the parent, when it ended, and how far its children have
+-- been taken (`after`, a child id: edges are read in (parent_id, child_id) order). A
+-- worker whose claim of due jobs came up short takes the next window of those children
+-- (db/sql/jobs/claim_ready.py): the ones it may run (its kinds and queues, the queue
+-- neither paused nor limited nor fair) go from held to running in one update, their run_at
+-- the parent's end; the others are released into their queues as before. A row that no
+-- worker moved on for a second (every worker busy with due jobs, or none can take the
+-- children) is released whole, as before, so the children then wait in their queues in
+-- claim order with everything else. Smaller fan-outs, chains and fan-ins are advanced as
+-- before.
+CREATE TABLE IF NOT EXISTS pgbeat_workflow_ready (
+    parent_id bigint PRIMARY KEY,
+    at timestamptz NOT NULL,
+    after bigint NOT NULL DEFAULT 0,
+    touched timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_ended() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    ended bigint[];
+    ready bigint[];
+    ready_now bigint[];
+    in_place bigint[];
+    doomed bigint[];
+    counting bigint[];
+    arrivals bigint[];
+    parents bigint[];
+    failed_parents bigint[];
+BEGIN
+    ended := string_to_array(current_setting('pgbeat.workflow_ended'), ',')::bigint[];
+    PERFORM set_config('pgbeat.workflow_ended', '', true);
+    parents := ARRAY(SELECT abs(x) FROM unnest(ended) AS x);
+    failed_parents := ARRAY(SELECT -x FROM unnest(ended) AS x WHERE x < 0);
+    -- Each child of the ended steps: how many of its parents ended here (n), whether one
+    -- of them failed, and its step row as committed (no lock). A child whose edge is
+    -- sole (its only parent, no run time asked) and whose parent ended done is ready now
+    -- without its step row: its count is 1 (counts drop only for children with parents
+    -- left) and it is due at once. A parent with READY_IN_PLACE such children or more
+    -- leaves them held, for the claims to take in place (pgbeat_workflow_ready): its sole
+    -- children have no other parent, so nothing below counts them.
+    -- Parents ended done with READY_IN_PLACE (1,000) sole children or more: a bounded
+    -- probe of their edges (at most that many each), so their sole edges are left out of
+    -- the per-child pass below (no row per child is grouped, counted or released).
+    in_place := ARRAY(
+        SELECT p FROM unnest(parents) AS p
+        WHERE p <> ALL(failed_parents)
+          AND (SELECT count(*) FROM (
+                   SELECT FROM pgbeat_workflow_edges AS e
+                   WHERE e.parent_id = p AND e.sole LIMIT 1000) AS sole) >= 1000);
+    WITH arrived AS (
+        SELECT e.child_id, count(*) AS n, bool_or(e.parent_id = ANY(failed_parents)) AS failed,
+               bool_and(e.sole) AS sole
+        FROM pgbeat_workflow_edges AS e
+        WHERE e.parent_id = ANY(parents) AND NOT (e.sole AND e.parent_id = ANY(in_place))
+        GROUP BY e.child_id
+    ),
+    children AS (
+        SELECT a.child_id, a.n, s.waiting_for,
+               a.failed AND s.on_parent_failure = 'cancel' AS doom,
+               s.run_at IS NULL AND s.delay = interval '0' AS now_due
+        FROM arrived AS a JOIN pgbeat_workflow_steps AS s ON s.job_id = a.child_id
+        WHERE s.job_id = ANY(ARRAY(SELECT child_id FROM arrived WHERE NOT sole OR failed))
+        UNION ALL
+        SELECT a.child_id, a.n, 1, false, true FROM arrived AS a WHERE a.sole AND NOT a.failed
+    )
+    SELECT ARRAY(SELECT child_id FROM children WHERE doom),
+           ARRAY(SELECT child_id FROM children WHERE NOT doom AND waiting_for <= n AND now_due),
+           ARRAY(SELECT child_id FROM children WHERE NOT doom AND waiting_for <= n
+                                                  AND NOT now_due),
+           ARRAY(SELECT child_id FROM children WHERE NOT doom AND waiting_for > n
+                 ORDER BY child_id),
+           ARRAY(SELECT n FROM children WHERE NOT doom AND waiting_for > n ORDER BY child_id)
+    INTO doomed, ready_now, ready, counting, arrivals
+    FROM (SELECT 1) AS one;
+    IF cardinality(counting) > 0 THEN
+        -- Children with parents left: lock their step rows in id order, count down by the
+        -- arrivals counted above (the list holds each arrival once), ready at zero. The
+        -- arrivals are not joined from the edges again: filtered by child, that join read
+        -- every edge of a fan-in's child (10,000 for a fan-out's summary) in every
+        -- statement that ended some of its parents.
+        PERFORM 1 FROM pgbeat_workflow_steps WHERE job_id = ANY(counting)
+        ORDER BY job_id FOR UPDATE;
+        WITH counted AS (
+            UPDATE pgbeat_workflow_steps AS s SET waiting_for = s.waiting_for - arrived.n
+            FROM unnest(counting, arrivals) AS arrived(child_id, n)
+            WHERE s.job_id = arrived.child_id
+            RETURNING s.job_id, s.waiting_for, s.run_at IS NULL AND s.delay = interval '0'
+                AS now_due
+        )
+        SELECT ready_now || ARRAY(SELECT job_id FROM counted
+                                  WHERE waiting_for <= 0 AND now_due),
+               ready || ARRAY(SELECT job_id FROM counted WHERE waiting_for <= 0 AND NOT now_due)
+        INTO ready_now, ready
+        FROM (SELECT 1) AS one;
+    END IF;
+    IF cardinality(in_place) > 0 THEN
+        INSERT INTO pgbeat_workflow_ready (parent_id, at, touched)
+        SELECT p, now(), now() FROM unnest(in_place) AS p
+        ON CONFLICT (parent_id) DO NOTHING;
+        PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), 'ready');
+    END IF;
+    IF cardinality(ready_now) > 0 THEN
+        UPDATE jobs SET run_at = now()
+        WHERE id = ANY(ready_now) AND status = 'pending' AND run_at = '9999-12-29 00:00:00+00';
+        IF FOUND THEN
+            PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), '');
+        END IF;
+    END IF;
+    IF cardinality(ready) > 0 THEN
+        UPDATE jobs AS j
+        SET run_at = (SELECT greatest(coalesce(s.run_at, now() + s.delay), now())
+                      FROM pgbeat_workflow_steps AS s WHERE s.job_id = j.id)
+        WHERE j.id = ANY(ready) AND j.status = 'pending'
+          AND j.run_at = '9999-12-29 00:00:00+00';
+        IF FOUND THEN
+            PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), '');
+        END IF;
+    END IF;
+    IF cardinality(doomed) > 0 THEN
+        WITH cancelled AS (
+            UPDATE jobs
+            SET status = 'cancelled', finished_at = now(),
+                last_error = 'cancelled: a parent step ended failed or cancelled'
+            WHERE id = ANY(doomed) AND status = 'pending'
+            RETURNING id
+        )
+        SELECT ARRAY(SELECT id FROM cancelled) INTO doomed;
+        IF cardinality(doomed) > 0 THEN
+            PERFORM pg_notify(pgbeat_channel('pgbeat_finished'),
+                              CASE WHEN cardinality(doomed) <= 800
+                                   THEN array_to_string(doomed, ',') ELSE '' END);
+        END IF;
+    END IF;
+END;
+$$;
+ALTER FUNCTION pgbeat_workflow_advance_ended() SET search_path FROM CURRENT;

@@ -1,0 +1,127 @@
+"""The claim of a large fan-out's children where they are held (migration 0032): the
+advance left one ``pgbeat_workflow_ready`` row for the parent instead of releasing each
+child, and these statements take its children a window at a time, or release what no
+claim took in time (docs/workflows.md, "Storage").
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+from pgbeat.db.sql.jobs.claim_parts import _CLAIMED_COLUMNS, _SET_RUNNING
+
+# A held step's run_at (migration 0017).
+_HELD: LiteralString = "'9999-12-29 00:00:00+00'"
+
+# Whether the worker may run a held child (``j``): one of its kinds and queues, its queue
+# neither paused nor limited nor fair now (those go through their own claims).
+_MINE: LiteralString = """
+           (%(kinds)s::text[] IS NULL OR j.kind = ANY(%(kinds)s::text[]))
+           AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
+           AND NOT EXISTS (
+               SELECT FROM pgbeat_queues AS q
+               WHERE q.name = j.queue
+                 AND (q.paused OR q.fair OR q.concurrency IS NOT NULL
+                      OR q.key_concurrency IS NOT NULL OR q.rate_count IS NOT NULL
+                      OR q.key_rate_count IS NOT NULL))"""
+
+# Takes the next window of %(limit)s children of the oldest ready parent (its row locked,
+# so the claims of one fan-out take turns and each child is in one window): the edges in
+# (parent_id, child_id) order after ``after`` (the edges' primary key, no sort), the
+# children still held (a cancel or the repair pass may have moved one), found by primary
+# key. The ones the worker may run become running, run_at the parent's end (their wait
+# for a slot, never for the parent, is what queue delay counts); the rest are released
+# into their queues, due since the parent's end, and announced. The row goes on after
+# the window, or goes when the window came up short (the edges ran out). One row per
+# claimed job, or one row of NULL job columns; ``more``: a ready parent is left (this
+# one's window was full, or another's row is there).
+JOBS_CLAIM_READY: LiteralString = (
+    """
+WITH r AS MATERIALIZED (
+    SELECT parent_id, at, after FROM pgbeat_workflow_ready
+    ORDER BY at, parent_id LIMIT 1
+    FOR UPDATE
+),
+win AS MATERIALIZED (
+    SELECT e.child_id FROM r CROSS JOIN LATERAL (
+        SELECT child_id FROM pgbeat_workflow_edges AS e
+        WHERE e.parent_id = r.parent_id AND e.child_id > r.after AND e.sole
+        ORDER BY e.child_id LIMIT %(limit)s) AS e
+),
+held AS MATERIALIZED (
+    SELECT j.ctid AS tid,"""
+    + _MINE
+    + """ AS mine
+    FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT child_id FROM win))
+      AND j.status = 'pending' AND j.run_at = """
+    + _HELD
+    + """
+),
+claimed AS (
+    UPDATE jobs"""
+    + _SET_RUNNING
+    + """, run_at = (SELECT at FROM r)
+    WHERE ctid = ANY(ARRAY(SELECT tid FROM held WHERE mine))
+      AND status = 'pending' AND run_at = """
+    + _HELD
+    + _CLAIMED_COLUMNS
+    + """
+),
+released AS (
+    UPDATE jobs SET run_at = (SELECT at FROM r)
+    WHERE ctid = ANY(ARRAY(SELECT tid FROM held WHERE NOT mine))
+      AND status = 'pending' AND run_at = """
+    + _HELD
+    + """
+    RETURNING pg_notify(pgbeat_channel('pgbeat_jobs'), '')
+),
+went_on AS (
+    UPDATE pgbeat_workflow_ready AS ready SET after = w.last, touched = now()
+    FROM (SELECT max(child_id) AS last, count(*) AS n FROM win) AS w
+    WHERE ready.parent_id = (SELECT parent_id FROM r) AND w.n = %(limit)s::int
+),
+gone AS (
+    DELETE FROM pgbeat_workflow_ready
+    WHERE parent_id = (SELECT parent_id FROM r) AND (SELECT count(*) FROM win) < %(limit)s::int
+)
+SELECT claimed.*, (SELECT count(*) FROM released) AS released,
+       w.n = %(limit)s::int OR EXISTS (
+           SELECT FROM pgbeat_workflow_ready
+           WHERE parent_id IS DISTINCT FROM (SELECT parent_id FROM r)) AS more
+FROM (SELECT count(*) AS n FROM win) AS w LEFT JOIN claimed ON true"""
+)
+
+# Releases the children of the oldest ready parent that no claim moved on for
+# %(stale)s (every worker busy with due jobs, or none that may take them), as the advance
+# released them before migration 0032: due since the parent's end, in their queues' claim
+# order with everything else; then the row goes. One parent a statement (the workers run
+# it every HELD_REFRESH), skipping a row a claim holds. Returns how many were released
+# (announced) and whether a ready parent is left.
+READY_RELEASE_STALE: LiteralString = (
+    """
+WITH stale AS MATERIALIZED (
+    SELECT parent_id, at, after FROM pgbeat_workflow_ready
+    WHERE touched <= now() - %(stale)s::interval
+    ORDER BY at, parent_id LIMIT 1
+    FOR UPDATE SKIP LOCKED
+),
+released AS (
+    UPDATE jobs SET run_at = (SELECT at FROM stale)
+    WHERE id = ANY(ARRAY(
+        SELECT e.child_id FROM stale CROSS JOIN LATERAL (
+            SELECT child_id FROM pgbeat_workflow_edges AS e
+            WHERE e.parent_id = stale.parent_id AND e.child_id > stale.after AND e.sole
+        ) AS e))
+      AND status = 'pending' AND run_at = """
+    + _HELD
+    + """
+    RETURNING pg_notify(pgbeat_channel('pgbeat_jobs'), '')
+),
+gone AS (
+    DELETE FROM pgbeat_workflow_ready WHERE parent_id = (SELECT parent_id FROM stale)
+)
+SELECT (SELECT count(*) FROM released) AS released,
+       EXISTS (SELECT FROM pgbeat_workflow_ready
+               WHERE parent_id IS DISTINCT FROM (SELECT parent_id FROM stale)) AS left_ready"""
+)
