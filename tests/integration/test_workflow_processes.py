@@ -39,3 +39,13 @@ def test_a_restarted_database_leaves_no_workflow_unfinished(server_url: str) -> 
     assert result["database_restarted"] == 1, result
     assert (result["early"], result["twice"], result["unfinished"]) == (0, 0, 0), result
     assert result["wrongly_cancelled"] == 0, result
+
+
+@pytest.mark.slow
+def test_wide_fan_outs_claimed_in_place_under_kill_9(database_url: str) -> None:
+    """Fan-outs of 1,200 (claimed where they are held, migration 0032) across 3 processes,
+    one killed with SIGKILL mid-run: nothing early, nothing unfinished."""
+    race = WorkflowRace(processes=3, diamonds=20, fan_outs=2, width=1200, sleep=0.001, kill=True)
+    result = workflow_race(database_url, race)
+    assert (result["early"], result["unfinished"], result["wrongly_cancelled"]) == (0, 0, 0)
+    assert result["killed"] == 1, result

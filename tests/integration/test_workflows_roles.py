@@ -86,3 +86,32 @@ def test_the_enqueue_role_cannot_end_or_release_a_step(
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 web.execute(statement, [enqueued.jobs["b"]])
+
+
+def test_the_worker_role_claims_a_large_fan_out_in_place_and_releases_it(
+    logins: dict[str, str],  # noqa: F811
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Migration 0032's ready row: written by the advance (the admin's rights), moved on by
+    the worker role's claims, released by its read of the held queues when stale."""
+    from pgbeat.db.sql.jobs import claim_ready as ready_sql
+
+    flow = pgbeat.Workflow()
+    root = flow.add("noop", name="root")
+    for i in range(1000):
+        flow.add("noop", {"i": i}, after=root)
+    with psycopg.connect(logins["enqueue"], autocommit=True) as web:
+        enqueued = pgbeat.enqueue_workflow(web, flow)
+    _end(logins["worker"], enqueued.jobs["root"], "done")
+    params = {"limit": 600, "lease": timedelta(minutes=1), "kinds": None, "queues": None}
+    with psycopg.connect(logins["worker"], autocommit=True) as worker:
+        rows = worker.execute(ready_sql.JOBS_CLAIM_READY, params).fetchall()
+        assert len([row for row in rows if row[0] is not None]) == 600
+        worker.execute("SELECT pg_sleep(0.02)")
+        released = worker.execute(ready_sql.READY_RELEASE_STALE, {"stale": timedelta(0)})
+        assert released.fetchone() == (400, False)
+    counts = conn.execute(
+        "SELECT status, count(*) FROM jobs WHERE workflow_id = %s AND id <> %s GROUP BY 1",
+        [enqueued.id, enqueued.jobs["root"]],
+    ).fetchall()
+    assert sorted(counts) == [("pending", 400), ("running", 600)]
