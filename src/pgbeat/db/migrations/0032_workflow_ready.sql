@@ -52,12 +52,20 @@ BEGIN
     -- Parents ended done with READY_IN_PLACE (1,000) sole children or more: a bounded
     -- probe of their edges (at most that many each), so their sole edges are left out of
     -- the per-child pass below (no row per child is grouped, counted or released).
+    -- First the parents with a sole edge at all, in one semi-join: most ended steps have
+    -- none (a fan-out's children, whose one edge leads to the summary), and a probe each
+    -- cost a statement that ends 100 of them about a millisecond more.
     in_place := ARRAY(
         SELECT p FROM unnest(parents) AS p
         WHERE p <> ALL(failed_parents)
-          AND (SELECT count(*) FROM (
-                   SELECT FROM pgbeat_workflow_edges AS e
-                   WHERE e.parent_id = p AND e.sole LIMIT 1000) AS sole) >= 1000);
+          AND EXISTS (SELECT FROM pgbeat_workflow_edges AS e WHERE e.parent_id = p AND e.sole));
+    IF cardinality(in_place) > 0 THEN
+        in_place := ARRAY(
+            SELECT p FROM unnest(in_place) AS p
+            WHERE (SELECT count(*) FROM (
+                       SELECT FROM pgbeat_workflow_edges AS e
+                       WHERE e.parent_id = p AND e.sole LIMIT 1000) AS sole) >= 1000);
+    END IF;
     WITH arrived AS (
         SELECT e.child_id, count(*) AS n, bool_or(e.parent_id = ANY(failed_parents)) AS failed,
                bool_and(e.sole) AS sole
