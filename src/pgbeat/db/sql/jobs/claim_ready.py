@@ -8,22 +8,20 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.jobs.claim_parts import _CLAIMED_COLUMNS, _SET_RUNNING
+from pgbeat.db.sql.jobs.claim_parts import _CLAIMED_COLUMNS, _NOT_HELD_PROBED, _SET_RUNNING
 
 # A held step's run_at (migration 0017).
 _HELD: LiteralString = "'9999-12-29 00:00:00+00'"
 
 # Whether the worker may run a held child (``j``): one of its kinds and queues, its queue
-# neither paused nor limited nor fair now (those go through their own claims).
+# neither paused nor limited nor fair now (those go through their own claims: the unlimited
+# claims' own re-check, one probe of pgbeat_queues a row).
 _MINE: LiteralString = """
            (%(kinds)s::text[] IS NULL OR j.kind = ANY(%(kinds)s::text[]))
-           AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))
-           AND NOT EXISTS (
-               SELECT FROM pgbeat_queues AS q
-               WHERE q.name = j.queue
-                 AND (q.paused OR q.fair OR q.concurrency IS NOT NULL
-                      OR q.key_concurrency IS NOT NULL OR q.rate_count IS NOT NULL
-                      OR q.key_rate_count IS NOT NULL))"""
+           AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))""" + _NOT_HELD_PROBED.replace(
+    "jobs.queue", "j.queue"
+)
+assert "held.name = j.queue" in _MINE
 
 # Takes the next window of %(limit)s children of the oldest ready parent (its row locked,
 # so the claims of one fan-out take turns and each child is in one window): the edges in
