@@ -16,11 +16,10 @@ _HELD: LiteralString = "'9999-12-29 00:00:00+00'"
 # Whether the worker may run a held child (``j``): one of its kinds and queues, its queue
 # neither paused nor limited nor fair now (those go through their own claims: the unlimited
 # claims' own re-check, one probe of pgbeat_queues a row).
-_MINE: LiteralString = """
+_MINE_KIND_QUEUE: LiteralString = """
            (%(kinds)s::text[] IS NULL OR j.kind = ANY(%(kinds)s::text[]))
-           AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))""" + _NOT_HELD_PROBED.replace(
-    "jobs.queue", "j.queue"
-)
+           AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))"""
+_MINE: LiteralString = _MINE_KIND_QUEUE + _NOT_HELD_PROBED.replace("jobs.queue", "j.queue")
 assert "held.name = j.queue" in _MINE
 
 # Takes the next window of %(limit)s children of the oldest ready parent (its row locked,
