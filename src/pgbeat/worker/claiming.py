@@ -21,12 +21,12 @@ from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
-from pgbeat.db.sql.jobs import claim_ready as ready_sql
 from pgbeat.job import Job
-from pgbeat.worker.claimed_rows import columns, decode_rows, fetch_jobs, job_columns
+from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
 from pgbeat.worker.fair_steps import FairSteps
 from pgbeat.worker.locked_claim import LIMIT_KEY, claim_locked
+from pgbeat.worker.ready_parents import ReadyParents
 from pgbeat.worker.rests import LIMITED_RECHECK, Rests
 
 log = logging.getLogger("pgbeat.worker")
@@ -38,7 +38,6 @@ HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 HEAD_SCAN_SLACK = 16  # rows beyond what the queue's last head claim needed, when it filled
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
-READY_STALE = timedelta(seconds=1)  # a fan-out's children no claim took for this long: released
 
 
 class Claimer:
@@ -89,8 +88,7 @@ class Claimer:
         self._foreign_ahead = 0  # foreign kinds' jobs among the first HELD_AHEAD due ones
         self._due = DueQueues()  # the claim by queue and kind's hint
         self._empty: set[str] = set()  # held queues without a pending job at the last read
-        self._ready_heard = ready_heard or (lambda: False)
-        self._ready = False  # a ready parent's children may wait (claim_ready.py)
+        self._ready = ReadyParents(ready_heard)  # a fan-out's children claimed where held
 
     @property
     def limited_short(self) -> bool:
@@ -212,16 +210,14 @@ class Claimer:
         Within FAST_RECHECK of a short claim of due jobs the children go first: that claim
         would walk their held entries again for nothing (so a job due meanwhile waits for
         its claim up to FAST_RECHECK more, while a fan-out's children fill the slots)."""
-        if self._ready_heard():
-            self._ready = True
         now = time.monotonic()
         rows: list[Any] = []
-        if self._ready and now < self._due_short_until:
-            rows = self._claim_ready(conn, limit)
+        if self._ready.waiting() and now < self._due_short_until:
+            rows = self._ready.claim(conn, self._params(limit))
         if len(rows) < limit:
             due = self._claim_due(conn, limit - len(rows), now)
-            if len(due) < limit - len(rows) and self._ready:
-                due += self._claim_ready(conn, limit - len(rows) - len(due))
+            if len(due) < limit - len(rows) and self._ready.waiting():
+                due += self._ready.claim(conn, self._params(limit - len(rows) - len(due)))
             rows += due
         return rows
 
@@ -252,16 +248,6 @@ class Claimer:
             self._due.stale()  # a queue of the hint ran out, or one outside it has jobs
         return rows
 
-    def _claim_ready(self, conn: psycopg.Connection[Any], limit: int) -> list[Any]:
-        """The next window of a ready parent's children (claim_ready.py): the ones this
-        worker may run, claimed; the others released into their queues."""
-        statement = ready_sql.JOBS_CLAIM_READY
-        cursor = conn.execute(statement, self._params(limit))
-        found = cursor.fetchall()
-        self._ready = bool(found) and bool(columns(statement, cursor, ("more",))(found[0]))
-        pick = job_columns(statement, cursor)
-        return [pick(row) for row in found if row[0] is not None]
-
     def _params(self, limit: int) -> dict[str, Any]:
         return {
             "limit": limit,
@@ -275,11 +261,11 @@ class Claimer:
         self, conn: psycopg.Connection[Any]
     ) -> tuple[psycopg.Cursor[Any], psycopg.Cursor[Any] | None, psycopg.Cursor[Any]]:
         """QUEUES_HELD, the foreign kinds ahead, and the release of a fan-out's children
-        no claim took for READY_STALE, sent in the caller's pipeline (their rows read by
-        _note_held once it ends)."""
+        no claim took for a while (ready_parents.py), sent in the caller's pipeline (their
+        rows read by _note_held once it ends)."""
         held = conn.execute(queue_sql.QUEUES_HELD, {"queues": self.queues, "ahead": HELD_AHEAD})
         ahead = kinds_ahead(conn, self.kinds, HELD_AHEAD)
-        return held, ahead, conn.execute(ready_sql.READY_RELEASE_STALE, {"stale": READY_STALE})
+        return held, ahead, self._ready.release_stale(conn)
 
     def _note_held(
         self,
@@ -293,9 +279,7 @@ class Claimer:
         constraints refuse is skipped (its jobs wait) and named once. Whether a ready
         parent is left (READY_RELEASE_STALE): its children are claimed after a short claim."""
         self._held_until = time.monotonic() + HELD_REFRESH
-        released = ready.fetchone()
-        if released is not None and released[1]:
-            self._ready = True
+        self._ready.noted(ready)
         rows = cursor.fetchall()
         foreign = ahead.fetchone() if ahead is not None else None
         self._foreign_ahead = int(foreign[0]) if foreign is not None else 0
