@@ -22,6 +22,15 @@ _MINE_KIND_QUEUE: LiteralString = """
 _MINE: LiteralString = _MINE_KIND_QUEUE + _NOT_HELD_PROBED.replace("jobs.queue", "j.queue")
 assert "held.name = j.queue" in _MINE
 
+# How many rows ``released`` (a CTE of the statement) released, announced once when any
+# (not a notification per row: a stale release of 10,000 children called pg_notify 10,000
+# times, each checked against the transaction's pending ones).
+_TOLD: LiteralString = """,
+told AS (
+    SELECT c.n, CASE WHEN c.n > 0 THEN pg_notify(pgbeat_channel('pgbeat_jobs'), '') END
+    FROM (SELECT count(*) AS n FROM released) AS c
+)"""
+
 # Takes the next window of %(limit)s children of the oldest ready parent (its row locked,
 # so the claims of one fan-out take turns and each child is in one window): the edges in
 # (parent_id, child_id) order after ``after`` (the edges' primary key, no sort), the
@@ -71,7 +80,7 @@ released AS (
       AND status = 'pending' AND run_at = """
     + _HELD
     + """
-    RETURNING pg_notify(pgbeat_channel('pgbeat_jobs'), '')
+    RETURNING 1
 ),
 went_on AS (
     UPDATE pgbeat_workflow_ready AS ready SET after = w.last, touched = now()
@@ -81,8 +90,10 @@ went_on AS (
 gone AS (
     DELETE FROM pgbeat_workflow_ready
     WHERE parent_id = (SELECT parent_id FROM r) AND (SELECT count(*) FROM win) < %(limit)s::int
-)
-SELECT claimed.*, (SELECT count(*) FROM released) AS released,
+)"""
+    + _TOLD
+    + """
+SELECT claimed.*, (SELECT n FROM told) AS released,
        w.n = %(limit)s::int OR EXISTS (
            SELECT FROM pgbeat_workflow_ready
            WHERE parent_id IS DISTINCT FROM (SELECT parent_id FROM r)) AS more
@@ -113,12 +124,14 @@ released AS (
       AND status = 'pending' AND run_at = """
     + _HELD
     + """
-    RETURNING pg_notify(pgbeat_channel('pgbeat_jobs'), '')
+    RETURNING 1
 ),
 gone AS (
     DELETE FROM pgbeat_workflow_ready WHERE parent_id = (SELECT parent_id FROM stale)
-)
-SELECT (SELECT count(*) FROM released) AS released,
+)"""
+    + _TOLD
+    + """
+SELECT (SELECT n FROM told) AS released,
        EXISTS (SELECT FROM pgbeat_workflow_ready
                WHERE parent_id IS DISTINCT FROM (SELECT parent_id FROM stale)) AS left_ready"""
 )
