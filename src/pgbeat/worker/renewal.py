@@ -67,7 +67,13 @@ class LeaseRenewer:
         if not runs:
             return
         sent = time.monotonic()
-        held = operations.renew_leases(conn, [run.job for run in runs], self._lease)
+        try:
+            held = operations.renew_leases(conn, [run.job for run in runs], self._lease)
+        except psycopg.errors.DeadlockDetected:
+            # The outcome writer ended some of these rows at once, locking them in another
+            # order; the database rolled this round back: the next one (soon) renews.
+            self.next_round = min(self.next_round, now + HINTED_GAP)
+            return
         kept = [run for run in runs if run.job.id in held]
         self._executor.lease_renewed(kept, sent + self._lease_s * LEASE_TRUST)
         for run in runs:
