@@ -11,7 +11,7 @@ import os
 import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.types.json import set_json_loads
@@ -66,6 +66,13 @@ def seconds_to_next_job(
     """Seconds (by the database clock) until the earliest pending job of an unlimited queue
     is due; None if none."""
     return Claimer(timedelta(0), kinds, queues).seconds_to_next(conn)
+
+
+class Renewal(NamedTuple):
+    """A held run's answer to a renewal round: asked to stop; its lease extended."""
+
+    stop: bool
+    renewed: bool
 
 
 class EndedRuns(set[int]):
@@ -174,15 +181,17 @@ def release_jobs(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> set[int]
 
 def renew_leases(
     conn: psycopg.Connection[Any], jobs: Sequence[Job], lease: timedelta
-) -> dict[int, bool]:
+) -> dict[int, Renewal]:
     """Extend the leases of these runs by ``lease`` from the database clock, in one statement.
 
-    Returns, for each run still holding its job, whether someone asked it to stop; a run
-    missing from the answer lost its job (reaped, and maybe claimed again).
+    Returns, for each run still holding its job, whether someone asked it to stop and
+    whether its lease was extended (not when another statement held its row's lock: the
+    next round renews it); a run missing from the answer lost its job (reaped, and maybe
+    claimed again).
     """
     params = {**_fences(jobs), "lease": lease}
     rows = conn.execute(outcome_sql.JOBS_RENEW, params, prepare=False).fetchall()  # never kept
-    return {int(job_id): bool(stop) for job_id, stop in rows}
+    return {int(job_id): Renewal(bool(stop), bool(renewed)) for job_id, stop, renewed in rows}
 
 
 def _cancelled(cursor: psycopg.Cursor[Any]) -> set[int]:

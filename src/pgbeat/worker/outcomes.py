@@ -33,6 +33,12 @@ job_log = logging.getLogger("pgbeat.worker.jobs")  # observe/logs.JOB_LINES: don
 SUMMARY_EVERY = 60.0  # seconds between two summary lines of a worker's outcomes
 MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
 _DONE = Outcome("done")
+# A deadlock or serialization failure is the database choosing a victim among statements
+# locking the same rows (a cancel of many jobs, a workflow's advance, an operator's
+# UPDATE): nothing is wrong with the outcomes, so the batch is sent again, its groups
+# already written skipped, up to this many times before anything else is tried.
+TRANSIENT_TRIES = 5
+_TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 _UNASKED = "stopped for a cancel notification the database holds no request for: released"
 
 
@@ -96,10 +102,13 @@ class OutcomeBuffer:
         try:
             batch = self._decide(runs)
             decided = self._write(conn, batch)
-        except BaseException:
+        except BaseException as exc:
             with self._lock:  # an outcome is never dropped
                 self._runs[:0] = runs
                 self._since = self._since or time.monotonic()
+            if isinstance(exc, _TRANSIENT):  # TRANSIENT_TRIES victims in a row: later
+                log.warning("could not record %d outcomes yet: %s", len(runs), _first_line(exc))
+                return NOTHING_WRITTEN
             raise
         log_done = job_log.isEnabledFor(logging.INFO)
         for run, outcome in decided:
@@ -166,10 +175,10 @@ class OutcomeBuffer:
     def _write(self, conn: psycopg.Connection[Any], batch: _Batch) -> list[tuple[Run, Outcome]]:
         """Write a batch; if the database refuses it (not a lost connection), one by one."""
         try:
-            return batch.send(conn)
+            return _send_again_if_transient(conn, batch)
         except Exception as exc:
-            if is_connection_failure(exc, conn):
-                raise
+            if is_connection_failure(exc, conn) or isinstance(exc, _TRANSIENT):
+                raise  # kept for the next flush; nothing is wrong with a job
             log.warning(
                 "could not record %d outcomes at once (%s); recording them one by one",
                 len(batch.decided),
@@ -186,9 +195,9 @@ class OutcomeBuffer:
         stops the worker, as any bug does, with every outcome kept.
         """
         try:
-            return _Batch.of(run, outcome).send(conn)[0]
+            return _send_again_if_transient(conn, _Batch.of(run, outcome))[0]
         except Exception as exc:
-            if is_connection_failure(exc, conn):
+            if is_connection_failure(exc, conn) or isinstance(exc, _TRANSIENT):
                 raise
             refused = exc
         failed = Outcome(
@@ -200,6 +209,21 @@ class OutcomeBuffer:
             return _Batch.of(run, failed).send(conn)[0]
         except Exception as exc:
             raise exc from refused
+
+
+def _send_again_if_transient(
+    conn: psycopg.Connection[Any], batch: _Batch
+) -> list[tuple[Run, Outcome]]:
+    """Send the batch, again (from the group that failed) after a deadlock or a
+    serialization failure, up to TRANSIENT_TRIES times."""
+    for tries in range(1, TRANSIENT_TRIES + 1):
+        try:
+            return batch.send(conn)
+        except _TRANSIENT as exc:
+            if tries == TRANSIENT_TRIES:
+                raise
+            log.info("outcomes met %s; sending them again", type(exc).__name__)
+    raise AssertionError("unreachable")
 
 
 class _Batch:
@@ -215,6 +239,9 @@ class _Batch:
         self.failures: list[tuple[Job, str]] = []
         self.stops: list[tuple[Job, str]] = []  # runs stopped for a cancel
         self.steps_ended = False  # a workflow step ended: dependants may have been released
+        self.cancelled: set[int] = set()  # ids the written groups ended cancelled
+        self.stopped: set[int] = set()  # ids of the written stops
+        self.recorded = False  # the attempts history written
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
@@ -249,40 +276,50 @@ class _Batch:
         """Write the batch; return each run with the outcome it really had.
 
         A run whose job ended cancelled (superseded, or asked to stop) is recorded as
-        cancelled in the attempts history, whatever its handler did.
+        cancelled in the attempts history, whatever its handler did. Sent again after a
+        failure part-way, it writes only the groups not yet written.
         """
-        # No transaction: each statement is fenced by (id, attempt), so replaying the
-        # whole batch after a failure part-way is harmless.
-        cancelled: set[int] = set()
+        # No transaction: each statement is fenced by (id, attempt), so a group written
+        # twice would be harmless, but what it answered the first time would be lost.
         if self.done:
             if len(self.results) != len(self.done):  # a done outcome added without its result
                 self.results = [None] * len(self.done)
             completed = operations.complete_jobs(conn, self.done, self.results)
-            self.steps_ended = completed.steps
-            cancelled |= completed
+            self.steps_ended = self.steps_ended or completed.steps
+            self.cancelled |= completed
+            self.done, self.results = [], []
         if self.retries:
-            cancelled |= operations.retry_jobs(conn, self.retries)
+            self.cancelled |= operations.retry_jobs(conn, self.retries)
+            self.retries = []
         if self.snoozes:
-            cancelled |= operations.snooze_jobs(conn, self.snoozes)
+            self.cancelled |= operations.snooze_jobs(conn, self.snoozes)
+            self.snoozes = []
         if self.failures:
             failed = operations.fail_jobs(conn, self.failures)
             self.steps_ended = self.steps_ended or failed.steps
-            cancelled |= failed
+            self.cancelled |= failed
+            self.failures = []
         if self.released:
-            cancelled |= operations.release_jobs(conn, self.released)
-        stopped = {job.id for job, _ in self.stops}
+            self.cancelled |= operations.release_jobs(conn, self.released)
+            self.released = []
         if self.stops:
-            cancelled |= operations.stop_jobs(conn, self.stops)
+            self.cancelled |= operations.stop_jobs(conn, self.stops)
+            self.stopped |= {job.id for job, _ in self.stops}
+            self.stops = []
         decided = self.decided
-        if cancelled or stopped:
-            decided = [(run, _really(run, outcome, cancelled, stopped)) for run, outcome in decided]
+        if self.cancelled or self.stopped:
+            decided = [
+                (run, _really(run, outcome, self.cancelled, self.stopped))
+                for run, outcome in decided
+            ]
         unsuccessful = [
             (run.job, outcome.verdict, outcome.error, run.duration)
             for run, outcome in decided
             if outcome is not _DONE and outcome.verdict != "done"
         ]
-        if unsuccessful:  # the attempts history: nothing to write for a healthy batch
+        if unsuccessful and not self.recorded:  # the attempts history: none when healthy
             operations.record_attempts(conn, unsuccessful)
+            self.recorded = True
         return decided
 
 

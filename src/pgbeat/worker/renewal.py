@@ -67,18 +67,14 @@ class LeaseRenewer:
         if not runs:
             return
         sent = time.monotonic()
-        try:
-            held = operations.renew_leases(conn, [run.job for run in runs], self._lease)
-        except psycopg.errors.DeadlockDetected:
-            # The outcome writer ended some of these rows at once, locking them in another
-            # order; the database rolled this round back: the next one (soon) renews.
+        held = operations.renew_leases(conn, [run.job for run in runs], self._lease)
+        renewed = [run for run in runs if run.job.id in held and held[run.job.id].renewed]
+        self._executor.lease_renewed(renewed, sent + self._lease_s * LEASE_TRUST)
+        if len(renewed) < len(held):  # a row another statement had locked: renew it soon
             self.next_round = min(self.next_round, now + HINTED_GAP)
-            return
-        kept = [run for run in runs if run.job.id in held]
-        self._executor.lease_renewed(kept, sent + self._lease_s * LEASE_TRUST)
         for run in runs:
             if run.job.id not in held:
                 self._executor.interrupt(run, TimedOut(_LOST))
-        cancelled = {job_id for job_id, stop in held.items() if stop}
+        cancelled = {job_id for job_id, answer in held.items() if answer.stop}
         if cancelled:
             self._executor.cancel(cancelled)

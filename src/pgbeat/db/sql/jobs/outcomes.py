@@ -207,14 +207,32 @@ JOBS_RELEASE: LiteralString = (
 # (primary key), fenced by attempt like the outcomes: a run whose job was reaped and
 # claimed again gets no row back, and its worker gives it up. Says which jobs someone
 # asked to stop (cancel_requested_at): behind a pooler that is how their worker learns it.
+# Never waits for a row lock (SKIP LOCKED): the outcome writer ends some of the same rows
+# at the same moment, each statement locking them in the order its plan reads them, and
+# a renewal that waited could close a deadlock with it (seen in CI run 62). A row locked
+# by someone else is not renewed this round but still answered, as the statement's
+# snapshot shows it (renewed false): its run keeps its job and the next round renews it.
 # Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
 # whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
 JOBS_RENEW: LiteralString = """
-UPDATE jobs SET locked_until = now() + %(lease)s::interval
+WITH fenced AS MATERIALIZED (
+    SELECT id FROM jobs
+    WHERE id = ANY(%(ids)s::bigint[])
+      AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
+      AND status = 'running'
+    FOR UPDATE SKIP LOCKED
+), renewed AS (
+    UPDATE jobs SET locked_until = now() + %(lease)s::interval
+    FROM fenced WHERE jobs.id = fenced.id
+    RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS stop
+)
+SELECT id, stop, true FROM renewed
+UNION ALL
+SELECT id, cancel_requested_at IS NOT NULL, false FROM jobs
 WHERE id = ANY(%(ids)s::bigint[])
   AND attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], id)]
   AND status = 'running'
-RETURNING id, cancel_requested_at IS NOT NULL"""
+  AND id NOT IN (SELECT id FROM fenced)"""
 
 # Subscribes to the cancels of running jobs: JOBS_CANCEL, JOBS_CANCEL_KEYED and a
 # schedule's overlap = "cancel_other" send NOTIFY pgbeat_cancel with the job's id as the
