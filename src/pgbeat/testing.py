@@ -38,7 +38,7 @@ from pgbeat.observe import tracing
 from pgbeat.registry import Registry
 from pgbeat.worker.executor import Run, call_handler, call_handler_async
 from pgbeat.worker.outcomes import _Batch as OutcomeWrite  # the worker's writer of outcomes
-from pgbeat.worker.verdict import decide
+from pgbeat.worker.verdict import Outcome, decide
 
 __all__ = ["EnqueuedJob", "assert_enqueued", "drain", "refute_enqueued"]
 
@@ -189,6 +189,7 @@ class _Drainer:
         ran: list[int] = []
         while (claimed := self._claim()) is not None:
             if len(ran) >= DRAIN_LIMIT:
+                self._give_back(claimed[0])
                 raise RuntimeError(
                     f"drain ran {DRAIN_LIMIT} jobs and more are due: does a handler "
                     "enqueue its own kind without a delay?"
@@ -199,17 +200,32 @@ class _Drainer:
         return list(dict.fromkeys(ran))
 
     def _claim(self) -> tuple[Job, Any] | None:
-        # A large fan-out's children wait where they are held: released here, one parent a
-        # claim, as a worker releases what it did not take in time (claim_ready.py).
-        self.conn.execute(ready_sql.READY_RELEASE_STALE, {"stale": timedelta(0)})
-        row = self.conn.execute(
+        row = self._claim_next_due()
+        while row is None:
+            # A large fan-out's children wait where they are held: released once nothing
+            # else is due, one parent at a time, as a worker releases what it did not take
+            # in time (claim_ready.py); before every claim, it doubled a drain's statements.
+            released = self.conn.execute(
+                ready_sql.READY_RELEASE_STALE, {"stale": timedelta(0)}
+            ).fetchone()
+            if released is None or not (released[0] or released[1]):
+                return None
+            row = self._claim_next_due()
+        job = Job._make(row[:-1])._replace(payload=_decoded(row[2]))
+        return job, _decoded(row[-1])
+
+    def _give_back(self, job: Job) -> None:
+        """Return a job claimed past the limit to pending, its attempt given back, as a
+        worker releases what it did not run."""
+        now = time.monotonic()
+        run = Run(job, None, None, now, now, settled=True, finished_at=now)
+        OutcomeWrite.of(run, Outcome("released", "drain stopped at its limit")).send(self.conn)
+
+    def _claim_next_due(self) -> Any:
+        return self.conn.execute(
             testing_sql.JOBS_CLAIM_NEXT_DUE,
             {"now": self.now, "lease": DRAIN_TIMEOUT + timedelta(minutes=1)},
         ).fetchone()
-        if row is None:
-            return None
-        job = Job._make(row[:-1])._replace(payload=_decoded(row[2]))
-        return job, _decoded(row[-1])
 
     def _run(self, job: Job, meta: Any) -> Run:
         started = time.monotonic()

@@ -253,3 +253,20 @@ def test_the_helpers_on_djangos_connection_inside_atomic(
         assert drain(connection, registry) == {"done": 1}
         raise _RolledBack
     refute_enqueued(django_db, "order_confirmation")
+
+
+def test_a_drain_past_its_limit_leaves_no_job_running(
+    tx: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pgbeat.testing.DRAIN_LIMIT", 5)
+    registry = pgbeat.Registry()
+
+    @registry.handler("again")
+    def again(payload: dict[str, Any]) -> None:
+        pgbeat.enqueue(tx, "again")  # its own kind, due at once: it never ends
+
+    pgbeat.enqueue(tx, "again")
+    with pytest.raises(RuntimeError, match="drain ran 5 jobs and more are due"):
+        drain(tx, registry, now=T0, schedules=False)
+    rows = tx.execute("SELECT status, attempts, count(*) FROM jobs GROUP BY 1, 2").fetchall()
+    assert sorted(rows) == [("done", 1, 5), ("pending", 0, 1)]

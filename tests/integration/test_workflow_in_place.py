@@ -236,6 +236,7 @@ def test_the_repair_pass_leaves_them_to_the_claims(conn: psycopg.Connection[Any]
     assert children_by_state(conn, enqueued.id) == {"held": WIDTH}
 
 
+@pytest.mark.slow  # 1,202 jobs one by one: 5-20 s
 def test_testing_drain_runs_a_large_fan_out(conn: psycopg.Connection[Any]) -> None:
     ran: list[str] = []
     pgbeat.enqueue_workflow(conn, fan_out())

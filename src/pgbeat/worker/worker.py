@@ -203,6 +203,8 @@ class Worker:
         if self._listener is not None:
             self._listener.start()
         self._writer.start()
+        if any(not handler.is_async for handler in self._registry):
+            self._executor.start_threads()
         if self._retention is not None:
             self._retention.start()
         if self._workflow_repair is not None:
