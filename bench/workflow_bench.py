@@ -121,22 +121,30 @@ def measure_enqueue(url: str, children: int, repeat: int) -> dict[str, Any]:
 
 
 def measure_fan_out(url: str, children: int, repeat: int) -> dict[str, Any]:
+    """``repeat`` pairs of drains, the fan-out and as many independent jobs, each side
+    first in every other pair."""
     flows, plains, advances = [], [], []
-    for _ in range(repeat):
-        plains.append(drain(url, children, independent(children)))
-        flows.append(
-            drain(
-                url,
-                children + 2,
-                lambda c: _enqueued(pgbeat.enqueue_workflow(c, fan_out(children))),
+    for pair in range(repeat):
+        sides = ["plain", "flow"] if pair % 2 == 0 else ["flow", "plain"]
+        for side in sides:
+            if side == "plain":
+                plains.append(drain(url, children, independent(children)))
+                continue
+            flows.append(
+                drain(
+                    url,
+                    children + 2,
+                    lambda c: _enqueued(pgbeat.enqueue_workflow(c, fan_out(children))),
+                )
             )
-        )
-        with psycopg.connect(url, autocommit=True) as conn:
-            advances.append(fan_in_advance_ms(conn))
+            with psycopg.connect(url, autocommit=True) as conn:
+                advances.append(fan_in_advance_ms(conn))
+    scale = (children + 2) / children
     return {
         "independent_jobs_per_s": children / statistics.median(plains),
         "fan_out_jobs_per_s": (children + 2) / statistics.median(flows),
-        "ratio": statistics.median(plains) / statistics.median(flows) * (children + 2) / children,
+        "ratio": statistics.median(plains) / statistics.median(flows) * scale,
+        "pair_ratios": [plain / flow * scale for plain, flow in zip(plains, flows, strict=True)],
         "fan_in_advance_ms": advances,
     }
 

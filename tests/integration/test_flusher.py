@@ -19,6 +19,7 @@ from pgbeat.worker import operations
 from pgbeat.worker.executor import Run
 from pgbeat.worker.flusher import OutcomeFlusher
 from pgbeat.worker.outcomes import OutcomeBuffer
+from pgbeat.worker.sessions import warm_outcome_session
 from tests.helpers import statuses, wait_for
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1"
@@ -155,3 +156,25 @@ def test_a_write_names_the_watched_queues_its_jobs_left(
         assert statuses(conn) == {"done": 3}  # written before it was said
     finally:
         writer.close()
+
+
+def test_a_new_outcome_connection_calls_the_workflow_advance_once_on_nothing(
+    database_url: str,
+) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE advance_calls (ended text)")
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_ended() RETURNS void"
+            " LANGUAGE sql AS $$ INSERT INTO advance_calls"
+            " VALUES (current_setting('pgbeat.workflow_ended')) $$"
+        )
+        warm_outcome_session(conn)
+        assert conn.execute("SELECT ended FROM advance_calls").fetchall() == [("",)]
+
+
+def test_a_database_without_the_advance_leaves_the_connection_usable(
+    empty_database_url: str,
+) -> None:
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        warm_outcome_session(conn)  # no pgbeat schema here: the function does not exist
+        assert conn.execute("SELECT 1").fetchone() == (1,)

@@ -4,12 +4,16 @@ and why: durability traded for speed where at-least-once allows it, and plans ke
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 from pgbeat.db.connections import Connector, ReconnectBackoff
+from pgbeat.db.sql.jobs import outcomes as outcome_sql
+
+log = logging.getLogger("pgbeat.worker")
 
 # The session settings of the worker's two connections (claims, outcomes); worker_session says why.
 SESSION_SETTINGS = {
@@ -47,3 +51,15 @@ def worker_session(
     jit_above_cost, and a kept plan would be compiled at every execution.
     """
     return Connector(url, name, configure=configure, backoff=backoff, **SESSION_SETTINGS)
+
+
+def warm_outcome_session(conn: psycopg.Connection[Any]) -> None:
+    """Compile the workflow advance on a new outcome connection (outcomes.JOBS_WARM_ADVANCE
+    says why); a database that refuses it (an older schema, a role without the function)
+    only leaves the first step's end to compile it."""
+    try:
+        conn.execute(outcome_sql.JOBS_WARM_ADVANCE)
+    except psycopg.DatabaseError as exc:
+        if conn.broken:
+            raise
+        log.debug("did not warm the workflow advance: %s", exc)

@@ -39,7 +39,7 @@ from pgbeat.worker.listener import Listener
 from pgbeat.worker.outcomes import OutcomeBuffer
 from pgbeat.worker.renewal import LeaseRenewer
 from pgbeat.worker.retention import Retention
-from pgbeat.worker.sessions import SESSION_SETTINGS, worker_session
+from pgbeat.worker.sessions import SESSION_SETTINGS, warm_outcome_session, worker_session
 from pgbeat.worker.settings import WorkerSettings, resolve_timing
 from pgbeat.worker.timers import ClaimTimers
 from pgbeat.worker.workflow_repair import WorkflowRepair
@@ -99,7 +99,7 @@ class Worker:
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
         )
         self._writer = OutcomeFlusher(
-            worker_session(url, "pgbeat-worker-outcomes", backoff),
+            worker_session(url, "pgbeat-worker-outcomes", backoff, warm_outcome_session),
             self._recorder,
             batch=self._claim_threshold,
             window=BATCH_WINDOW,
