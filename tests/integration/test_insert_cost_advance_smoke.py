@@ -1,6 +1,6 @@
-"""``python -m bench.insert_cost`` and ``python -m bench.workflow_advance`` end to end at a
-tiny size: every row they report is there, so a changed statement or fixture breaks here
-rather than in a long run."""
+"""``python -m bench.insert_cost``, ``bench.workflow_advance`` and
+``bench.workflow_statements`` end to end at a tiny size: every row they report is there, so
+a changed statement or fixture breaks here rather than in a long run."""
 
 from __future__ import annotations
 
@@ -46,3 +46,18 @@ def test_workflow_advance_measures_each_connection(server_url: str) -> None:
         assert row["samples"] == 3
         assert 0 <= row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
     assert advance["pgbouncer, poll"]["max_ms"] < 5_000  # within a few polls of 0.2 s
+
+
+@pytest.mark.slow
+def test_workflow_statements_reports_each_side(server_url: str) -> None:
+    args = ["--children", "1000", "--batch", "100", "--rounds", "1"]
+    done = run_bench(server_url, "bench.workflow_statements", *args, timeout=180)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    for row in ("complete", "claim"):
+        assert set(report[row]) == {"children", "independent"}
+        for side in report[row].values():
+            assert side["statements"] >= 3
+            assert 0 < side["p25_ms"] <= side["median_ms"] <= side["p75_ms"]
+    assert [len(v) for v in report["root_end"].values()] == [1, 1]
