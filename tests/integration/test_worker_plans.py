@@ -56,7 +56,8 @@ NEVER_KEPT = {
 }
 # The rest of those modules: the limited claims keep their plans under QUEUES_LOCK's
 # settings (tests/integration/test_queues_cli.py checks them); JOBS_STATE runs on the
-# caller's connection (pgbeat.wait); LISTEN and UNLISTEN plan nothing.
+# caller's connection (pgbeat.wait); LISTEN and UNLISTEN plan nothing; JOBS_WARM_ADVANCE
+# runs once a connection, its plans the workflow advance's own (test_workflows.py).
 ELSEWHERE = {
     "JOBS_CLAIM_LIMITED",
     "JOBS_CLAIM_LIMITED_HEAD",
@@ -67,6 +68,7 @@ ELSEWHERE = {
     "JOBS_LISTEN_CANCEL",
     "JOBS_LISTEN_FINISHED",
     "JOBS_UNLISTEN_FINISHED",
+    "JOBS_WARM_ADVANCE",
 }
 
 
