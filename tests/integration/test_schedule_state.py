@@ -81,12 +81,16 @@ def test_a_resume_does_not_catch_up_when_no_replica_ran_during_the_pause(
     conn.execute("SELECT pg_sleep(1.1)")  # the pause lasts past t0
     state.resume_schedule(conn, "beat")
     found = state.get_schedule(conn, "beat")
-    assert found is not None and found.resumed_at is not None
-    resumed_at = found.resumed_at
+    assert found is not None and found.resumed_at is not None and found.paused_at is not None
+    paused_at, resumed_at = found.paused_at, found.resumed_at
     scheduler = Scheduler(database_url, None, heartbeat=False)  # starts after the resume
     result = scheduler.tick(conn, resumed_at + 2 * SECOND)
     fires = [datetime.fromisoformat(k.partition("@")[2]) for k in result.inserted]
-    assert fires and min(fires) > resumed_at and t0 <= resumed_at
+    # A period due between the schedule's creation and its pause (a second boundary
+    # crossed there, on a loaded machine: CI run 65) is caught up, as catch_up = "all"
+    # says; none of the pause's is.
+    assert fires and max(fires) > resumed_at and t0 <= resumed_at
+    assert not [fire for fire in fires if paused_at <= fire <= resumed_at]
     # the resume recorded the pause's periods itself: no replica can catch them up later
     skipped = [r for r in state.schedule_history(conn, "beat") if r.outcome == "skipped"]
     assert skipped and all(r.reason == "paused" and r.fire_at <= resumed_at for r in skipped)
