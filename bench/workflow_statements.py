@@ -33,6 +33,7 @@ import psycopg
 
 import pgbeat
 from bench import database, machine
+from bench.workflow_bench import fan_out
 from pgbeat.db.pooler import session_options
 from pgbeat.job import Job
 from pgbeat.worker import operations
@@ -48,14 +49,6 @@ UPDATE jobs SET status = 'running', attempts = 1, started_at = now(),
 WHERE status = 'pending'
   AND (workflow_id IS NULL
        OR id IN (SELECT child_id FROM pgbeat_workflow_edges WHERE parent_id = %(root)s))"""
-
-
-def fan_out(children: int) -> pgbeat.Workflow:
-    flow = pgbeat.Workflow("fan-out")
-    root = flow.add("noop", name="root")
-    reports = [flow.add("noop", {"customer": i}, after=root) for i in range(children)]
-    flow.add("noop", name="summary", after=reports)
-    return flow
 
 
 def summary(times: list[float]) -> dict[str, float]:
