@@ -187,7 +187,12 @@ def assert_usable(schedule: Schedule) -> None:
 # -- schedules.toml ---------------------------------------------------------------------------
 
 PURE = settings(max_examples=300, deadline=None)
-CROSS_CHECK = settings(max_examples=40, deadline=None)
+# Its cron strings are "mostly" valid and the invalid ones are assumed away: some seeds draw
+# more invalid ones than Hypothesis's filter health check allows (CI run 66: 9 kept, 50
+# dropped), which says nothing about the code under test.
+CROSS_CHECK = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much]
+)
 
 
 @PURE
