@@ -49,12 +49,12 @@ def test_a_renewal_skips_a_row_another_statement_holds_and_keeps_its_run(
     before = lease_of(conn, first), lease_of(conn, second)
     with (
         psycopg.connect(database_url) as holder,
-        psycopg.connect(database_url, autocommit=True, options="-c lock_timeout=5s") as renewer,
+        # A renewal that waited for the lock would fail here (LockNotAvailable), whatever
+        # the machine's load: lock_timeout counts only the wait for a lock.
+        psycopg.connect(database_url, autocommit=True, options="-c lock_timeout=1s") as renewer,
     ):
         holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (first.id,))
-        started = time.monotonic()
         answer = operations.renew_leases(renewer, [first, second], LEASE)
-        assert time.monotonic() - started < 2, "the renewal waited for the lock"
         assert answer == {
             first.id: operations.Renewal(stop=False, renewed=False),
             second.id: operations.Renewal(stop=False, renewed=True),
