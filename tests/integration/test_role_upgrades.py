@@ -1,8 +1,9 @@
 """Upgrades keep a least-privilege deployment working: a database set up with the roles of
 docs/least-privilege.sql at migration 0007 (the oldest the script supports) is upgraded by
 ``pgbeat migrate`` to the newest, which grants the roles what the new schema needs (the
-claim's ``started_at`` of 0013, the snooze count of 0015, ...); then a worker, a scheduler
-and an enqueuer run under their roles, without an operator re-running the script."""
+claim's ``started_at`` of 0013, the snooze count of 0015, the ready parents of 0032, ...);
+then a worker, a scheduler and an enqueuer run under their roles, and the worker role
+claims a large fan-out where it is held, without an operator re-running the script."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pgbeat.db import migrate, roles
 from pgbeat.db.sql import migrations as migration_sql
 from tests.helpers import run_cli, run_cli_here
 from tests.integration.test_least_privilege import role_url, roles_run_a_job_each
+from tests.integration.test_workflows_roles import claims_a_large_fan_out_in_place
 
 ROOT = str(Path(__file__).resolve().parents[2])
 OLDEST_WITH_ROLES = 7
@@ -64,6 +66,8 @@ def test_migrate_keeps_a_least_privilege_deployment_working(
     assert migrated.returncode == 0, migrated.stderr
     assert f"roles updated: pgbeat_*{suffix}" in migrated.stdout
     roles_run_a_job_each(logins, empty_database_url, tmp_path, timeout=60)
+    with psycopg.connect(empty_database_url, autocommit=True) as owner:
+        claims_a_large_fan_out_in_place(logins, owner)  # migration 0032's table, upgraded
 
 
 def test_pgbeat_roles_prints_the_documented_script() -> None:

@@ -92,19 +92,24 @@ def test_the_worker_role_claims_a_large_fan_out_in_place_and_releases_it(
     logins: dict[str, str],  # noqa: F811
     conn: psycopg.Connection[Any],
 ) -> None:
+    claims_a_large_fan_out_in_place(logins, conn)
+
+
+def claims_a_large_fan_out_in_place(urls: dict[str, str], conn: psycopg.Connection[Any]) -> None:
     """Migration 0032's ready row: written by the advance (the admin's rights), moved on by
-    the worker role's claims, released by its read of the held queues when stale."""
+    the worker role's claims, released by its read of the held queues when stale (``urls``:
+    the logins by group; ``conn``: the owner's, to count)."""
     from pgbeat.db.sql.jobs import claim_ready as ready_sql
 
     flow = pgbeat.Workflow()
     root = flow.add("noop", name="root")
     for i in range(1000):
         flow.add("noop", {"i": i}, after=root)
-    with psycopg.connect(logins["enqueue"], autocommit=True) as web:
+    with psycopg.connect(urls["enqueue"], autocommit=True) as web:
         enqueued = pgbeat.enqueue_workflow(web, flow)
-    _end(logins["worker"], enqueued.jobs["root"], "done")
+    _end(urls["worker"], enqueued.jobs["root"], "done")
     params = {"limit": 600, "lease": timedelta(minutes=1), "kinds": None, "queues": None}
-    with psycopg.connect(logins["worker"], autocommit=True) as worker:
+    with psycopg.connect(urls["worker"], autocommit=True) as worker:
         rows = worker.execute(ready_sql.JOBS_CLAIM_READY, params).fetchall()
         assert len([row for row in rows if row[0] is not None]) == 600
         worker.execute("SELECT pg_sleep(0.02)")
