@@ -118,19 +118,16 @@ class Executor:
             # After the runs are queued: the first thread made takes one at once, rather
             # than every run waiting for all the threads (10-11 ms for 100, the first job
             # of a worker, measured: a workflow's root waited that long).
-            self._ensure_threads()
+            self.start_threads()
         if async_runs:
             # One wake-up of the loop per batch: run_coroutine_threadsafe for each run would
             # cost a cross-thread future and a wake-up apiece.
             self._ensure_loop().call_soon_threadsafe(self._start_tasks, async_runs)
 
     def start_threads(self) -> None:
-        """Make the handler threads now (a worker starting, with handlers that are not
-        async): made at the first claim instead, they kept its jobs waiting 10-11 ms for
-        100 of them, and the loop from its next claim."""
-        self._ensure_threads()
-
-    def _ensure_threads(self) -> None:
+        """Make the handler threads that are missing: a worker with handlers that are not
+        async makes them as it starts (made at the first claim, they kept its jobs waiting
+        10-11 ms for 100 of them, and the loop from its next claim)."""
         while len(self._threads) < self.concurrency:
             thread = threading.Thread(
                 target=self._thread_main, name=f"pgbeat-handler-{len(self._threads)}", daemon=True

@@ -177,7 +177,7 @@ class OutcomeBuffer:
         try:
             return _send_again_if_transient(conn, batch)
         except Exception as exc:
-            if is_connection_failure(exc, conn) or isinstance(exc, _TRANSIENT):
+            if _no_jobs_fault(exc, conn):
                 raise  # kept for the next flush; nothing is wrong with a job
             log.warning(
                 "could not record %d outcomes at once (%s); recording them one by one",
@@ -197,7 +197,7 @@ class OutcomeBuffer:
         try:
             return _send_again_if_transient(conn, _Batch.of(run, outcome))[0]
         except Exception as exc:
-            if is_connection_failure(exc, conn) or isinstance(exc, _TRANSIENT):
+            if _no_jobs_fault(exc, conn):
                 raise
             refused = exc
         failed = Outcome(
@@ -209,6 +209,12 @@ class OutcomeBuffer:
             return _Batch.of(run, failed).send(conn)[0]
         except Exception as exc:
             raise exc from refused
+
+
+def _no_jobs_fault(exc: Exception, conn: psycopg.Connection[Any]) -> bool:
+    """A lost connection, or a deadlock's victim again and again: the outcomes wait for
+    the next flush, none is failed for it."""
+    return is_connection_failure(exc, conn) or isinstance(exc, _TRANSIENT)
 
 
 def _send_again_if_transient(
