@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 import pgbeat
 from pgbeat.job import Job
@@ -82,6 +83,41 @@ def test_foreign_kinds_at_the_head_switch_to_the_claim_by_queue_and_kind(
     assert {job.kind for batch in taken for job in batch} == {"noop"}
     assert statuses(conn, "other") == {"pending": HELD_AHEAD}  # foreign kinds untouched
     assert statuses(conn, "noop") == {"running": len(spec), "pending": 1}  # not the delayed
+
+
+@pytest.mark.parametrize("kinds", [["noop"], ["noop", "absent"]])
+def test_one_queue_and_one_kind_are_claimed_as_by_the_claim_of_many(
+    conn: psycopg.Connection[Any], kinds: list[str]
+) -> None:
+    """The hint names one queue: a worker of one kind claims it with
+    JOBS_CLAIM_ONE_QUEUE_KIND, one of two kinds with JOBS_CLAIM_BY_QUEUE_KIND. Both take its
+    unkeyed and keyed jobs merged in claim order, neither a foreign kind's job nor a delayed
+    one."""
+    foreign_head(conn)
+    spec = [  # (limit_key, priority, minutes after PAST)
+        (None, 0, 5),
+        ("k1", 0, 1),
+        (None, 3, 9),
+        ("k2", -1, 0),
+        (None, 0, 3),
+        ("k1", 3, 4),
+    ]
+    ids = {
+        pgbeat.enqueue(
+            conn, "noop", limit_key=key, priority=p, run_at=PAST + timedelta(minutes=m)
+        ): (key, p, m)
+        for key, p, m in spec
+    }
+    pgbeat.enqueue(conn, "other", run_at=PAST)  # foreign, in the same queue
+    pgbeat.enqueue(conn, "noop", run_at=datetime.now(UTC) + timedelta(hours=1))  # delayed
+    claimer = Claimer(LEASE, kinds)
+    taken = batches(claimer, conn, 2)
+    assert claimer._by_kind() and claimer._due.names == ["default"]
+    expected = [{("k1", 3, 4), (None, 3, 9)}, {("k1", 0, 1), (None, 0, 3)}]
+    expected += [{(None, 0, 5), ("k2", -1, 0)}]
+    assert [{ids[job.id] for job in batch} for batch in taken] == expected
+    assert statuses(conn, "other") == {"pending": HELD_AHEAD + 1}
+    assert statuses(conn, "noop") == {"running": len(spec), "pending": 1}
 
 
 def test_a_few_foreign_jobs_keep_the_fast_claim(conn: psycopg.Connection[Any]) -> None:

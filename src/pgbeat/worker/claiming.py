@@ -230,6 +230,10 @@ class Claimer:
             assert self.kinds is not None
             if not self.queues:
                 params["queues"] = self._due.names_for(conn, self.kinds, self._held_pending)
+            queues, kinds = params["queues"], self.kinds
+            if len(queues) == 1 and len(kinds) == 1 and queues[0] not in self._held_pending:
+                statement = heads_sql.JOBS_CLAIM_ONE_QUEUE_KIND  # the same, without joins
+                params.update(queue=queues[0], kind=kinds[0])
         elif self.queues or self._held_ahead >= HELD_AHEAD:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:
