@@ -72,3 +72,24 @@ def test_a_paused_queue_starts_nothing_while_others_drain(
         pgbeat.resume_queue(conn, "held")
         wait_for(lambda: len(spans(conn)) == 80, timeout=60, interval=0.05)
     assert sum(s.queue == "held" for s in spans(conn)) == 20
+
+
+@pytest.mark.slow
+def test_workers_behind_a_foreign_backlog_take_each_job_once(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Three worker processes whose head of the claim order is a foreign kind's backlog
+    claim by queue and kind (one queue, one kind: JOBS_CLAIM_ONE_QUEUE_KIND) at once:
+    every job runs once, none of the foreign kind is taken."""
+    conn.execute(SETUP.encode())
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at) SELECT 'other', '{}', now() - interval '1 day'"
+        " FROM generate_series(1, 200)"
+    )
+    ids = pgbeat.enqueue_many(conn, [pgbeat.NewJob("span") for _ in range(600)])
+    with workers(database_url, 3, ["--concurrency", "10", "--poll", "200ms"]):
+        wait_for(lambda: len(spans(conn)) >= 600, timeout=120, interval=0.05)
+    ran = [s.job_id for s in spans(conn)]
+    assert sorted(ran) == sorted(ids)  # each once
+    rows = conn.execute("SELECT status, count(*) FROM jobs WHERE kind = 'other' GROUP BY 1")
+    assert rows.fetchall() == [("pending", 200)]
