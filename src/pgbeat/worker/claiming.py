@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from pgbeat.db.literals import text_array
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
@@ -228,12 +229,11 @@ class Claimer:
         if self._by_kind():  # each (queue, kind)'s head: never step over what it cannot take
             statement = heads_sql.JOBS_CLAIM_BY_QUEUE_KIND
             assert self.kinds is not None
-            if not self.queues:
-                params["queues"] = self._due.names_for(conn, self.kinds, self._held_pending)
-            queues, kinds = params["queues"], self.kinds
-            if len(queues) == 1 and len(kinds) == 1 and queues[0] not in self._held_pending:
-                statement = heads_sql.JOBS_CLAIM_ONE_QUEUE_KIND  # the same, without joins
-                params.update(queue=queues[0], kind=kinds[0])
+            queues = self.queues or self._due.names_for(conn, self.kinds, self._held_pending)
+            params["queues"] = _names(queues)
+            if len(queues) == 1 and len(self.kinds) == 1 and queues[0] not in self._held_pending:
+                statement = heads_sql.JOBS_CLAIM_ONE_QUEUE_KIND  # the same, without arrays
+                params.update(queue=queues[0], kind=self.kinds[0])
         elif self.queues or self._held_ahead >= HELD_AHEAD:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:
@@ -253,12 +253,13 @@ class Claimer:
         return rows
 
     def _params(self, limit: int) -> dict[str, Any]:
+        """A claim's parameters, the lists of names as array literals (_names)."""
         return {
             "limit": limit,
             "lease": self.lease,
-            "kinds": self.kinds,
-            "queues": self.queues,
-            "held": self._held_pending,
+            "kinds": _names(self.kinds),
+            "queues": _names(self.queues),
+            "held": _names(self._held_pending),
         }
 
     def _read_held(
@@ -388,3 +389,9 @@ class Claimer:
         elif not more:  # every key with jobs is saturated: no need to look again at once
             self._rests.keys_found_none(queue, now)
         return more
+
+
+def _names(names: Sequence[str] | None) -> str | None:
+    """Names as one array literal (db/literals.py; every claim statement casts it to text[]):
+    psycopg's list adapter cost a claim of 10 about 0.07 ms of its 0.8-0.9 ms round trip."""
+    return None if names is None else text_array(names)
