@@ -89,10 +89,9 @@ def test_foreign_kinds_at_the_head_switch_to_the_claim_by_queue_and_kind(
 def test_one_queue_and_one_kind_are_claimed_as_by_the_claim_of_many(
     conn: psycopg.Connection[Any], kinds: list[str]
 ) -> None:
-    """The hint names one queue: a worker of one kind claims it with
-    JOBS_CLAIM_ONE_QUEUE_KIND, one of two kinds with JOBS_CLAIM_BY_QUEUE_KIND. Both take its
-    unkeyed and keyed jobs merged in claim order, neither a foreign kind's job nor a delayed
-    one."""
+    """The hint names one queue: a worker of one kind or of two claims it by queue and
+    kind, its unkeyed and keyed jobs merged in claim order, neither a foreign kind's job
+    nor a delayed one."""
     foreign_head(conn)
     spec = [  # (limit_key, priority, minutes after PAST)
         (None, 0, 5),

@@ -79,8 +79,8 @@ def test_workers_behind_a_foreign_backlog_take_each_job_once(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     """Three worker processes whose head of the claim order is a foreign kind's backlog
-    claim by queue and kind (one queue, one kind: JOBS_CLAIM_ONE_QUEUE_KIND) at once:
-    every job runs once, none of the foreign kind is taken."""
+    claim by queue and kind at once: every job runs once, none of the foreign kind is
+    taken."""
     conn.execute(SETUP.encode())
     conn.execute(
         "INSERT INTO jobs (kind, payload, run_at) SELECT 'other', '{}', now() - interval '1 day'"

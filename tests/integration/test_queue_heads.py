@@ -79,7 +79,6 @@ READS = {
     "JOBS_CLAIM_LIMITED_HEAD": (limited_sql, "keyed", True),
     "JOBS_CLAIM_FAIR": (limited_sql, "fair", True),
     "JOBS_CLAIM_BY_QUEUE_KIND": (heads_sql, None, True),
-    "JOBS_CLAIM_ONE_QUEUE_KIND": (heads_sql, "default", True),
     "JOBS_DUE_QUEUES": (heads_sql, None, False),  # one probe per queue: EXISTS
     "QUEUES_HELD": (queue_sql, None, True),
     "QUEUES_LIST": (queue_sql, None, False),  # a page's counts: the page's queues
@@ -138,11 +137,9 @@ def test_every_read_of_a_queue_uses_its_two_indexes_a_bounded_head_at_a_time(
             "ahead": 100,
             "name": None,
             "span": 5000,
-            "kind": "noop",
         }
         for label, (module, queue, bounded) in READS.items():
-            by_kind = ("JOBS_CLAIM_BY_QUEUE_KIND", "JOBS_CLAIM_ONE_QUEUE_KIND", "JOBS_DUE_QUEUES")
-            if kinds is None and label in by_kind:
+            if kinds is None and label in ("JOBS_CLAIM_BY_QUEUE_KIND", "JOBS_DUE_QUEUES"):
                 continue  # a worker with kinds only (claiming.py's _by_kind)
             statement = getattr(module, label)
             with conn.transaction():

@@ -43,7 +43,6 @@ KEPT = {
     "JOBS_META": (meta_sql, "jobs_pkey"),
     "QUEUES_HELD": (queue_sql, "jobs_claim_queue_keyed"),  # its bounded probe of each held queue
     "JOBS_CLAIM_BY_QUEUE_KIND": (heads_sql, "Index Scan using jobs_claim_queue_keyed"),
-    "JOBS_CLAIM_ONE_QUEUE_KIND": (heads_sql, "Index Scan using jobs_claim_queue_keyed"),
     "JOBS_DUE_QUEUES": (heads_sql, "using jobs_claim_queue_unkeyed"),
     "JOBS_KINDS_AHEAD": (heads_sql, "Index Scan using jobs_claim_order"),
 }
@@ -105,13 +104,10 @@ def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
     by_queue = Claimer(LEASE, ["noop"], ["default"])
     assert by_queue.claim(conn, 50) == []  # JOBS_CLAIM_BY_QUEUE
     by_queue._next_due(conn, "api", 0.0)  # JOBS_SECONDS_TO_NEXT_LIMITED
-    by_kind = Claimer(LEASE, ["noop", "other"])
+    by_kind = Claimer(LEASE, ["noop"])
     assert by_kind.claim(conn, 50) == []  # reads the held queues and JOBS_KINDS_AHEAD
     by_kind._foreign_ahead = 100  # as if foreign kinds filled the head of the claim order
     assert by_kind._claim_fast(conn, 50) == []  # JOBS_DUE_QUEUES, JOBS_CLAIM_BY_QUEUE_KIND
-    one = Claimer(LEASE, ["noop"], ["default"])
-    one._foreign_ahead = 100
-    assert one._claim_fast(conn, 50) == []  # JOBS_CLAIM_ONE_QUEUE_KIND
     now = datetime.now(UTC)
     job = Job(1, "noop", {}, 1, 3, now, now, None)
     operations.complete_jobs(conn, [job])

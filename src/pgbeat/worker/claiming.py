@@ -229,11 +229,8 @@ class Claimer:
         if self._by_kind():  # each (queue, kind)'s head: never step over what it cannot take
             statement = heads_sql.JOBS_CLAIM_BY_QUEUE_KIND
             assert self.kinds is not None
-            queues = self.queues or self._due.names_for(conn, self.kinds, self._held_pending)
-            params["queues"] = _names(queues)
-            if len(queues) == 1 and len(self.kinds) == 1 and queues[0] not in self._held_pending:
-                statement = heads_sql.JOBS_CLAIM_ONE_QUEUE_KIND  # the same, without arrays
-                params.update(queue=queues[0], kind=self.kinds[0])
+            if not self.queues:
+                params["queues"] = _names(self._due.names_for(conn, self.kinds, self._held_pending))
         elif self.queues or self._held_ahead >= HELD_AHEAD:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:
