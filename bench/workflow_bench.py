@@ -4,11 +4,14 @@ Rows (docs/workflows.md): ``enqueue_workflow`` of 1 root + N children + 1 summar
 of that fan-out against the drain of N independent jobs (alternated, same worker), and of
 its children once the root ended and ANALYZE ran; the
 advance of the N -> 1 fan-in (the summary's start after its last parent's end) and of
-small diamonds; plain jobs drained with the workflow triggers and without them (dropped
-on a twin database: what a queue that never uses workflows pays), alternated.
-Each drain runs an in-process Worker (100 slots) on a fresh database. With ``--base-src``
-(another revision's ``src/``), only the fan-out row runs, for that revision and this one
-alternated, each in a child process on a fresh database of its own: before/after in one run.
+small diamonds. Each drain runs an in-process Worker (100 slots) on a fresh database.
+
+With ``--base-src`` (another revision's ``src/``), one row runs for that revision and this
+one alternated, each in a child process on a fresh database of its own: before/after in
+one run. The fan-out row by default; with ``--plain``, the drain of ``--plain-jobs``
+independent jobs (what a queue that never uses workflows pays), and with
+``--base-without-trigger`` the base's database has its workflow advance trigger dropped
+(migrations 0017-0032 had one; 0033 advances from the statements that end jobs instead).
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ TIMEOUT = 600.0
 
 
 @contextmanager
-def fresh(admin: str, name: str, triggers: bool = True) -> Iterator[str]:
-    """A migrated database of its own; ``triggers=False`` drops the workflow triggers."""
+def fresh(admin: str, name: str, trigger: bool = True) -> Iterator[str]:
+    """A migrated database of its own; ``trigger=False`` drops the workflow advance's row
+    trigger where the revision's migrations made one (before 0033)."""
     with database.fresh_database(admin, name) as url, psycopg.connect(url, autocommit=True) as c:
         pgbeat.apply_migrations(c)
-        if not triggers:
-            c.execute("DROP TRIGGER jobs_workflow_advance ON jobs")
-            c.execute("DROP TRIGGER jobs_workflow_forget ON jobs")
+        if not trigger:
+            c.execute("DROP TRIGGER IF EXISTS jobs_workflow_advance ON jobs")
         yield url
 
 
@@ -199,23 +202,11 @@ def measure_diamonds(url: str, count: int) -> dict[str, Any]:
     }
 
 
-def measure_plain(admin: str, jobs: int, repeat: int) -> dict[str, Any]:
-    """Plain jobs with the workflow triggers (A) and without them (B), alternated."""
-    with fresh(admin, "wf_plain_a") as a, fresh(admin, "wf_plain_b", triggers=False) as b:
-        with_triggers, without = [], []
-        for run in range(repeat):  # alternated, and each goes first every other run
-            if run % 2:
-                with_triggers.append(drain(a, jobs, independent(jobs)))
-            without.append(drain(b, jobs, independent(jobs)))
-            if not run % 2:
-                with_triggers.append(drain(a, jobs, independent(jobs)))
-    paired = [w / t for w, t in zip(without, with_triggers, strict=True)]
-    return {
-        "jobs": jobs,
-        "with_triggers_jobs_per_s": jobs / statistics.median(with_triggers),
-        "without_triggers_jobs_per_s": jobs / statistics.median(without),
-        "ratio_median_paired": statistics.median(paired),
-    }
+def plain_child(jobs: int, trigger: bool) -> dict[str, Any]:
+    """The drain of ``jobs`` independent jobs on a fresh database, in a child importing
+    pgbeat from its PYTHONPATH."""
+    with fresh(database.admin_url(), "wf_plain", trigger=trigger) as url:
+        return {"jobs_per_s": jobs / drain(url, jobs, independent(jobs))}
 
 
 def fan_out_child(children: int, repeat: int) -> dict[str, Any]:
@@ -224,24 +215,51 @@ def fan_out_child(children: int, repeat: int) -> dict[str, Any]:
         return measure_fan_out(url, children, repeat)
 
 
-def measure_against(base: Path, children: int, repeat: int) -> dict[str, Any]:
-    """The fan-out row for ``base`` and this revision, alternated (base first every other
-    run), one child process each time."""
+def _alternated(
+    base: Path, repeat: int, child: list[str], base_child: list[str], figure: str
+) -> dict[str, list[dict[str, Any]]]:
+    """``repeat`` runs of the child for ``base`` and this revision, alternated (base first
+    every other run), one child process each time."""
     here = Path(__file__).resolve().parent.parent / "src"
     runs: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
     for run in range(repeat):
-        order = [("base", base), ("this", here)]
-        for side, src in order if run % 2 == 0 else order[::-1]:
+        order = [("base", base, base_child), ("this", here, child)]
+        for side, src, arguments in order if run % 2 == 0 else order[::-1]:
             done = subprocess.run(
-                [sys.executable, "-m", "bench.workflow_bench", "--fan-out-child",
-                 "--children", str(children)],
+                [sys.executable, "-m", "bench.workflow_bench", *arguments],
                 env=machine.revision_env(src), capture_output=True, text=True,
                 timeout=TIMEOUT, check=False,
             )  # fmt: skip
             if done.returncode != 0:
                 raise RuntimeError(f"the {side} child failed: {done.stderr[-2000:]}")
             runs[side].append(json.loads(done.stdout))
-            print(f"{side}: ratio {runs[side][-1]['ratio']:.3f}", file=sys.stderr)
+            print(f"{side}: {figure} {runs[side][-1][figure]:.3f}", file=sys.stderr)
+    return runs
+
+
+def measure_plain_against(base: Path, jobs: int, repeat: int, base_trigger: bool) -> dict[str, Any]:
+    """The drain of ``jobs`` independent jobs for ``base`` and this revision, alternated;
+    ``base_trigger=False`` drops the base's workflow advance trigger."""
+    child = ["--plain-child", "--plain-jobs", str(jobs)]
+    base_child = child if base_trigger else [*child, "--base-without-trigger"]
+    runs = _alternated(base, repeat, child, base_child, "jobs_per_s")
+    pairs = zip(runs["this"], runs["base"], strict=True)
+    paired = [t["jobs_per_s"] / b["jobs_per_s"] for t, b in pairs]
+    return {
+        "jobs": jobs,
+        "base_trigger": base_trigger,
+        "base_jobs_per_s": [round(r["jobs_per_s"]) for r in runs["base"]],
+        "this_jobs_per_s": [round(r["jobs_per_s"]) for r in runs["this"]],
+        "this_over_base_paired": [round(r, 3) for r in paired],
+        "this_over_base_median_paired": round(statistics.median(paired), 3),
+    }
+
+
+def measure_against(base: Path, children: int, repeat: int) -> dict[str, Any]:
+    """The fan-out row for ``base`` and this revision, alternated (base first every other
+    run), one child process each time."""
+    child = ["--fan-out-child", "--children", str(children)]
+    runs = _alternated(base, repeat, child, child, "ratio")
     return {
         side: {
             "ratios": [round(r["ratio"], 3) for r in rows],
@@ -257,17 +275,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workflow_bench", description=__doc__)
     parser.add_argument("--children", type=int, default=10_000, help="fan-out width (10,000)")
     parser.add_argument("--diamonds", type=int, default=300, help="diamonds drained (300)")
-    parser.add_argument("--plain-jobs", type=int, default=20_000, help="A/B drain size (20,000)")
+    parser.add_argument("--plain-jobs", type=int, default=20_000, help="plain drain size (20,000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each row (3)")
     parser.add_argument("--output", type=Path, help="write the rows as JSON here")
-    parser.add_argument("--base-src", type=Path, help="another revision's src/: fan-out A/B")
+    parser.add_argument("--base-src", type=Path, help="another revision's src/: A/B")
+    parser.add_argument("--plain", action="store_true", help="A/B the plain drain")
+    parser.add_argument(
+        "--base-without-trigger", action="store_true", help="drop the base's advance trigger"
+    )
     parser.add_argument("--fan-out-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.fan_out_child:
         print(json.dumps(fan_out_child(args.children, 1)))
         return 0
+    if args.plain_child:
+        print(json.dumps(plain_child(args.plain_jobs, not args.base_without_trigger)))
+        return 0
     admin = database.admin_url()
     report: dict[str, Any] = {"load_average_1m_at_start": machine.load()}
+    if args.base_src is not None and args.plain:
+        report["plain_drain_ab"] = measure_plain_against(
+            args.base_src, args.plain_jobs, args.repeat, not args.base_without_trigger
+        )
+        report["load_average_1m_at_end"] = machine.load()
+        print(json.dumps(report, indent=2))
+        return 0
     if args.base_src is not None:
         report["fan_out_drain_ab"] = measure_against(args.base_src, args.children, args.repeat)
         report["load_average_1m_at_end"] = machine.load()
@@ -280,7 +313,6 @@ def main(argv: list[str] | None = None) -> int:
             url, args.children, args.repeat
         )
         report["diamond_advance"] = measure_diamonds(url, args.diamonds)
-    report["plain_jobs_ab"] = measure_plain(admin, args.plain_jobs, args.repeat)
     report["load_average_1m_at_end"] = machine.load()
     machine.dump(report, args.output)
     return 0

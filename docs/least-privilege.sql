@@ -100,6 +100,8 @@ BEGIN
                                 'text, integer, text, text, text[])',
                                 'pgbeat_workflow_note(bigint,text)',
                                 'pgbeat_workflow_advance()', 'pgbeat_workflow_advance_ended()',
+                                'pgbeat_workflow_advance(bigint[])',
+                                'pgbeat_workflow_advance_round(bigint[])',
                                 'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()',
                                 'pgbeat_text_problem(text,text,boolean,integer,boolean)'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
@@ -266,8 +268,9 @@ $$;
 
 -- Workflows (migration 0017). Enqueue inserts a workflow, its steps' jobs (with their
 -- workflow_id) and its steps and edges, and reads a key's workflow back. The advance (a
--- step's end releasing or cancelling its dependants) and the clean-up of a deleted step's
--- rows are triggers owned by the admin that run with its rights (SECURITY DEFINER), so a
+-- step's end releasing or cancelling its dependants: pgbeat_workflow_advance, called by
+-- the statement that ends it, migration 0033) and the clean-up of a deleted step's rows (a
+-- trigger) are owned by the admin and run with its rights (SECURITY DEFINER), so a
 -- worker, an operator or the dashboard ending a step advances its workflow without rights
 -- on these tables. Workers read parents' results and run the repair pass (it releases or
 -- cancels held steps as a worker may, and deletes workflows with no step left).

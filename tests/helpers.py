@@ -259,6 +259,33 @@ def statuses(conn: psycopg.Connection[Any]) -> dict[str, int]:
     return {status: count for status, count in rows}
 
 
+_END_JOBS: LiteralString = """
+WITH ended AS (
+    UPDATE jobs SET status = %(status)s, finished_at = now(),
+                    result = coalesce(%(result)s::jsonb, result)
+    WHERE id = ANY(%(ids)s::bigint[])
+    RETURNING id, status, workflow_id
+)"""
+_ENDED_COUNT: LiteralString = """
+SELECT count(*) FROM ended, advanced"""
+
+
+def end_jobs(
+    conn: psycopg.Connection[Any], ids: Sequence[int], status: str, result: str | None = None
+) -> int:
+    """End jobs as pgbeat's own statements end them (a worker's outcome, a cancel): the
+    update and the advance of the workflow steps it ended, in one statement
+    (db/sql/ended_steps.py). An UPDATE by hand advances nothing (the repair pass's to find).
+    Returns the rows ended."""
+    from pgbeat.db.sql.ended_steps import _ADVANCED
+
+    statement = _END_JOBS + _ADVANCED + _ENDED_COUNT
+    params = {"ids": list(ids), "status": status, "result": result}
+    row = conn.execute(statement, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def claim_statements() -> dict[str, LiteralString]:
     """Every claim statement of ``db/sql/jobs/claim.py`` and ``claim_limited.py``
     (``JOBS_CLAIM...``) by its name."""

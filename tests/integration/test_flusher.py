@@ -162,14 +162,14 @@ def test_a_new_outcome_connection_calls_the_workflow_advance_once_on_nothing(
     database_url: str,
 ) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE advance_calls (ended text)")
+        conn.execute("CREATE TABLE advance_calls (ended bigint[])")
         conn.execute(
-            "CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_ended() RETURNS void"
-            " LANGUAGE sql AS $$ INSERT INTO advance_calls"
-            " VALUES (current_setting('pgbeat.workflow_ended')) $$"
+            "CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_round(ended bigint[])"
+            " RETURNS bigint[] LANGUAGE sql AS $$ INSERT INTO advance_calls VALUES (ended)"
+            " RETURNING '{}'::bigint[] $$"
         )
-        warm_outcome_session(conn)
-        assert conn.execute("SELECT ended FROM advance_calls").fetchall() == [("",)]
+        warm_outcome_session(conn)  # a step that cannot exist: plans the round's statements
+        assert conn.execute("SELECT ended FROM advance_calls").fetchall() == [([0],)]
 
 
 def test_a_database_without_the_advance_leaves_the_connection_usable(

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 import pgbeat
-from tests.helpers import wait_for
+from tests.helpers import end_jobs, wait_for
 
 HELD = "9999-12-29 00:00:00+00"
 
@@ -32,7 +32,7 @@ def two_parents(conn: psycopg.Connection[Any]) -> dict[str, int]:
 
 
 def end(conn: psycopg.Connection[Any], job_id: int, status: str = "done") -> None:
-    conn.execute("UPDATE jobs SET status = %s, finished_at = now() WHERE id = %s", [status, job_id])
+    end_jobs(conn, [job_id], status)
 
 
 def held(conn: psycopg.Connection[Any], job_id: int) -> bool:
@@ -91,10 +91,7 @@ def test_two_parents_ended_in_one_statement_release_the_child(
     conn: psycopg.Connection[Any],
 ) -> None:
     jobs = two_parents(conn)
-    conn.execute(
-        "UPDATE jobs SET status = 'done', finished_at = now() WHERE id = ANY(%s)",
-        [[jobs["a"], jobs["b"]]],
-    )
+    end_jobs(conn, [jobs["a"], jobs["b"]], "done")
     assert not held(conn, jobs["c"])
 
 

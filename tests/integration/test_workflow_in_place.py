@@ -18,7 +18,7 @@ import pgbeat
 from pgbeat.db.sql.jobs import claim_ready as ready_sql
 from pgbeat.jobs.workflows import repair_workflows
 from pgbeat.testing import drain
-from tests.helpers import wait_for
+from tests.helpers import end_jobs, wait_for
 
 WIDTH = 1200  # children of one parent: over the 1,000 that are claimed in place
 HELD = "9999-12-29 00:00:00+00"
@@ -49,7 +49,7 @@ def end_root(conn: psycopg.Connection[Any], enqueued: pgbeat.EnqueuedWorkflow) -
     """The root ends done as a worker's outcome would end it (the advance runs)."""
     root = enqueued.jobs["root"]
     conn.execute("UPDATE jobs SET status = 'running', attempts = 1 WHERE id = %s", [root])
-    conn.execute("UPDATE jobs SET status = 'done', finished_at = now() WHERE id = %s", [root])
+    end_jobs(conn, [root], "done")
 
 
 def children_by_state(conn: psycopg.Connection[Any], workflow_id: int) -> dict[str, int]:
@@ -88,7 +88,7 @@ def test_a_failed_parent_cancels_its_large_fan_out(conn: psycopg.Connection[Any]
     enqueued = pgbeat.enqueue_workflow(conn, fan_out())
     root = enqueued.jobs["root"]
     conn.execute("UPDATE jobs SET status = 'running', attempts = 1 WHERE id = %s", [root])
-    conn.execute("UPDATE jobs SET status = 'failed', finished_at = now() WHERE id = %s", [root])
+    end_jobs(conn, [root], "failed")
     assert ready_rows(conn) == []
     assert children_by_state(conn, enqueued.id) == {"cancelled": WIDTH}
 

@@ -14,6 +14,7 @@ import pytest
 
 import pgbeat
 from pgbeat.jobs.workflows import repair_workflows
+from tests.helpers import end_jobs
 from tests.integration.test_least_privilege import logins  # noqa: F401  # the fixture
 
 
@@ -23,10 +24,7 @@ def _end(url: str, job_id: int, status: str, result: str | None = None) -> None:
         conn.execute(
             "UPDATE jobs SET status = 'running', attempts = attempts + 1 WHERE id = %s", [job_id]
         )
-        conn.execute(
-            "UPDATE jobs SET status = %s, finished_at = now(), result = %s::jsonb WHERE id = %s",
-            [status, result, job_id],
-        )
+        end_jobs(conn, [job_id], status, result)
 
 
 def test_the_enqueue_role_enqueues_and_the_worker_role_advances(

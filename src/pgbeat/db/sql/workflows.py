@@ -2,13 +2,16 @@
 pgbeat_workflow_edges, and their steps' rows in jobs): the insert of a workflow, what
 ``pgbeat.workflow`` reads, the cancel, a handler's parents' results, and the repair pass.
 
-The advance itself (a parent's end releasing or cancelling its children) is the trigger
-of migrations/0017_workflows.sql, so it runs in whatever transaction ends a step.
+The advance itself (a parent's end releasing or cancelling its children) is
+pgbeat_workflow_advance (migration 0033), which every statement that ends a step calls
+(ended_steps.py), so it runs in whatever transaction ends a step.
 """
 
 from __future__ import annotations
 
 from typing import LiteralString
+
+from pgbeat.db.sql.ended_steps import _ADVANCED
 
 # Inserts a workflow; with a key already taken, nothing, and no row (its UNIQUE index).
 WORKFLOWS_INSERT: LiteralString = """
@@ -88,21 +91,29 @@ ORDER BY s.job_id"""
 
 # Cancels every step of a workflow that has not ended (its step rows by workflow, then the
 # primary key: migration 0031), as JOBS_CANCEL does:
-# a pending one at once (the advance trigger cancels its dependants), a running one asked
+# a pending one at once (the advance cancels its dependants), a running one asked
 # to stop (cancel_requested_at and NOTIFY pgbeat_cancel: its worker ends the run).
-WORKFLOW_JOBS_CANCEL: LiteralString = """
-UPDATE jobs
-SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
-    finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
-    cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
-                          ELSE cancel_requested_at END,
-    last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
-                      ELSE last_error END
-WHERE id = ANY(ARRAY(SELECT job_id FROM pgbeat_workflow_steps WHERE workflow_id = %(id)s))
-  AND workflow_id = %(id)s AND status IN ('pending', 'running')
-RETURNING id, status,
-          pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
-                                                ELSE 'pgbeat_finished' END), id::text)"""
+WORKFLOW_JOBS_CANCEL: LiteralString = (
+    """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
+        finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+        cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
+                              ELSE cancel_requested_at END,
+        last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
+                          ELSE last_error END
+    WHERE id = ANY(ARRAY(SELECT job_id FROM pgbeat_workflow_steps WHERE workflow_id = %(id)s))
+      AND workflow_id = %(id)s AND status IN ('pending', 'running')
+    RETURNING id, status, workflow_id,
+              pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                    ELSE 'pgbeat_finished' END), id::text)
+              AS notified
+)"""
+    + _ADVANCED
+    + """
+SELECT id, status, notified FROM ended, advanced"""
+)
 
 # A step's parents' stored results by step name (edges by child, then primary keys).
 WORKFLOW_PARENT_RESULTS: LiteralString = """
@@ -118,8 +129,10 @@ WHERE e.child_id = %(id)s"""
 # statuses, not from the count. Held steps are found through jobs_ready (run_at, pending);
 # the update re-checks the row, so two workers repairing at once act once. The children of
 # a ready parent (pgbeat_workflow_ready: claimed where they are, or released when no claim
-# took them for a second) are not stuck.
-WORKFLOW_STEPS_REPAIR: LiteralString = """
+# took them for a second) are not stuck. A step it cancels advances its workflow in the
+# same statement (ended_steps.py): its dependants are cancelled or released at once.
+WORKFLOW_STEPS_REPAIR: LiteralString = (
+    """
 WITH stuck AS (
     SELECT j.id,
            bool_or(p.status IN ('failed', 'cancelled')) AND s.on_parent_failure = 'cancel'
@@ -136,19 +149,27 @@ WITH stuck AS (
        AND NOT bool_or(e.sole AND EXISTS (SELECT FROM pgbeat_workflow_ready AS r
                                           WHERE r.parent_id = e.parent_id))
     LIMIT %(batch)s
+), ended AS (
+    UPDATE jobs AS j
+    SET status = CASE WHEN stuck.cancel THEN 'cancelled' ELSE 'pending' END,
+        finished_at = CASE WHEN stuck.cancel THEN now() ELSE j.finished_at END,
+        last_error = CASE WHEN stuck.cancel
+                          THEN 'cancelled: a parent step ended failed or cancelled'
+                          ELSE j.last_error END,
+        run_at = CASE WHEN stuck.cancel THEN j.run_at
+                      ELSE greatest(coalesce(stuck.asked_run_at, now() + stuck.delay), now())
+                      END
+    FROM stuck
+    WHERE j.id = stuck.id AND j.status = 'pending' AND j.run_at = '9999-12-29 00:00:00+00'
+    RETURNING j.id, j.status, j.workflow_id,
+              pg_notify(pgbeat_channel(CASE j.status WHEN 'pending' THEN 'pgbeat_jobs'
+                                                      ELSE 'pgbeat_finished' END),
+                        CASE j.status WHEN 'pending' THEN '' ELSE j.id::text END) AS notified
+)"""
+    + _ADVANCED
+    + """
+SELECT id, status, notified FROM ended, advanced"""
 )
-UPDATE jobs AS j
-SET status = CASE WHEN stuck.cancel THEN 'cancelled' ELSE 'pending' END,
-    finished_at = CASE WHEN stuck.cancel THEN now() ELSE j.finished_at END,
-    last_error = CASE WHEN stuck.cancel THEN 'cancelled: a parent step ended failed or cancelled'
-                      ELSE j.last_error END,
-    run_at = CASE WHEN stuck.cancel THEN j.run_at
-                  ELSE greatest(coalesce(stuck.asked_run_at, now() + stuck.delay), now()) END
-FROM stuck
-WHERE j.id = stuck.id AND j.status = 'pending' AND j.run_at = '9999-12-29 00:00:00+00'
-RETURNING j.id, j.status, pg_notify(pgbeat_channel(CASE j.status WHEN 'pending' THEN 'pgbeat_jobs'
-                                                                  ELSE 'pgbeat_finished' END),
-                                    CASE j.status WHEN 'pending' THEN '' ELSE j.id::text END)"""
 
 # Deletes workflows none of whose steps is left (retention took them; a step's row goes
 # with its job), in batches; a new one is an hour old at least, so an enqueue that has not

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.ended_steps import _ADVANCED
+
 # -- administration -------------------------------------------------------------------------
 
 # Job counts by status and kind (a full scan: an operator's command, not a hot path).
@@ -92,18 +94,27 @@ FROM (
 # (cancel_requested_at), and NOTIFY pgbeat_cancel, payload the job's id, tells its worker at
 # commit; its outcome then ends it cancelled. Who or why goes to last_error. Returns each
 # job's status after it (cancelled, or running: told to stop); no row: the job is not live.
-JOBS_CANCEL: LiteralString = """
-UPDATE jobs
-SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
-    finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
-    cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
-                          ELSE cancel_requested_at END,
-    last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
-                      ELSE last_error END
-WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('pending', 'running')
-RETURNING id, status,
-          pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
-                                                ELSE 'pgbeat_finished' END), id::text)"""
+# A cancelled workflow step advances its workflow (ended_steps.py).
+JOBS_CANCEL: LiteralString = (
+    """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
+        finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+        cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
+                              ELSE cancel_requested_at END,
+        last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
+                          ELSE last_error END
+    WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('pending', 'running')
+    RETURNING id, status, workflow_id,
+              pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                    ELSE 'pgbeat_finished' END), id::text)
+              AS notified
+)"""
+    + _ADVANCED
+    + """
+SELECT id, status, notified FROM ended, advanced"""
+)
 
 # Run now: pending jobs due now (primary key), announced as JOBS_RETRY's are (a worker
 # waits for a resting queue's next due job by its old run_at).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.ended_steps import _ADVANCED
 from pgbeat.db.sql.jobs.claim_parts import (
     _CLAIMED_COLUMNS,
     _KINDS,
@@ -68,14 +69,23 @@ JOBS_CLAIM_SKIPPING: LiteralString = JOBS_CLAIM.replace(
 assert _NOT_HELD_PROBED in JOBS_CLAIM_SKIPPING and "ALL(%(held)s" in JOBS_CLAIM_SKIPPING
 
 # Fails claimed rows the worker could not decode (a date outside years 1-9999, a payload
-# nested too deeply for Python), each with its reason (primary key).
+# nested too deeply for Python), each with its reason (primary key); a workflow step's
+# failure advances its workflow (ended_steps.py).
 # Never kept (prepare=False): a plan kept from a small table reads all of jobs_running,
 # whose predicate its status test matches, not the primary key (worker.SESSION_SETTINGS).
-JOBS_FAIL_UNREADABLE: LiteralString = """
-UPDATE jobs
-SET status = 'failed', locked_until = NULL, finished_at = now(),
-    last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'"""
+JOBS_FAIL_UNREADABLE: LiteralString = (
+    """
+WITH ended AS (
+    UPDATE jobs
+    SET status = 'failed', locked_until = NULL, finished_at = now(),
+        last_error = (%(errors)s::text[])[array_position(%(ids)s::bigint[], id)]
+    WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running'
+    RETURNING id, status, workflow_id
+)"""
+    + _ADVANCED
+    + """
+SELECT id FROM ended, advanced"""
+)
 
 # Subscribes to the notifications of migrations/0002's insert trigger and of 0019's trigger
 # on pgbeat_queues (payload 'queues': a queue's settings changed), on the schema's channel.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.ended_steps import _ADVANCED
+
 # Inserts one job; a duplicate (kind, unique_key) inserts nothing and returns no row (jobs_unique).
 JOBS_INSERT: LiteralString = """
 INSERT INTO jobs (kind, payload, run_at, unique_key, max_attempts, queue, priority, limit_key,
@@ -173,20 +175,30 @@ SELECT id FROM jobs WHERE id = ANY(%(ids)s::bigint[])"""
 # pgbeat_finished names it for whoever waits on it (pgbeat.wait). Why goes to last_error,
 # as JOBS_CANCEL writes it. The new periods' own jobs (%(keep)s) are left alone, and so is
 # a job whose key only looks like the schedule's: the key must be a period's or a manual
-# run's, as in history.py's claim (an application's `<name>@x` is not the schedule's).
-PERIOD_JOBS_CANCEL_OTHERS: LiteralString = """
-UPDATE jobs AS j
-SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
-    finished_at = CASE j.status WHEN 'pending' THEN now() ELSE j.finished_at END,
-    last_error = %(reason)s,
-    cancel_requested_at = CASE j.status WHEN 'running' THEN now()
-                               ELSE j.cancel_requested_at END
-FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
-WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
-  AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
-  AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
-                      || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$')
-  AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
-RETURNING j.id, pg_notify(pgbeat_channel(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
-                                                        ELSE 'pgbeat_finished' END),
-                          j.id::text)"""
+# run's, as in history.py's claim (an application's `<name>@x` is not the schedule's). A
+# cancelled workflow step (a schedule's job may be one) advances its workflow
+# (ended_steps.py).
+PERIOD_JOBS_CANCEL_OTHERS: LiteralString = (
+    """
+WITH ended AS (
+    UPDATE jobs AS j
+    SET status = CASE j.status WHEN 'pending' THEN 'cancelled' ELSE j.status END,
+        finished_at = CASE j.status WHEN 'pending' THEN now() ELSE j.finished_at END,
+        last_error = %(reason)s,
+        cancel_requested_at = CASE j.status WHEN 'running' THEN now()
+                                   ELSE j.cancel_requested_at END
+    FROM unnest(%(schedules)s::text[], %(kinds)s::text[]) AS s(schedule, kind)
+    WHERE split_part(j.unique_key, '@', 1) = s.schedule AND j.kind = s.kind
+      AND j.unique_key IS NOT NULL AND j.status IN ('pending', 'running')
+      AND j.unique_key ~ ('^[^@]+@([0-9]{4}-[0-9]{2}-[0-9]{2}T'
+                          || '[0-9]{2}:[0-9]{2}:[0-9]{2}Z|manual:[0-9]+)$')
+      AND j.cancel_requested_at IS NULL AND NOT (j.id = ANY(%(keep)s::bigint[]))
+    RETURNING j.id, j.status, j.workflow_id,
+              pg_notify(pgbeat_channel(CASE j.status WHEN 'running' THEN 'pgbeat_cancel'
+                                                      ELSE 'pgbeat_finished' END),
+                        j.id::text) AS notified
+)"""
+    + _ADVANCED
+    + """
+SELECT id, notified FROM ended, advanced"""
+)

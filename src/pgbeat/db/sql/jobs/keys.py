@@ -10,23 +10,33 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.ended_steps import _ADVANCED
+
 # Cancels the live job of a key (jobs_live_key): a pending one becomes cancelled; a running
 # one is superseded (its key is free at once) and asked to stop (cancel_requested_at, and
 # NOTIFY pgbeat_cancel with its id tells its worker at commit): it ends cancelled, never
 # runs again. One statement, so a claim committed meanwhile is seen on the row's newest
-# version, never missed.
-JOBS_CANCEL_KEYED: LiteralString = """
-UPDATE jobs
-SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
-    finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
-    superseded_at = CASE status WHEN 'running' THEN now() ELSE superseded_at END,
-    cancel_requested_at = CASE status WHEN 'running' THEN now() ELSE cancel_requested_at END,
-    last_error = %(reason)s
-WHERE kind = %(kind)s AND job_key = %(job_key)s
-  AND job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
-RETURNING id, status = 'running',
-          pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
-                                                ELSE 'pgbeat_finished' END), id::text)"""
+# version, never missed. A cancelled workflow step advances its workflow (ended_steps.py).
+JOBS_CANCEL_KEYED: LiteralString = (
+    """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
+        finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+        superseded_at = CASE status WHEN 'running' THEN now() ELSE superseded_at END,
+        cancel_requested_at = CASE status WHEN 'running' THEN now() ELSE cancel_requested_at END,
+        last_error = %(reason)s
+    WHERE kind = %(kind)s AND job_key = %(job_key)s
+      AND job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
+    RETURNING id, status, workflow_id,
+              pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                    ELSE 'pgbeat_finished' END), id::text)
+              AS notified
+)"""
+    + _ADVANCED
+    + """
+SELECT id, status = 'running', notified FROM ended, advanced"""
+)
 
 # Moves the run_at of the pending live job of a key (jobs_live_key); inserts nothing. The
 # notification wakes idle workers at commit, as an insert does, for a job moved earlier.

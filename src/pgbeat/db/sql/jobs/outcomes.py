@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from pgbeat.db.sql.ended_steps import _ADVANCE_ENDED, _ADVANCED
+
 # Outcome statements take parallel arrays (ids[i] ran as attempts[i]) and look rows up by
 # primary key with `id = ANY(...)`; array_position picks each row's own values. The attempt
 # fences out a run whose lease expired and whose job was claimed again since. A pending
@@ -69,36 +71,46 @@ _RUNNING_OR_REAPED: LiteralString = (
 )"""
 )
 
-# The fenced rows of the outcomes of a run its worker stopped: the row still running.
+# The fenced rows of the outcomes of a run its worker stopped: the row still running; with
+# its workflow, for _CANCELLED_ENDED.
 _STILL_RUNNING: LiteralString = (
     _FENCE
     + """
       AND status = 'running'
-    RETURNING id, status
+    RETURNING id, status, workflow_id
 )"""
 )
 
 # The tail of the outcomes that end every run they touch (complete, fail): the ids that
 # ended cancelled, one NOTIFY on the schema's pgbeat_finished listing every id (up to
-# 800; beyond, an empty payload tells waiters to look for themselves), and whether a
-# workflow step ended (its advance may have released dependants: the worker claims again).
-_ALL_ENDED: LiteralString = """
+# 800; beyond, an empty payload tells waiters to look for themselves), and the advance of
+# the workflow steps that ended, true when there were some (it may have released
+# dependants: the worker claims again).
+_ALL_ENDED: LiteralString = (
+    """
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
        CASE WHEN count(*) > 0 THEN pg_notify(pgbeat_channel('pgbeat_finished'),
-           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END,
-       coalesce(bool_or(workflow_id IS NOT NULL), false)
+           CASE WHEN count(*) <= 800 THEN string_agg(id::text, ',') ELSE '' END) END,"""
+    + _ADVANCE_ENDED
+    + """
 FROM ended"""
+)
 
 # The tail of the outcomes that may end runs cancelled (a run asked to stop): the ids that
-# ended cancelled, and one NOTIFY on the schema's pgbeat_finished whose payload lists them
-# (up to 800; beyond, an empty payload tells waiters to look for themselves).
-_CANCELLED_ENDED: LiteralString = """
+# ended cancelled, one NOTIFY on the schema's pgbeat_finished whose payload lists them
+# (up to 800; beyond, an empty payload tells waiters to look for themselves), and the
+# advance of the workflow steps that ended cancelled.
+_CANCELLED_ENDED: LiteralString = (
+    """
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'cancelled'), '{}'),
        CASE WHEN bool_or(status = 'cancelled') THEN pg_notify(pgbeat_channel('pgbeat_finished'),
            CASE WHEN count(*) <= 800
                 THEN string_agg(id::text, ',') FILTER (WHERE status = 'cancelled')
-                ELSE '' END) END
+                ELSE '' END) END,"""
+    + _ADVANCE_ENDED
+    + """
 FROM ended"""
+)
 
 # A stopped or released run keeps its error unless asked to stop (stop, release; each
 # goes on with its own ELSE).
@@ -239,13 +251,14 @@ WHERE id = ANY(%(ids)s::bigint[])
 # payload, after setting its cancel_requested_at.
 JOBS_LISTEN_CANCEL: LiteralString = "SELECT pgbeat_listen('pgbeat_cancel')"
 
-# Runs the workflow advance on nothing, on a new outcome connection: PostgreSQL compiles
-# a PL/pgSQL function and plans its statements at its first call in each session, and
-# that first call would otherwise be the end of the first workflow step the connection
-# writes, on that workflow's critical path (the end of a 10,000-child fan-out's root:
-# 8.4-10.3 ms on a new connection, 4.6-5.4 ms after this, which costs 5-6 ms once).
+# Runs the workflow advance on a step that does not exist (id 0: identities start at 1),
+# on a new outcome connection: PostgreSQL compiles a PL/pgSQL function and plans its
+# statements at its first call in each session, and that first call would otherwise be
+# the end of the first workflow step the connection writes, on that workflow's critical
+# path (the end of a 10,000-child fan-out's root: 8.4-10.3 ms on a new connection,
+# 4.6-5.4 ms after this, which costs 5-6 ms once).
 JOBS_WARM_ADVANCE: LiteralString = """
-SELECT set_config('pgbeat.workflow_ended', '', true), pgbeat_workflow_advance_ended()"""
+SELECT pgbeat_workflow_advance(ARRAY[0]::bigint[])"""
 
 # Subscribes to the ends of jobs (the outcome statements' NOTIFY pgbeat_finished), for
 # pgbeat.wait.
@@ -262,22 +275,31 @@ SELECT status, result, last_error FROM jobs WHERE id = %(id)s"""
 # attempts are spent, so a job that keeps killing its worker ends (jobs_running). A
 # superseded or cancelled job is not run again: it ends cancelled. Jobs back to pending are
 # announced on pgbeat_jobs, as JOBS_RETRY's are: every worker resting a limited queue that
-# ran dry (the dead worker held its jobs) looks at it again.
-JOBS_REAP: LiteralString = """
-UPDATE jobs
-SET status = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
-                  THEN 'cancelled'
-                  WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
-    run_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
-                       AND attempts < max_attempts THEN now()
-                  ELSE run_at END,
-    finished_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
-                            OR attempts >= max_attempts THEN now() END,
-    locked_until = NULL,
-    last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL THEN ''
-                      ELSE coalesce(last_error || '; ', '') END
-                 || 'lease expired during attempt ' || attempts
-                 || ' (worker died or lost the database)'
-WHERE status = 'running' AND locked_until < now()
-RETURNING id, kind, status,
-          CASE WHEN status = 'pending' THEN pg_notify(pgbeat_channel('pgbeat_jobs'), '') END"""
+# ran dry (the dead worker held its jobs) looks at it again. The steps that ended (failed
+# or cancelled) advance their workflows (ended_steps.py).
+JOBS_REAP: LiteralString = (
+    """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
+                      THEN 'cancelled'
+                      WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+        run_at = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL
+                           AND attempts < max_attempts THEN now()
+                      ELSE run_at END,
+        finished_at = CASE WHEN superseded_at IS NOT NULL OR cancel_requested_at IS NOT NULL
+                                OR attempts >= max_attempts THEN now() END,
+        locked_until = NULL,
+        last_error = CASE WHEN superseded_at IS NULL AND cancel_requested_at IS NULL THEN ''
+                          ELSE coalesce(last_error || '; ', '') END
+                     || 'lease expired during attempt ' || attempts
+                     || ' (worker died or lost the database)'
+    WHERE status = 'running' AND locked_until < now()
+    RETURNING id, kind, status, workflow_id,
+              CASE WHEN status = 'pending' THEN pg_notify(pgbeat_channel('pgbeat_jobs'), '') END
+              AS notified
+)"""
+    + _ADVANCED
+    + """
+SELECT id, kind, status, notified FROM ended, advanced"""
+)
