@@ -7,7 +7,9 @@
 -- an AFTER row trigger and queues nothing only after evaluating the clause, for every row
 -- every claim and every completion updates: plain jobs paid 2.5-8 % of a drain for
 -- workflows they never used (bench/workflow_bench.py, the plain row; docs/benchmarks.md,
--- "Round four, tenth session"), and one shared buffer a job (12.62 -> 11.58 a claim).
+-- "Round four, tenth session") and two shared buffers a job, one in its claim and one in
+-- its completion (24.4 -> 22.4 over a drain's claims and completions: bench/
+-- statement_buffers.py).
 --
 -- Now every statement of pgbeat's that can end a job (the worker's batched outcomes, the
 -- reaper, cancels by id, by key, by workflow and by a schedule's overlap, the fail of an
