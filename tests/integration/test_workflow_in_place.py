@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import pgbeat
 from pgbeat.db.sql.jobs import claim_ready as ready_sql
@@ -243,3 +244,27 @@ def test_testing_drain_runs_a_large_fan_out(conn: psycopg.Connection[Any]) -> No
     assert drain(conn, counting_registry(ran), schedules=False) == {"done": WIDTH + 2}
     assert len(ran) == WIDTH + 2 and ran[0] == "root" and ran[-1] == "summary"
     assert ready_rows(conn) == []
+
+
+@pytest.mark.parametrize("step", [1, 7])
+def test_each_window_is_claimed_once_whether_its_ids_are_close_or_spread(
+    conn: psycopg.Connection[Any], step: int
+) -> None:
+    """A window's children are read by a range of ids when they lie within 4 windows' span
+    (one INSERT made them, usually in a row), else one by one (other sessions' inserts
+    interleaved: here every 7th id)."""
+    name = conn.execute("SELECT pg_get_serial_sequence('jobs', 'id')").fetchone()
+    assert name is not None
+    conn.execute(sql.SQL("ALTER SEQUENCE {} INCREMENT BY {}").format(
+        sql.SQL(name[0]), sql.Literal(step)))  # fmt: skip
+    enqueued = pgbeat.enqueue_workflow(conn, fan_out())
+    end_root(conn, enqueued)
+    params = {"limit": 100, "lease": timedelta(minutes=1), "kinds": None, "queues": None}
+    taken: list[int] = []
+    while True:
+        rows = conn.execute(ready_sql.JOBS_CLAIM_READY, params).fetchall()
+        taken += [row[0] for row in rows if row[0] is not None]
+        if not rows[0][-1]:  # more
+            break
+    assert len(taken) == len(set(taken)) == WIDTH
+    assert children_by_state(conn, enqueued.id) == {"running": WIDTH}

@@ -346,6 +346,7 @@ def test_retention_keeps_a_workflow_until_every_step_is_old(conn: psycopg.Connec
     add(flow, "b", add(flow, "a"))
     enqueued = pgbeat.enqueue_workflow(conn, flow)
     plain = pgbeat.enqueue(conn, "plain")
+    assert plain is not None
     end_jobs(conn, [enqueued.jobs["a"], plain], "done")
     conn.execute(
         "UPDATE jobs SET finished_at = now() - interval '8 days' WHERE id IN (%s, %s)",
