@@ -283,6 +283,9 @@ BEGIN
         GRANT SELECT ON pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges
             TO pgbeat_worker, pgbeat_ui_viewer;
         GRANT DELETE ON pgbeat_workflows TO pgbeat_worker;
+        -- A schedule's overlap = "cancel_other" may cancel a step: it reads the rows'
+        -- workflow_id to advance what it ended (migration 0033).
+        GRANT SELECT (workflow_id) ON jobs TO pgbeat_scheduler;
     END IF;
     -- A large fan-out's children, claimed where they are held (migration 0032): a worker
     -- takes a ready parent's next window and moves its row on, or releases it when stale.

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 import pgbeat
+from tests.helpers import end_jobs
 from tests.integration.test_ui_pages_browser import WIDTHS, check
 from tests.integration.ui_support import ADMIN_TOKEN, AXE, Dashboard, dashboard, fresh_database
 
@@ -23,14 +24,15 @@ REPORTS = 12  # more than a level draws one by one (workflow_graph.MAX_PER_LEVEL
 
 
 def end(conn: psycopg.Connection[Any], ids: list[int], status: str) -> None:
-    """Steps ended (or started) by SQL, as a worker's statements would: the advance runs."""
+    """Steps started, or ended as a worker's statements end them (the advance runs)."""
     conn.execute(
         "UPDATE jobs SET status = %(status)s, attempts = 1, started_at = now(),"
-        " finished_at = CASE WHEN %(status)s = 'running' THEN NULL ELSE now() END,"
         " locked_until = CASE WHEN %(status)s = 'running' THEN now() + interval '1 hour' END"
         " WHERE id = ANY(%(ids)s)",
         {"status": status, "ids": ids},
     )
+    if status != "running":
+        end_jobs(conn, ids, status)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,29 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+# The cancel of JOBS_CANCEL and WORKFLOW_JOBS_CANCEL: a pending job cancelled at once, a
+# running one asked to stop (cancel_requested_at; its outcome then ends it cancelled), why
+# in last_error unless a stop was asked already. Each statement goes on with its WHERE.
+_CANCEL_SET: LiteralString = """
+WITH ended AS (
+    UPDATE jobs
+    SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
+        finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
+        cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
+                              ELSE cancel_requested_at END,
+        last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
+                          ELSE last_error END"""
+
+# What a cancel's update returns (closing ``ended``): the rows for the advance, and the
+# notification of each, on pgbeat_cancel for a running job (its worker stops the run), on
+# pgbeat_finished for one cancelled (whoever waits for it).
+_CANCEL_TOLD: LiteralString = """
+    RETURNING id, status, workflow_id,
+              pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
+                                                    ELSE 'pgbeat_finished' END), id::text)
+              AS notified
+)"""
+
 # An aggregate over ``ended``: the advance of the steps it ended, true when there were
 # some, false when none (no call). Ended means done, failed or cancelled after the update:
 # every statement here changes only pending or running rows, so each is a step's end.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.ended_steps import _ADVANCED
+from pgbeat.db.sql.ended_steps import _ADVANCED, _CANCEL_SET, _CANCEL_TOLD
 
 # Inserts a workflow; with a key already taken, nothing, and no row (its UNIQUE index).
 WORKFLOWS_INSERT: LiteralString = """
@@ -94,22 +94,11 @@ ORDER BY s.job_id"""
 # a pending one at once (the advance cancels its dependants), a running one asked
 # to stop (cancel_requested_at and NOTIFY pgbeat_cancel: its worker ends the run).
 WORKFLOW_JOBS_CANCEL: LiteralString = (
-    """
-WITH ended AS (
-    UPDATE jobs
-    SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
-        finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
-        cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
-                              ELSE cancel_requested_at END,
-        last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
-                          ELSE last_error END
+    _CANCEL_SET
+    + """
     WHERE id = ANY(ARRAY(SELECT job_id FROM pgbeat_workflow_steps WHERE workflow_id = %(id)s))
-      AND workflow_id = %(id)s AND status IN ('pending', 'running')
-    RETURNING id, status, workflow_id,
-              pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
-                                                    ELSE 'pgbeat_finished' END), id::text)
-              AS notified
-)"""
+      AND workflow_id = %(id)s AND status IN ('pending', 'running')"""
+    + _CANCEL_TOLD
     + _ADVANCED
     + """
 SELECT id, status, notified FROM ended, advanced"""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.ended_steps import _ADVANCED
+from pgbeat.db.sql.ended_steps import _ADVANCED, _CANCEL_SET, _CANCEL_TOLD
 
 # -- administration -------------------------------------------------------------------------
 
@@ -96,21 +96,10 @@ FROM (
 # job's status after it (cancelled, or running: told to stop); no row: the job is not live.
 # A cancelled workflow step advances its workflow (ended_steps.py).
 JOBS_CANCEL: LiteralString = (
-    """
-WITH ended AS (
-    UPDATE jobs
-    SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
-        finished_at = CASE status WHEN 'pending' THEN now() ELSE finished_at END,
-        cancel_requested_at = CASE status WHEN 'running' THEN coalesce(cancel_requested_at, now())
-                              ELSE cancel_requested_at END,
-        last_error = CASE WHEN status = 'pending' OR cancel_requested_at IS NULL THEN %(reason)s
-                          ELSE last_error END
-    WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('pending', 'running')
-    RETURNING id, status, workflow_id,
-              pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
-                                                    ELSE 'pgbeat_finished' END), id::text)
-              AS notified
-)"""
+    _CANCEL_SET
+    + """
+    WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('pending', 'running')"""
+    + _CANCEL_TOLD
     + _ADVANCED
     + """
 SELECT id, status, notified FROM ended, advanced"""

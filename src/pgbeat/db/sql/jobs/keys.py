@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from pgbeat.db.sql.ended_steps import _ADVANCED
+from pgbeat.db.sql.ended_steps import _ADVANCED, _CANCEL_TOLD
 
 # Cancels the live job of a key (jobs_live_key): a pending one becomes cancelled; a running
 # one is superseded (its key is free at once) and asked to stop (cancel_requested_at, and
@@ -27,12 +27,8 @@ WITH ended AS (
         cancel_requested_at = CASE status WHEN 'running' THEN now() ELSE cancel_requested_at END,
         last_error = %(reason)s
     WHERE kind = %(kind)s AND job_key = %(job_key)s
-      AND job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')
-    RETURNING id, status, workflow_id,
-              pg_notify(pgbeat_channel(CASE status WHEN 'running' THEN 'pgbeat_cancel'
-                                                    ELSE 'pgbeat_finished' END), id::text)
-              AS notified
-)"""
+      AND job_key IS NOT NULL AND superseded_at IS NULL AND status IN ('pending', 'running')"""
+    + _CANCEL_TOLD
     + _ADVANCED
     + """
 SELECT id, status = 'running', notified FROM ended, advanced"""
