@@ -102,6 +102,7 @@ BEGIN
                                 'pgbeat_workflow_advance()', 'pgbeat_workflow_advance_ended()',
                                 'pgbeat_workflow_advance(bigint[])',
                                 'pgbeat_workflow_advance_round(bigint[])',
+                                'pgbeat_step_release_at(timestamptz,interval)',
                                 'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()',
                                 'pgbeat_text_problem(text,text,boolean,integer,boolean)'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN

@@ -119,7 +119,9 @@ WHERE e.child_id = %(id)s"""
 # the update re-checks the row, so two workers repairing at once act once. The children of
 # a ready parent (pgbeat_workflow_ready: claimed where they are, or released when no claim
 # took them for a second) are not stuck. A step it cancels advances its workflow in the
-# same statement (ended_steps.py): its dependants are cancelled or released at once.
+# same statement (ended_steps.py): its dependants are cancelled or released at once. A
+# released step's time is the advance's (pgbeat_step_release_at, migration 0034: a step
+# row's delay never makes the pass fail).
 WORKFLOW_STEPS_REPAIR: LiteralString = (
     """
 WITH stuck AS (
@@ -146,8 +148,7 @@ WITH stuck AS (
                           THEN 'cancelled: a parent step ended failed or cancelled'
                           ELSE j.last_error END,
         run_at = CASE WHEN stuck.cancel THEN j.run_at
-                      ELSE greatest(coalesce(stuck.asked_run_at, now() + stuck.delay), now())
-                      END
+                      ELSE pgbeat_step_release_at(stuck.asked_run_at, stuck.delay) END
     FROM stuck
     WHERE j.id = stuck.id AND j.status = 'pending' AND j.run_at = '9999-12-29 00:00:00+00'
     RETURNING j.id, j.status, j.workflow_id,
