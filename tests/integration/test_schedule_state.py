@@ -28,13 +28,15 @@ def database_now(conn: psycopg.Connection[Any]) -> datetime:
 
 
 def whole_second_after(conn: psycopg.Connection[Any]) -> datetime:
-    """The first whole second after the newest schedule's creation or resume (or the
+    """The first whole second after the newest schedule's creation, pause or resume (or the
     database's now): every 1s period from it on belongs to every schedule, none before it
-    does, and none falls in a pause. (Counting from now() instead failed when a second began
-    between the creation and this call; counting from the creation alone failed on a loaded
-    machine when the resume came more than a second after it: that period was paused.)"""
+    does, and none falls in an earlier pause. (Counting from now() instead failed when a
+    second began between the creation and this call; counting from the creation alone
+    failed on a loaded machine when the resume came more than a second after it: that
+    period was paused; and when the pause came more than a second after it (CI run 5 of
+    2026-12-07): that period was before the pause.)"""
     row = conn.execute(
-        "SELECT max(greatest(created_at, resumed_at)) FROM pgbeat_schedules"
+        "SELECT max(greatest(created_at, paused_at, resumed_at)) FROM pgbeat_schedules"
     ).fetchone()
     start = row[0] if row is not None and row[0] is not None else database_now(conn)
     start_: datetime = start

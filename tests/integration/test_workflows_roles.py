@@ -6,7 +6,7 @@ viewer reads it.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -84,6 +84,43 @@ def test_the_enqueue_role_cannot_end_or_release_a_step(
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 web.execute(statement, [enqueued.jobs["b"]])
+
+
+def test_a_step_row_for_another_apps_job_cannot_cancel_or_release_it(
+    logins: dict[str, str],  # noqa: F811
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The enqueue role may insert step rows and edges for any job id (workflows have no
+    owner yet: docs/reliability.md); the advance still acts on workflow steps only, so a
+    step that fails cannot cancel another application's plain job through them, nor a
+    held-looking one be released."""
+    invoice = pgbeat.enqueue(conn, "invoice")
+    later = pgbeat.enqueue(conn, "invoice", run_at=datetime(9999, 12, 29, tzinfo=UTC))
+    assert invoice is not None and later is not None
+    with psycopg.connect(logins["enqueue"], autocommit=True) as mallory:
+        flow = pgbeat.Workflow()
+        flow.add("noop", name="fails")
+        flow.add("noop", name="succeeds")
+        enqueued = pgbeat.enqueue_workflow(mallory, flow)
+        for n, victim in enumerate((invoice, later)):
+            mallory.execute(
+                "INSERT INTO pgbeat_workflow_steps"
+                " (job_id, workflow_id, name, waiting_for, on_parent_failure)"
+                " VALUES (%s, %s, %s, 1, 'cancel')",
+                [victim, enqueued.id, f"victim-{n}"],
+            )
+            for bait in enqueued.jobs.values():
+                mallory.execute(
+                    "INSERT INTO pgbeat_workflow_edges (parent_id, child_id) VALUES (%s, %s)",
+                    [bait, victim],
+                )
+    _end(logins["worker"], enqueued.jobs["succeeds"], "done")  # would release `later`
+    _end(logins["worker"], enqueued.jobs["fails"], "failed")  # would cancel both
+    rows = conn.execute(
+        "SELECT status, run_at = '9999-12-29 00:00:00+00' FROM jobs WHERE id = ANY(%s) ORDER BY id",
+        [[invoice, later]],
+    ).fetchall()
+    assert rows == [("pending", False), ("pending", True)]
 
 
 def test_the_worker_role_claims_a_large_fan_out_in_place_and_releases_it(

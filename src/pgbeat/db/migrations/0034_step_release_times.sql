@@ -15,6 +15,10 @@
 --   for a step still waiting), used by the advance and by the repair pass.
 -- * CHECK constraints on pgbeat_workflow_steps refuse what the API refuses, NOT VALID so
 --   that a row written before this migration never stops it (the clamp covers such rows).
+-- * The advance releases and cancels only jobs that are workflow steps (workflow_id not
+--   NULL): the enqueue role may insert step rows and edges for any job id, and a step row
+--   for another application's plain job with an edge from a step of one's own that fails
+--   cancelled that job (docs/reliability.md: rows of other workflows are not covered yet).
 CREATE OR REPLACE FUNCTION pgbeat_step_release_at(run_at timestamptz, delay interval)
 RETURNS timestamptz LANGUAGE sql STABLE AS $$
     SELECT least(greatest(coalesce(run_at,
@@ -40,7 +44,7 @@ BEGIN
 END
 $$;
 
--- The round of 0033 with the release time of pgbeat_step_release_at.
+-- The round of 0033 with the release time of pgbeat_step_release_at, acting on steps only.
 CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_round(ended bigint[]) RETURNS bigint[]
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
@@ -136,7 +140,8 @@ BEGIN
     END IF;
     IF cardinality(ready_now) > 0 THEN
         UPDATE jobs SET run_at = now()
-        WHERE id = ANY(ready_now) AND status = 'pending' AND run_at = '9999-12-29 00:00:00+00';
+        WHERE id = ANY(ready_now) AND status = 'pending' AND run_at = '9999-12-29 00:00:00+00'
+          AND workflow_id IS NOT NULL;
         IF FOUND THEN
             PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), '');
         END IF;
@@ -145,7 +150,7 @@ BEGIN
         UPDATE jobs AS j
         SET run_at = (SELECT pgbeat_step_release_at(s.run_at, s.delay)
                       FROM pgbeat_workflow_steps AS s WHERE s.job_id = j.id)
-        WHERE j.id = ANY(ready) AND j.status = 'pending'
+        WHERE j.id = ANY(ready) AND j.status = 'pending' AND j.workflow_id IS NOT NULL
           AND j.run_at = '9999-12-29 00:00:00+00';
         IF FOUND THEN
             PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), '');
@@ -156,7 +161,7 @@ BEGIN
             UPDATE jobs
             SET status = 'cancelled', finished_at = now(),
                 last_error = 'cancelled: a parent step ended failed or cancelled'
-            WHERE id = ANY(doomed) AND status = 'pending'
+            WHERE id = ANY(doomed) AND status = 'pending' AND workflow_id IS NOT NULL
             RETURNING id
         )
         SELECT ARRAY(SELECT id FROM cancelled) INTO doomed;

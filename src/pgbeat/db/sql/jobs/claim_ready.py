@@ -34,7 +34,8 @@ told AS (
 # Takes the next window of %(limit)s children of the oldest ready parent (its row locked,
 # so the claims of one fan-out take turns and each child is in one window): the edges in
 # (parent_id, child_id) order after ``after`` (the edges' primary key, no sort), the
-# children still held (a cancel or the repair pass may have moved one), found by primary
+# children still held and steps (a cancel or the repair pass may have moved one; an edge
+# the enqueue role inserted to a job that is no step does nothing), found by primary
 # key: as one range of ids when the window's span is within 4 windows (one INSERT made
 # them, in a row unless other sessions' inserts interleaved: 140 shared buffers a window of
 # 100 against 437 by one descent of the index per child), else one by one (the `+ 0`
@@ -68,7 +69,7 @@ held AS MATERIALIZED (
     WHERE (SELECT hi - lo FROM span) <= 4 * %(limit)s::int
       AND j.id BETWEEN (SELECT lo FROM span) AND (SELECT hi FROM span)
       AND j.id + 0 = ANY(ARRAY(SELECT child_id FROM win))
-      AND j.status = 'pending' AND j.run_at = """
+      AND j.status = 'pending' AND j.workflow_id IS NOT NULL AND j.run_at = """
     + _HELD
     + """
     UNION ALL
@@ -78,7 +79,7 @@ held AS MATERIALIZED (
     FROM jobs AS j
     WHERE (SELECT hi - lo FROM span) > 4 * %(limit)s::int
       AND j.id = ANY(ARRAY(SELECT child_id FROM win))
-      AND j.status = 'pending' AND j.run_at = """
+      AND j.status = 'pending' AND j.workflow_id IS NOT NULL AND j.run_at = """
     + _HELD
     + """
 ),
@@ -87,7 +88,7 @@ claimed AS (
     + _SET_RUNNING
     + """, run_at = (SELECT at FROM r)
     WHERE ctid = ANY(ARRAY(SELECT tid FROM held WHERE mine))
-      AND status = 'pending' AND run_at = """
+      AND status = 'pending' AND workflow_id IS NOT NULL AND run_at = """
     + _HELD
     + _CLAIMED_COLUMNS
     + """
@@ -95,7 +96,7 @@ claimed AS (
 released AS (
     UPDATE jobs SET run_at = (SELECT at FROM r)
     WHERE ctid = ANY(ARRAY(SELECT tid FROM held WHERE NOT mine))
-      AND status = 'pending' AND run_at = """
+      AND status = 'pending' AND workflow_id IS NOT NULL AND run_at = """
     + _HELD
     + """
     RETURNING 1
@@ -139,7 +140,7 @@ released AS (
             SELECT child_id FROM pgbeat_workflow_edges AS e
             WHERE e.parent_id = stale.parent_id AND e.child_id > stale.after AND e.sole
         ) AS e))
-      AND status = 'pending' AND run_at = """
+      AND status = 'pending' AND workflow_id IS NOT NULL AND run_at = """
     + _HELD
     + """
     RETURNING 1
