@@ -1,4 +1,4 @@
-"""A step row's asked run time never fails the statement that releases it (migration 0034):
+"""A step row's asked run time never fails the statement that releases it (migration 0033):
 the database refuses what the API refuses, and a row written before the constraints (or
 with them dropped) is released at a clamped time, by the advance and by the repair pass,
 without failing its parents' completion or the other outcomes of their batch."""
@@ -33,7 +33,7 @@ def set_step_c(column: str) -> sql.Composed:
 
 
 def plant(conn: psycopg.Connection[Any], column: str, value: str) -> None:
-    """A step row as SQL wrote it before migration 0034's constraints."""
+    """A step row as SQL wrote it before migration 0033's constraints."""
     conn.execute("ALTER TABLE pgbeat_workflow_steps DROP CONSTRAINT pgbeat_workflow_steps_delay")
     conn.execute("ALTER TABLE pgbeat_workflow_steps DROP CONSTRAINT pgbeat_workflow_steps_run_at")
     conn.execute(set_step_c(column), [value])

@@ -1,6 +1,6 @@
 -- The workflow advance run by the statements that end jobs, not by a row trigger
--- (docs/workflows.md, "Storage"). Same semantics, same locks in the same order; what
--- changes is who pays for it.
+-- (docs/workflows.md, "Storage"). Same semantics but for the two hardenings below, same
+-- locks in the same order; what changes is who pays for it.
 --
 -- The advance was an AFTER UPDATE OF status ... FOR EACH ROW trigger on jobs (0017, 0022).
 -- Its WHEN clause was false for a plain job, but PostgreSQL fetches the old row version for
@@ -20,6 +20,23 @@
 -- cascade (a child cancelled because a parent failed) goes round by round in the
 -- function, where the trigger recursed.
 --
+-- Two hardenings in the same pass (docs/reliability.md, the third pass's table):
+--
+-- * A step row's asked run time can no longer fail the statement that releases it. The
+--   API refuses a delay beyond 365,250 days either way and a run_at outside 0001-01-03 ..
+--   9999-12-29 (pgbeat/job_inputs.py), but a role that may insert step rows (the enqueue
+--   role, or SQL) could write '300000 years': the advance raised "timestamp out of range"
+--   in the statement that ended the step's last parent, so that parent's completion failed
+--   with every outcome of its batch (the worker wrote them again one by one and failed the
+--   parent), and the repair pass raised it on every round. pgbeat_step_release_at clamps
+--   the release time; CHECK constraints on pgbeat_workflow_steps refuse what the API
+--   refuses, NOT VALID so that a row written before this migration never stops it (the
+--   clamp covers such rows).
+-- * The advance releases and cancels only jobs that are workflow steps (workflow_id not
+--   NULL): the enqueue role may insert step rows and edges for any job id, and a step row
+--   for another application's plain job with an edge from a step of one's own that fails
+--   cancelled that job (docs/reliability.md: rows of other workflows are not covered yet).
+--
 -- What no longer advances at once: a step ended by hand-written SQL (UPDATE jobs SET
 -- status = ...), or by a worker of a pgbeat older than this migration during a rolling
 -- upgrade. The repair pass (every worker, every 30 s by default) decides such steps from
@@ -28,9 +45,40 @@ DROP TRIGGER IF EXISTS jobs_workflow_advance ON jobs;
 DROP FUNCTION IF EXISTS pgbeat_workflow_advance();
 DROP FUNCTION IF EXISTS pgbeat_workflow_note(bigint, text);
 
+-- A released step's time: the run_at it asked for, else now() + its delay, never before
+-- now(), its delay clamped to the API's 365,250 days either way and the result to
+-- 9999-12-28 (an 'infinity' run_at: never due, but a time every reader decodes, and not
+-- the held marker, which the repair pass would take for a step still waiting). Used by the
+-- advance and by the repair pass (db/sql/workflows.py).
+CREATE OR REPLACE FUNCTION pgbeat_step_release_at(run_at timestamptz, delay interval)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT least(greatest(coalesce(run_at,
+                                   now() + least(greatest(delay, interval '-365250 days'),
+                                                 interval '365250 days')),
+                          now()),
+                 timestamptz '9999-12-28 00:00:00+00')
+$$;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'pgbeat_workflow_steps_delay'
+                   AND conrelid = 'pgbeat_workflow_steps'::regclass) THEN
+        ALTER TABLE pgbeat_workflow_steps ADD CONSTRAINT pgbeat_workflow_steps_delay
+            CHECK (delay BETWEEN interval '-365250 days' AND interval '365250 days') NOT VALID;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'pgbeat_workflow_steps_run_at'
+                   AND conrelid = 'pgbeat_workflow_steps'::regclass) THEN
+        ALTER TABLE pgbeat_workflow_steps ADD CONSTRAINT pgbeat_workflow_steps_run_at
+            CHECK (run_at BETWEEN timestamptz '0001-01-03 00:00:00+00'
+                              AND timestamptz '9999-12-29 00:00:00+00') NOT VALID;
+    END IF;
+END
+$$;
+
 -- One round of the advance of 0032 for the steps given (ids, negated for a step ended
 -- failed or cancelled): releases or counts down their children and cancels the doomed
--- ones, whose ids it returns negated (the next round's steps).
+-- ones, whose ids it returns negated (the next round's steps). It releases at
+-- pgbeat_step_release_at's time and releases and cancels workflow steps only.
 CREATE OR REPLACE FUNCTION pgbeat_workflow_advance_round(ended bigint[]) RETURNS bigint[]
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
@@ -126,16 +174,17 @@ BEGIN
     END IF;
     IF cardinality(ready_now) > 0 THEN
         UPDATE jobs SET run_at = now()
-        WHERE id = ANY(ready_now) AND status = 'pending' AND run_at = '9999-12-29 00:00:00+00';
+        WHERE id = ANY(ready_now) AND status = 'pending' AND run_at = '9999-12-29 00:00:00+00'
+          AND workflow_id IS NOT NULL;
         IF FOUND THEN
             PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), '');
         END IF;
     END IF;
     IF cardinality(ready) > 0 THEN
         UPDATE jobs AS j
-        SET run_at = (SELECT greatest(coalesce(s.run_at, now() + s.delay), now())
+        SET run_at = (SELECT pgbeat_step_release_at(s.run_at, s.delay)
                       FROM pgbeat_workflow_steps AS s WHERE s.job_id = j.id)
-        WHERE j.id = ANY(ready) AND j.status = 'pending'
+        WHERE j.id = ANY(ready) AND j.status = 'pending' AND j.workflow_id IS NOT NULL
           AND j.run_at = '9999-12-29 00:00:00+00';
         IF FOUND THEN
             PERFORM pg_notify(pgbeat_channel('pgbeat_jobs'), '');
@@ -146,7 +195,7 @@ BEGIN
             UPDATE jobs
             SET status = 'cancelled', finished_at = now(),
                 last_error = 'cancelled: a parent step ended failed or cancelled'
-            WHERE id = ANY(doomed) AND status = 'pending'
+            WHERE id = ANY(doomed) AND status = 'pending' AND workflow_id IS NOT NULL
             RETURNING id
         )
         SELECT ARRAY(SELECT id FROM cancelled) INTO doomed;

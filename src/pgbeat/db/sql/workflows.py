@@ -120,7 +120,7 @@ WHERE e.child_id = %(id)s"""
 # a ready parent (pgbeat_workflow_ready: claimed where they are, or released when no claim
 # took them for a second) are not stuck. A step it cancels advances its workflow in the
 # same statement (ended_steps.py): its dependants are cancelled or released at once. A
-# released step's time is the advance's (pgbeat_step_release_at, migration 0034: a step
+# released step's time is the advance's (pgbeat_step_release_at, migration 0033: a step
 # row's delay never makes the pass fail).
 WORKFLOW_STEPS_REPAIR: LiteralString = (
     """
