@@ -13,6 +13,10 @@ from pgbeat.db.sql.jobs.claim_parts import _CLAIMED_COLUMNS, _NOT_HELD_PROBED, _
 # A held step's run_at (migration 0017).
 _HELD: LiteralString = "'9999-12-29 00:00:00+00'"
 
+# A child still held and a workflow step: a cancel or the repair pass may have moved it,
+# and an edge the enqueue role inserted to a job that is no step does nothing (0033).
+_STILL_HELD: LiteralString = "status = 'pending' AND workflow_id IS NOT NULL AND run_at = " + _HELD
+
 # Whether the worker may run a held child (``j``): one of its kinds and queues, its queue
 # neither paused nor limited nor fair now (those go through their own claims: the unlimited
 # claims' own re-check, one probe of pgbeat_queues a row).
@@ -21,6 +25,18 @@ _MINE_KIND_QUEUE: LiteralString = """
            AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))"""
 _MINE: LiteralString = _MINE_KIND_QUEUE + _NOT_HELD_PROBED.replace("jobs.queue", "j.queue")
 assert "held.name = j.queue" in _MINE
+
+# The window's children still held, each with whether the worker may run it; each branch
+# of JOBS_CLAIM_READY's ``held`` goes on with how it finds them.
+_HELD_CHILDREN: LiteralString = (
+    """
+    SELECT j.ctid AS tid,"""
+    + _MINE
+    + """ AS mine
+    FROM jobs AS j
+    WHERE """
+    + _STILL_HELD
+)
 
 # How many rows ``released`` (a CTE of the statement) released, announced once when any
 # (not a notification per row: a stale release of 10,000 children called pg_notify 10,000
@@ -34,17 +50,16 @@ told AS (
 # Takes the next window of %(limit)s children of the oldest ready parent (its row locked,
 # so the claims of one fan-out take turns and each child is in one window): the edges in
 # (parent_id, child_id) order after ``after`` (the edges' primary key, no sort), the
-# children still held and steps (a cancel or the repair pass may have moved one; an edge
-# the enqueue role inserted to a job that is no step does nothing), found by primary
-# key: as one range of ids when the window's span is within 4 windows (one INSERT made
-# them, in a row unless other sessions' inserts interleaved: 140 shared buffers a window of
-# 100 against 437 by one descent of the index per child), else one by one (the `+ 0`
-# keeps the array out of the range's index condition). The ones the worker may run become
-# running, run_at the parent's end (their wait for a slot, never for the parent, is what
-# queue delay counts); the rest are released into their queues, due since the parent's
-# end, and announced. The row goes on after the window, or goes when the window came up
-# short (the edges ran out). One row per claimed job, or one row of NULL job columns;
-# ``more``: a ready parent is left (this one's window was full, or another's row is there).
+# children still held (_STILL_HELD), found by primary key: as one range of ids when the
+# window's span is within 4 windows (one INSERT made them, in a row unless other
+# sessions' inserts interleaved: 140 shared buffers a window of 100 against 437 by one
+# descent of the index per child), else one by one (the `+ 0` keeps the array out of the
+# range's index condition). The ones the worker may run become running, run_at the
+# parent's end (their wait for a slot, never for the parent, is what queue delay counts);
+# the rest are released into their queues, due since the parent's end, and announced. The
+# row goes on after the window, or goes when the window came up short (the edges ran
+# out). One row per claimed job, or one row of NULL job columns; ``more``: a ready parent
+# is left (this one's window was full, or another's row is there).
 JOBS_CLAIM_READY: LiteralString = (
     """
 WITH r AS MATERIALIZED (
@@ -61,43 +76,33 @@ win AS MATERIALIZED (
 span AS MATERIALIZED (
     SELECT min(child_id) AS lo, max(child_id) AS hi FROM win
 ),
-held AS MATERIALIZED (
-    SELECT j.ctid AS tid,"""
-    + _MINE
-    + """ AS mine
-    FROM jobs AS j
-    WHERE (SELECT hi - lo FROM span) <= 4 * %(limit)s::int
+held AS MATERIALIZED ("""
+    + _HELD_CHILDREN
+    + """
+      AND (SELECT hi - lo FROM span) <= 4 * %(limit)s::int
       AND j.id BETWEEN (SELECT lo FROM span) AND (SELECT hi FROM span)
       AND j.id + 0 = ANY(ARRAY(SELECT child_id FROM win))
-      AND j.status = 'pending' AND j.workflow_id IS NOT NULL AND j.run_at = """
-    + _HELD
+    UNION ALL"""
+    + _HELD_CHILDREN
     + """
-    UNION ALL
-    SELECT j.ctid AS tid,"""
-    + _MINE
-    + """ AS mine
-    FROM jobs AS j
-    WHERE (SELECT hi - lo FROM span) > 4 * %(limit)s::int
+      AND (SELECT hi - lo FROM span) > 4 * %(limit)s::int
       AND j.id = ANY(ARRAY(SELECT child_id FROM win))
-      AND j.status = 'pending' AND j.workflow_id IS NOT NULL AND j.run_at = """
-    + _HELD
-    + """
 ),
 claimed AS (
     UPDATE jobs"""
     + _SET_RUNNING
     + """, run_at = (SELECT at FROM r)
     WHERE ctid = ANY(ARRAY(SELECT tid FROM held WHERE mine))
-      AND status = 'pending' AND workflow_id IS NOT NULL AND run_at = """
-    + _HELD
+      AND """
+    + _STILL_HELD
     + _CLAIMED_COLUMNS
     + """
 ),
 released AS (
     UPDATE jobs SET run_at = (SELECT at FROM r)
     WHERE ctid = ANY(ARRAY(SELECT tid FROM held WHERE NOT mine))
-      AND status = 'pending' AND workflow_id IS NOT NULL AND run_at = """
-    + _HELD
+      AND """
+    + _STILL_HELD
     + """
     RETURNING 1
 ),
@@ -140,8 +145,8 @@ released AS (
             SELECT child_id FROM pgbeat_workflow_edges AS e
             WHERE e.parent_id = stale.parent_id AND e.child_id > stale.after AND e.sole
         ) AS e))
-      AND status = 'pending' AND workflow_id IS NOT NULL AND run_at = """
-    + _HELD
+      AND """
+    + _STILL_HELD
     + """
     RETURNING 1
 ),
