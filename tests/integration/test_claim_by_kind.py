@@ -35,6 +35,11 @@ def statuses(conn: psycopg.Connection[Any], kind: str) -> dict[str, int]:
     return {status: int(n) for status, n in rows.fetchall()}
 
 
+def queues_of(heads: list[due_queues.Head]) -> list[str]:
+    """The hint's queues, in name order."""
+    return sorted({head.queue for head in heads})
+
+
 def batches(claimer: Claimer, conn: psycopg.Connection[Any], limit: int) -> list[list[Job]]:
     """Claims until one comes back empty (at most 50 claims), each claim's jobs apart (a
     claim returns its jobs in no particular order: the order is across claims)."""
@@ -191,18 +196,19 @@ def test_a_walk_visits_a_bounded_number_of_queues_and_the_next_goes_on(
     seen = []
     for _ in range(4):  # paused, q0, q1 | q2, q3, q4 | q5, q6, q7 | q8, q9
         hint._next = hint._refresh = 0.0  # as if the walk were due
-        seen.append(list(hint.names_for(conn, ["noop"], ["paused"])))
+        seen.append(list(queues_of(hint.heads_for(conn, ["noop"], ["paused"]))))
     assert seen == [[], ["q4"], ["q4"], ["q4", "q9"]]
     assert hint._after is None and not hint._stale  # the round ended
     conn.execute("UPDATE jobs SET run_at = %s WHERE queue = 'q9'", (later,))
     hint._next = hint._refresh = 0.0
-    assert hint.names_for(conn, ["noop"], ["paused"]) == ["q4", "q9"]  # paused, q0, q1: q9 kept
+    kept = queues_of(hint.heads_for(conn, ["noop"], ["paused"]))  # paused, q0, q1: q9 kept
+    assert kept == ["q4", "q9"]
     hint._next = hint._refresh = 0.0
-    hint.names_for(conn, ["noop"], ["paused"])  # q2, q3, q4
+    queues_of(hint.heads_for(conn, ["noop"], ["paused"]))  # q2, q3, q4
     hint._next = hint._refresh = 0.0
-    hint.names_for(conn, ["noop"], ["paused"])  # q5, q6, q7
+    queues_of(hint.heads_for(conn, ["noop"], ["paused"]))  # q5, q6, q7
     hint._next = hint._refresh = 0.0
-    assert hint.names_for(conn, ["noop"], ["paused"]) == ["q4"]  # q8, q9: q9 went
+    assert queues_of(hint.heads_for(conn, ["noop"], ["paused"])) == ["q4"]  # q8, q9: q9 went
 
 
 def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(
@@ -263,3 +269,89 @@ def test_a_worker_drains_its_kinds_behind_a_foreign_backlog(
     assert statuses(conn, "other") == {"pending": 5_000}
     paused = conn.execute("SELECT count(*) FROM jobs WHERE queue = 'paused' AND status = 'pending'")
     assert paused.fetchone() == (3,)
+
+
+def test_the_one_head_of_the_hint_is_claimed_alone_in_claim_order(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Behind a foreign head, due jobs of one kind in one queue and one index: the claim reads
+    that head alone (JOBS_CLAIM_ONE_HEAD), in claim order, and takes neither a foreign job,
+    a delayed one, nor one of a held queue."""
+    foreign_head(conn)
+    spec = [(0, 5), (3, 9), (-1, 0), (0, 3), (3, 4)]  # (priority, minutes after PAST)
+    ids = {
+        pgbeat.enqueue(conn, "noop", priority=p, run_at=PAST + timedelta(minutes=m)): (p, m)
+        for p, m in spec
+    }
+    pgbeat.enqueue(conn, "noop", run_at=datetime.now(UTC) + timedelta(hours=1))  # delayed
+    claimer = Claimer(LEASE, ["noop", "mail"])
+    first = claimer.claim(conn, 2)  # the head of the claim order is read: by queue and kind
+    assert claimer._by_kind() and claimer._due.one_head == due_queues.Head("default", "noop", False)
+    taken = [first, *batches(claimer, conn, 2)]
+    assert [{ids[job.id] for job in batch} for batch in taken] == [
+        {(3, 4), (3, 9)},
+        {(0, 3), (0, 5)},
+        {(-1, 0)},
+    ]
+    assert statuses(conn, "other") == {"pending": HELD_AHEAD}
+    assert statuses(conn, "noop") == {"running": len(spec), "pending": 1}
+
+
+def test_a_held_queue_is_not_claimed_by_its_one_head(conn: psycopg.Connection[Any]) -> None:
+    """The hint's one head is of a queue paused since the walk: the claim's own re-check of
+    the queue leaves its jobs pending."""
+    foreign_head(conn)
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", queue="mail", run_at=PAST)] * 4)
+    claimer = Claimer(LEASE, ["noop"])
+    assert len(claimer.claim(conn, 2)) == 2
+    assert claimer._due.one_head == due_queues.Head("mail", "noop", False)
+    pgbeat.pause_queue(conn, "mail")  # before the next read of the held queues or walk
+    assert claimer._claim_fast(conn, 2) == []
+    assert statuses(conn, "noop") == {"running": 2, "pending": 2}
+
+
+def test_jobs_announced_in_the_one_heads_queue_are_claimed_at_once(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """After a notification the claim reads every kind of the worker in both indexes of the
+    hint's queues again, until the next walk: a new kind's job, or a keyed one, in the one
+    head's queue does not wait for a walk."""
+    foreign_head(conn)
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", run_at=PAST)] * 3)
+    claimer = Claimer(LEASE, ["noop", "mail"])
+    assert len(claimer.claim(conn, 1)) == 1
+    assert claimer._due.one_head == due_queues.Head("default", "noop", False)
+    mail = pgbeat.enqueue(conn, "mail", priority=5)
+    keyed = pgbeat.enqueue(conn, "noop", priority=5, limit_key="k")
+    claimer.jobs_arrived()  # the listener heard the insert
+    assert claimer._due.one_head is None
+    assert {job.id for job in claimer.claim(conn, 2)} == {mail, keyed}  # first in claim order
+
+
+def test_a_job_of_another_kind_falling_due_in_the_one_heads_queue_waits_for_a_walk(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Nothing announced: a delayed job of another of the worker's kinds in the one head's
+    queue falls due; the claims read the one head until the next walk finds the new head
+    (at most WALK_MAX later), then both."""
+    foreign_head(conn)
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("noop", run_at=PAST)] * 400)
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+    mail = pgbeat.enqueue(conn, "mail", priority=5, run_at=soon)
+    claimer = Claimer(LEASE, ["noop", "mail"])
+    assert len(claimer.claim(conn, 1)) == 1
+    assert claimer._due.one_head == due_queues.Head("default", "noop", False)
+    started = datetime.now(UTC)
+    found: list[Job] = []
+
+    def claimed() -> bool:
+        found.extend(job for job in claimer.claim(conn, 1) if job.kind == "mail")
+        return bool(found)
+
+    wait_for(claimed, timeout=due_queues.WALK_MAX + 5, interval=0.02, message="the mail job")
+    assert [job.id for job in found] == [mail]
+    assert datetime.now(UTC) - started <= timedelta(seconds=due_queues.WALK_MAX + 2)
+    assert claimer._due.heads == [
+        due_queues.Head("default", "mail", False),
+        due_queues.Head("default", "noop", False),
+    ]

@@ -134,6 +134,7 @@ def test_every_read_of_a_queue_uses_its_two_indexes_a_bounded_head_at_a_time(
             "after": None,
             "steps": 1,
             "chunk": 1000,
+            "again": ["default"],
             "ahead": 100,
             "name": None,
             "span": 5000,
@@ -208,3 +209,40 @@ def test_the_keyed_head_claim_joins_nothing_to_its_head(
         (update,) = [n for n in plan_nodes(plan) if n.get("Operation") == "Update"]
         scans = [n["Node Type"] for n in update["Plans"] if n["Parent Relationship"] == "Outer"]
         assert scans == ["Tid Scan"], update  # the picked rows by address, as the plain claim
+
+
+@pytest.mark.parametrize("statistics", ["fresh", "analyzed"])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_the_one_head_claim_reads_its_index_a_bounded_head_once(
+    database_url: str, statistics: str, keyed: bool
+) -> None:
+    """JOBS_CLAIM_ONE_HEAD (and its keyed twin) under the worker's settings, behind the
+    20,000 foreign due jobs of fill(): one bounded read of its own index, no sort, no other
+    index of pending jobs, the queue's held state probed once (not per row), the rows
+    updated by tuple address."""
+    options = session_options(database_url, SESSION_SETTINGS)
+    with psycopg.connect(database_url, autocommit=True, options=options) as conn:
+        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        fill(conn)
+        if statistics == "analyzed":
+            conn.execute("ANALYZE jobs")
+        label = "JOBS_CLAIM_ONE_KEYED_HEAD" if keyed else "JOBS_CLAIM_ONE_HEAD"
+        params = {"limit": 100, "lease": "5 minutes", "queue": "default", "kind": "noop"}
+        with conn.transaction():
+            row = conn.execute(
+                "EXPLAIN (FORMAT JSON) " + getattr(heads_sql, label), params
+            ).fetchone()
+        assert row is not None
+        plan = row[0][0]["Plan"]
+        nodes = list(plan_nodes(plan))
+        reads = [
+            n.get("Index Name") or n["Node Type"]
+            for n in nodes
+            if n.get("Relation Name") == "jobs" and n["Node Type"].endswith("Scan")
+        ]
+        own = "jobs_claim_queue_keyed" if keyed else "jobs_claim_queue_unkeyed"
+        assert sorted(reads) == sorted([own, "Tid Scan"]), (label, reads)
+        assert not [n for n in nodes if n["Node Type"] == "Sort"], plan
+        assert not unbounded(plan, limited=True), unbounded(plan, limited=True)
+        held = [n for n in nodes if n.get("Relation Name") == "pgbeat_queues"]
+        assert [n["Parent Relationship"] for n in held] == ["InitPlan"], held

@@ -6,6 +6,7 @@ run. The statements whose kept plan would not are never kept (run with prepare=F
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
@@ -22,7 +23,7 @@ from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.db.sql.jobs import meta as meta_sql
 from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.job import Job
-from pgbeat.worker import operations
+from pgbeat.worker import due_queues, operations
 from pgbeat.worker.claiming import Claimer
 from pgbeat.worker.worker import SESSION_SETTINGS
 from tests.helpers import sorts_backlog
@@ -44,6 +45,8 @@ KEPT = {
     "QUEUES_HELD": (queue_sql, "jobs_claim_queue_keyed"),  # its bounded probe of each held queue
     "JOBS_CLAIM_BY_QUEUE_KIND": (heads_sql, "Index Scan using jobs_claim_queue_keyed"),
     "JOBS_DUE_QUEUES": (heads_sql, "using jobs_claim_queue_unkeyed"),
+    "JOBS_CLAIM_ONE_HEAD": (heads_sql, "Index Scan using jobs_claim_queue_unkeyed"),
+    "JOBS_CLAIM_ONE_KEYED_HEAD": (heads_sql, "Index Scan using jobs_claim_queue_keyed"),
     "JOBS_KINDS_AHEAD": (heads_sql, "Index Scan using jobs_claim_order"),
 }
 # What they run but never keep: a plan made on an empty table reads the wrong index.
@@ -108,6 +111,11 @@ def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
     assert by_kind.claim(conn, 50) == []  # reads the held queues and JOBS_KINDS_AHEAD
     by_kind._foreign_ahead = 100  # as if foreign kinds filled the head of the claim order
     assert by_kind._claim_fast(conn, 50) == []  # JOBS_DUE_QUEUES, JOBS_CLAIM_BY_QUEUE_KIND
+    for keyed in (False, True):  # the hint's one head, unkeyed and keyed
+        by_kind._due.heads = [due_queues.Head("default", "noop", keyed)]
+        by_kind._due._walked = {"default": time.monotonic() + 60}  # walked after any change
+        by_kind._due._next = by_kind._due._refresh = time.monotonic() + 60
+        assert by_kind._claim_fast(conn, 50) == []  # JOBS_CLAIM_ONE_(KEYED_)HEAD
     now = datetime.now(UTC)
     job = Job(1, "noop", {}, 1, 3, now, now, None)
     operations.complete_jobs(conn, [job])

@@ -230,7 +230,15 @@ class Claimer:
             statement = heads_sql.JOBS_CLAIM_BY_QUEUE_KIND
             assert self.kinds is not None
             if not self.queues:
-                params["queues"] = _names(self._due.names_for(conn, self.kinds, self._held_pending))
+                heads = self._due.heads_for(conn, self.kinds, self._held_pending)
+                one = self._due.one_head
+                if one is not None:  # the one head with due jobs: read alone, nothing merged
+                    statement = heads_sql.JOBS_CLAIM_ONE_KEYED_HEAD
+                    if not one.keyed:
+                        statement = heads_sql.JOBS_CLAIM_ONE_HEAD
+                    params.update(queue=one.queue, kind=one.kind)
+                else:
+                    params["queues"] = _names(sorted({head.queue for head in heads}))
         elif self.queues or self._held_ahead >= HELD_AHEAD:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:

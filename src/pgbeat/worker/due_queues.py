@@ -8,16 +8,20 @@ for), so it is never run per claim: at most every ``WALK_SHARE``-th of the time 
 (its cost stays a small share of the worker's, whatever the number of queues), and at
 least every ``WALK_MIN`` seconds while a round of walks is unfinished or something may
 have changed (new jobs were announced, a claim came back short); at most ``WALK_MAX``
-seconds apart otherwise. Each walk replaces the hint's queues in the range it visited. A
-queue outside the hint waits for the walk that visits it again: one walk when the queues
-with pending jobs are fewer than ``WALK_CHUNK``.
+seconds apart otherwise. Each walk replaces the hint's heads (queue, kind, index: which
+of the worker's kinds have due jobs there, with or without a limit key) in the range it
+visited. A queue outside the hint waits for the walk that visits it again: one walk when
+the queues with pending jobs are fewer than ``WALK_CHUNK``. When the hint is one head and
+nothing changed since its walk, the claim reads that head alone (``one_head``): a delayed
+job of another of the worker's kinds (or keyed, or unkeyed) in that queue that falls due
+meanwhile, with nothing announced, waits for the next walk, ``WALK_MAX`` at most.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -29,44 +33,84 @@ WALK_SHARE = 20  # a walk waits this many times its own duration before the next
 WALK_CHUNK = 1000  # queues with pending jobs a walk visits, at most
 
 
+class Head(NamedTuple):
+    """A queue's due jobs of one kind in one of the two indexes of its pending jobs."""
+
+    queue: str
+    kind: str
+    keyed: bool  # the index of jobs with a limit key
+
+
 class DueQueues:
-    """The hint: queue names (in name order), when it was walked, where the round of walks
-    goes on, whether something may have changed."""
+    """The hint: the heads with due jobs (in queue order), when they were walked, where the
+    round of walks goes on, whether something may have changed.
+
+    ``one_head`` is the one head a claim may read alone: there is exactly one, and nothing
+    was announced, nor did a claim come back short, since the walk that found it. Otherwise
+    a claim reads every kind of the worker in both indexes of the hint's queues, as before
+    the heads were kept: a job announced since the walk, of another kind or with a limit key,
+    in a queue of the hint, is claimed at once, not after the next walk.
+    """
 
     def __init__(self) -> None:
-        self.names: list[str] = []
+        self.heads: list[Head] = []
+        self._walked: dict[str, float] = {}  # per queue of the hint: when its walk began
+        self._changed = 0.0  # monotonic: when something last said the hint may be wrong
         self._after: str | None = None  # the last queue the last walk visited (None: start over)
         self._next = 0.0  # monotonic: the earliest next walk
         self._refresh = 0.0  # monotonic: the next walk even if nothing changed
         self._stale = True
 
+    @property
+    def names(self) -> list[str]:
+        """The hint's queues, in name order."""
+        return sorted({head.queue for head in self.heads})
+
+    @property
+    def one_head(self) -> Head | None:
+        if len(self.heads) != 1:
+            return None
+        head = self.heads[0]
+        return head if self._walked.get(head.queue, 0.0) > self._changed else None
+
     def stale(self) -> None:
         """Something may have changed (jobs announced, a claim short, settings): walk soon."""
         self._stale = True
+        self._changed = time.monotonic()
 
     def wait(self, now: float) -> float:
         """Seconds until a walk may run (0: now)."""
         return max(0.0, self._next - now) if self._stale else max(0.0, self._refresh - now)
 
-    def names_for(
+    def heads_for(
         self, conn: psycopg.Connection[Any], kinds: Sequence[str], held: Sequence[str]
-    ) -> list[str]:
+    ) -> list[Head]:
         """The hint, walked again first when due."""
         now = time.monotonic()
         if (self._stale and now >= self._next) or now >= self._refresh:
+            names = self.names
+            again = names if len(names) == 1 else []  # the hint's one queue: kept fresh
             params = {"kinds": kinds, "held": held, "after": self._after, "chunk": WALK_CHUNK}
+            params["again"] = again
             rows = conn.execute(heads_sql.JOBS_DUE_QUEUES, params).fetchall()
-            last = rows[-1][0] if rows and rows[-1][2] else None  # None: it reached the end
-            self.names = [name for name in self.names if not _within(name, self._after, last)] + [
-                name for name, due, _ in rows if due
-            ]
-            self.names.sort()
+            last = rows[-1][0] if rows and rows[-1][3] else None  # None: it reached the end
+            kept = {
+                head
+                for head in self.heads
+                if head.queue not in again and not _within(head.queue, self._after, last)
+            }
+            for queue, unkeyed, keyed, _ in rows:
+                kept.update(Head(queue, kind, False) for kind in unkeyed)
+                kept.update(Head(queue, kind, True) for kind in keyed)
+                self._walked[queue] = now
+            self.heads = sorted(kept)
+            self._walked = {head.queue: self._walked[head.queue] for head in self.heads}
             self._after = last
             took = time.monotonic() - now
             self._next = now + max(WALK_MIN, WALK_SHARE * took)
             self._refresh = now + max(WALK_MAX, WALK_SHARE * took)
             self._stale = last is not None  # an unfinished round goes on soon
-        return self.names
+        return self.heads
 
 
 def _within(name: str, after: str | None, last: str | None) -> bool:

@@ -36,24 +36,29 @@ SELECT count(*) FILTER (WHERE kind <> ALL(%(kinds)s::text[])) FROM (
     ORDER BY priority DESC, run_at, id LIMIT %(ahead)s
 ) AS head"""
 
-# Whether queue ``w.q`` holds a due job of one of the worker's kinds in one index of the
-# queues' pending jobs (its predicate follows): each kind's head, one row, in the index's
-# order. Not ``kind = ANY(%(kinds)s)``: its kept generic plan read jobs_ready from the
-# oldest due job, stepping over every foreign kind's due job (70 ms a walk beside 200,000).
-_DUE_HEAD: LiteralString = (
-    "EXISTS (SELECT FROM unnest(%(kinds)s::text[]) AS k(kind)" + _LATERAL + "1" + _HEAD
+# The worker's kinds (%(kinds)s) with a due job in queue ``w.q`` in one index of the queues'
+# pending jobs (its predicate follows), in the order given: each kind's head, one row, in
+# the index's order. Not ``kind = ANY(%(kinds)s)``: its kept generic plan read jobs_ready
+# from the oldest due job, stepping over every foreign kind's due job (70 ms a walk beside
+# 200,000); and not EXISTS, which drops its subquery's order (and the plan with it).
+_DUE_KINDS: LiteralString = (
+    "ARRAY(SELECT k.kind FROM unnest(%(kinds)s::text[]) AS k(kind)" + _LATERAL + "1" + _HEAD
 )
 _DUE_HEAD_END: LiteralString = _HEAD_ORDER.replace("LIMIT lim.n", "LIMIT 1") + "\n    ) AS due)"
 assert "LIMIT 1" in _DUE_HEAD_END
 
 # The next %(chunk)s queues with pending jobs after %(after)s (NULL: from the first), a skip
-# scan (queue_heads.py: one probe per index and queue), each probed for a due job of the
-# worker's kinds in both indexes (_DUE_HEAD): as ``q, due, more``, the due ones less the
-# held ones (%(held)s), and the last queue visited when %(chunk)s were (``more``: the next
-# walk goes on after it). Its cost grows with the queues it visits, so a walk visits a
-# bounded number of them, and the worker runs one at most every WALK_SHARE-th of the
-# time it takes (worker/due_queues.py): the first claim beside 20,000 queues of delayed
-# jobs waited a whole walk (0.3-0.8 s) before.
+# scan (queue_heads.py: one probe per index and queue), each probed for a due job of each
+# of the worker's kinds in both indexes (_DUE_KINDS): as ``q, unkeyed, keyed, more``, the
+# kinds with due jobs in each index of the queues that have some, less the held queues
+# (%(held)s), and the last queue visited when %(chunk)s were (``more``: the next walk goes on
+# after it), in the walk's order. The queues %(again)s are probed too, first (the hint's one
+# queue: its heads stay as fresh as a walk, wherever the round is). Its cost grows with the
+# queues it visits, so a walk visits a bounded number of them, and the worker runs one at
+# most every WALK_SHARE-th of the time it takes (worker/due_queues.py): the first claim
+# beside 20,000 queues of delayed jobs waited a whole walk (0.3-0.8 s) before. The kinds per
+# index let a claim read the one head a walk found (JOBS_CLAIM_ONE_HEAD) instead of every
+# kind's in both indexes.
 JOBS_DUE_QUEUES: LiteralString = (
     """
 WITH RECURSIVE pending_queues(q, n) AS (
@@ -65,24 +70,29 @@ WITH RECURSIVE pending_queues(q, n) AS (
     + _NEXT_QUEUE
     + """, prev.n + 1 FROM pending_queues AS prev
     WHERE prev.q IS NOT NULL AND prev.n < %(chunk)s::int
+),
+w(q, n) AS (
+    SELECT q, n FROM pending_queues WHERE q IS NOT NULL
+    UNION ALL
+    SELECT q, 0 FROM unnest(%(again)s::text[]) AS again(q)
 )
-SELECT q, due, n = %(chunk)s::int AS more FROM (
-    SELECT w.q, w.n, w.q <> ALL(%(held)s::text[])
-           AND ("""
-    + _DUE_HEAD
+SELECT q, unkeyed, keyed, n = %(chunk)s::int AS more FROM (
+    SELECT w.q, w.n,
+           CASE WHEN w.q <> ALL(%(held)s::text[]) THEN """
+    + _DUE_KINDS
     + "limit_key IS NULL"
     + _DUE_HEAD_END
-    + "\n                OR "
-    + _DUE_HEAD
+    + """ ELSE '{}' END AS unkeyed,
+           CASE WHEN w.q <> ALL(%(held)s::text[]) THEN """
+    + _DUE_KINDS
     + "limit_key IS NOT NULL"
     + _DUE_HEAD_END
-    + """) AS due
-    FROM pending_queues AS w
-    WHERE w.q IS NOT NULL
+    + """ ELSE '{}' END AS keyed
+    FROM w
     OFFSET 0
 ) AS visited
-WHERE due OR n = %(chunk)s::int
-ORDER BY q"""
+WHERE cardinality(unkeyed) > 0 OR cardinality(keyed) > 0 OR n = %(chunk)s::int
+ORDER BY n"""
 )
 
 # Each given queue's (%(queues)s, less the held ones) head of each of the worker's kinds
@@ -132,4 +142,30 @@ WHERE ctid = ANY(ARRAY(
     ORDER BY priority DESC, run_at, id LIMIT %(limit)s))"""
     + _NOT_HELD_PROBED
     + _CLAIMED_COLUMNS
+)
+
+# The claim by queue and kind when the last walk found due jobs of the worker's kinds in one
+# head alone: queue %(queue)s, kind %(kind)s, one index (the drain of one queue behind a
+# foreign backlog or beside held backlogs). That head's first %(limit)s due jobs in claim
+# order, FOR UPDATE SKIP LOCKED, one index scan: no merge of every kind's head in both
+# indexes, no sort of them (a claim of 10 for a worker of three kinds: 0.35 ms against 0.44,
+# the plain JOBS_CLAIM 0.33; docs/flow-control.md). The queue's held state is re-checked
+# once (one probe of pgbeat_queues, the queue being a parameter), not per row.
+_ONE_HEAD: LiteralString = _HEAD.replace("w.q", "%(queue)s::text").replace(
+    "k.kind", "%(kind)s::text"
+)
+_ONE_HEAD_ORDER: LiteralString = _HEAD_ORDER.replace("LIMIT lim.n", "LIMIT %(limit)s") + _LOCKED
+_ONE_HEAD_OPENING: LiteralString = (
+    "\nUPDATE jobs" + _SET_RUNNING + "\nWHERE ctid = ANY(ARRAY(\n    SELECT ctid"
+)
+_ONE_HEAD_CLOSING: LiteralString = (
+    _ONE_HEAD_ORDER + "))" + _NOT_HELD_PROBED.replace("jobs.queue", "%(queue)s::text")
+)
+assert "%(queue)s::text" in _ONE_HEAD_CLOSING and "%(kind)s::text" in _ONE_HEAD
+JOBS_CLAIM_ONE_HEAD: LiteralString = (
+    _ONE_HEAD_OPENING + _ONE_HEAD + "limit_key IS NULL" + _ONE_HEAD_CLOSING + _CLAIMED_COLUMNS
+)
+# The same of the index of keyed jobs (an unlimited queue's jobs may carry a limit key).
+JOBS_CLAIM_ONE_KEYED_HEAD: LiteralString = (
+    _ONE_HEAD_OPENING + _ONE_HEAD + "limit_key IS NOT NULL" + _ONE_HEAD_CLOSING + _CLAIMED_COLUMNS
 )
