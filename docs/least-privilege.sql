@@ -103,6 +103,10 @@ BEGIN
                                 'pgbeat_workflow_advance(bigint[])',
                                 'pgbeat_workflow_advance_round(bigint[])',
                                 'pgbeat_step_release_at(timestamptz,interval)',
+                                'pgbeat_workflow_owned_by(name,name)',
+                                'pgbeat_workflow_foreign_step(bigint[],bigint[],name)',
+                                'pgbeat_workflow_foreign_edge(bigint[],bigint[],name)',
+                                'pgbeat_workflow_check_steps()', 'pgbeat_workflow_check_edges()',
                                 'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()',
                                 'pgbeat_text_problem(text,text,boolean,integer,boolean)'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN
@@ -281,6 +285,14 @@ BEGIN
         GRANT INSERT (workflow_id) ON jobs TO pgbeat_enqueue;
         GRANT SELECT, INSERT ON pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges
             TO pgbeat_enqueue;
+        -- A workflow's owner is the role that inserts it (migration 0034: its steps and
+        -- edges may join only steps of a workflow of its own), never one it names.
+        IF EXISTS (SELECT FROM information_schema.columns
+                   WHERE table_schema = current_schema() AND table_name = 'pgbeat_workflows'
+                     AND column_name = 'owner') THEN
+            REVOKE INSERT ON pgbeat_workflows FROM pgbeat_enqueue;
+            GRANT INSERT (name, key) ON pgbeat_workflows TO pgbeat_enqueue;
+        END IF;
         GRANT SELECT ON pgbeat_workflows, pgbeat_workflow_steps, pgbeat_workflow_edges
             TO pgbeat_worker, pgbeat_ui_viewer;
         GRANT DELETE ON pgbeat_workflows TO pgbeat_worker;
