@@ -22,7 +22,8 @@ from pgbeat.db.sql.jobs.queue_heads import (
     _KEYED_COLUMNS,
     _LATERAL,
     _LOCKED,
-    _NEXT_QUEUE,
+    _NEXT_IN_INDEX,
+    _NEXT_IN_INDEX_END,
     _TID,
 )
 
@@ -48,8 +49,9 @@ _DUE_HEAD_END: LiteralString = _HEAD_ORDER.replace("LIMIT lim.n", "LIMIT 1") + "
 assert "LIMIT 1" in _DUE_HEAD_END
 
 # The next %(chunk)s queues with pending jobs after %(after)s (NULL: from the first), a skip
-# scan (queue_heads.py: one probe per index and queue), each probed for a due job of each
-# of the worker's kinds in both indexes (_DUE_KINDS): as ``q, unkeyed, keyed, more``, the
+# scan that keeps each index's next queue (one probe per queue visited, in the index that
+# held it), each probed for a due job of each of the worker's kinds in the indexes that
+# hold it (_DUE_KINDS; a queue with only unkeyed jobs: its kinds in one index, not two): as ``q, unkeyed, keyed, more``, the
 # kinds with due jobs in each index of the queues that have some, less the held queues
 # (%(held)s), and the last queue visited when %(chunk)s were (``more``: the next walk goes on
 # after it), in the walk's order. The queues %(again)s are probed too, first (the hint's one
@@ -61,29 +63,51 @@ assert "LIMIT 1" in _DUE_HEAD_END
 # kind's in both indexes.
 JOBS_DUE_QUEUES: LiteralString = (
     """
-WITH RECURSIVE pending_queues(q, n) AS (
-    SELECT """
-    + _NEXT_QUEUE
-    + """, 1 FROM (SELECT %(after)s::text AS q) AS prev
+WITH RECURSIVE pending_queues(q, u, k, n) AS (
+    SELECT least(first.u, first.k), first.u, first.k, 1 FROM (
+        SELECT """
+    + _NEXT_IN_INDEX
+    + "limit_key IS NULL"
+    + _NEXT_IN_INDEX_END
+    + """ AS u,
+               """
+    + _NEXT_IN_INDEX
+    + "limit_key IS NOT NULL"
+    + _NEXT_IN_INDEX_END
+    + """ AS k
+        FROM (SELECT %(after)s::text AS q) AS prev
+    ) AS first
     UNION ALL
-    SELECT """
-    + _NEXT_QUEUE
-    + """, prev.n + 1 FROM pending_queues AS prev
+    SELECT least(step.u, step.k), step.u, step.k, prev.n + 1
+    FROM pending_queues AS prev
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN prev.u = prev.q THEN """
+    + _NEXT_IN_INDEX
+    + "limit_key IS NULL"
+    + _NEXT_IN_INDEX_END
+    + """ ELSE prev.u END AS u,
+               CASE WHEN prev.k = prev.q THEN """
+    + _NEXT_IN_INDEX
+    + "limit_key IS NOT NULL"
+    + _NEXT_IN_INDEX_END
+    + """ ELSE prev.k END AS k
+        OFFSET 0
+    ) AS step
     WHERE prev.q IS NOT NULL AND prev.n < %(chunk)s::int
 ),
-w(q, n) AS (
-    SELECT q, n FROM pending_queues WHERE q IS NOT NULL
+w(q, unkeyed, keyed, n) AS (
+    SELECT q, u = q, k = q, n FROM pending_queues WHERE q IS NOT NULL
     UNION ALL
-    SELECT q, 0 FROM unnest(%(again)s::text[]) AS again(q)
+    SELECT q, true, true, 0 FROM unnest(%(again)s::text[]) AS again(q)
 )
 SELECT q, unkeyed, keyed, n = %(chunk)s::int AS more FROM (
     SELECT w.q, w.n,
-           CASE WHEN w.q <> ALL(%(held)s::text[]) THEN """
+           CASE WHEN w.unkeyed AND w.q <> ALL(%(held)s::text[]) THEN """
     + _DUE_KINDS
     + "limit_key IS NULL"
     + _DUE_HEAD_END
     + """ ELSE '{}' END AS unkeyed,
-           CASE WHEN w.q <> ALL(%(held)s::text[]) THEN """
+           CASE WHEN coalesce(w.keyed, false) AND w.q <> ALL(%(held)s::text[]) THEN """
     + _DUE_KINDS
     + "limit_key IS NOT NULL"
     + _DUE_HEAD_END

@@ -31,6 +31,15 @@ _NEXT_QUEUE: LiteralString = """least(
         (SELECT queue FROM jobs WHERE status = 'pending' AND limit_key IS NOT NULL
            AND queue > coalesce(prev.q, '') ORDER BY queue LIMIT 1))"""
 
+# The next queue with pending jobs in one index after ``prev.q`` (NULL: none), one probe:
+# the predicate of the index follows (``limit_key IS NULL`` or ``IS NOT NULL``), then
+# _NEXT_IN_INDEX_END. A walk that keeps each index's next queue (claim_heads.py's
+# JOBS_DUE_QUEUES) probes again only the index whose queue it just visited, and knows which
+# of the two indexes hold the queue.
+_NEXT_IN_INDEX: LiteralString = """(SELECT queue FROM jobs WHERE status = 'pending' AND """
+_NEXT_IN_INDEX_END: LiteralString = """
+             AND queue > coalesce(prev.q, '') ORDER BY queue LIMIT 1)"""
+
 # The next kind with pending jobs in queue ``w.q`` after ``present.kind`` (NULL: the first).
 _NEXT_KIND: LiteralString = """least(
             (SELECT kind FROM jobs WHERE status = 'pending' AND limit_key IS NULL
