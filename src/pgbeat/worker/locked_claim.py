@@ -23,7 +23,7 @@ def claim_locked(
     conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]
 ) -> tuple[list[Any], tuple[Any, ...] | None]:
     """Run a limited queue's claim under its row lock, with a plan kept for the connection
-    once psycopg prepares the statement (QUEUES_LOCK says why), in one round trip.
+    from its first execution (QUEUES_LOCK says why; _prepare), in one round trip.
 
     The lock and the claim go in one pipeline without BEGIN or COMMIT: the protocol runs
     the statements up to the pipeline's Sync as one implicit transaction (committed at the
@@ -39,7 +39,7 @@ def claim_locked(
     try:
         with conn.pipeline():
             conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
-            cursor = conn.execute(statement, params)
+            cursor = conn.execute(statement, params, prepare=_prepare(conn))
     except BaseException:
         if not conn.closed and conn.info.transaction_status == TransactionStatus.INERROR:
             conn.execute(session_sql.TRANSACTION_ROLLBACK, prepare=False)  # start clean
@@ -50,3 +50,11 @@ def claim_locked(
     budget = columns(statement, cursor, BUDGET)(found[0])
     pick = job_columns(statement, cursor)
     return [pick(row) for row in found if row[0] is not None], tuple(budget)
+
+
+def _prepare(conn: psycopg.Connection[Any]) -> bool | None:
+    """Keep a limited claim's plan from its first execution, where statements are kept at
+    all (not behind a transaction pooler: prepare_threshold None). Planned at each of the
+    first five executions (psycopg's threshold), a key-limited claim cost 4-8 ms instead of
+    1.3, and a queue claimed a few times a minute never got past them."""
+    return True if conn.prepare_threshold is not None else None

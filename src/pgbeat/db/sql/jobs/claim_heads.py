@@ -51,16 +51,16 @@ assert "LIMIT 1" in _DUE_HEAD_END
 # The next %(chunk)s queues with pending jobs after %(after)s (NULL: from the first), a skip
 # scan that keeps each index's next queue (one probe per queue visited, in the index that
 # held it), each probed for a due job of each of the worker's kinds in the indexes that
-# hold it (_DUE_KINDS; a queue with only unkeyed jobs: its kinds in one index, not two): as ``q, unkeyed, keyed, more``, the
-# kinds with due jobs in each index of the queues that have some, less the held queues
-# (%(held)s), and the last queue visited when %(chunk)s were (``more``: the next walk goes on
-# after it), in the walk's order. The queues %(again)s are probed too, first (the hint's one
-# queue: its heads stay as fresh as a walk, wherever the round is). Its cost grows with the
-# queues it visits, so a walk visits a bounded number of them, and the worker runs one at
-# most every WALK_SHARE-th of the time it takes (worker/due_queues.py): the first claim
-# beside 20,000 queues of delayed jobs waited a whole walk (0.3-0.8 s) before. The kinds per
-# index let a claim read the one head a walk found (JOBS_CLAIM_ONE_HEAD) instead of every
-# kind's in both indexes.
+# hold it (_DUE_KINDS; a queue of unkeyed jobs only: one index, not two). As ``q, unkeyed,
+# keyed, more``: the kinds with due jobs in each index of the queues that have some, less
+# the held queues (%(held)s), and the last queue visited when %(chunk)s were (``more``: the
+# next walk goes on after it), in the walk's order. The queues %(again)s are probed too,
+# first (the hint's one queue: its heads stay as fresh as a walk, wherever the round is).
+# Its cost grows with the queues it visits, so a walk visits a bounded number of them, and
+# the worker runs one at most every WALK_SHARE-th of the time it takes (worker/
+# due_queues.py): the first claim beside 20,000 queues of delayed jobs waited a whole walk
+# (0.3-0.8 s) before. The kinds per index let a claim read the one head a walk found
+# (JOBS_CLAIM_ONE_HEAD) instead of every kind's in both indexes.
 JOBS_DUE_QUEUES: LiteralString = (
     """
 WITH RECURSIVE pending_queues(q, u, k, n) AS (
