@@ -106,7 +106,7 @@ BEGIN
                                 'pgbeat_workflow_owned_by(name,name)',
                                 'pgbeat_workflow_foreign_step(bigint[],bigint[],name)',
                                 'pgbeat_workflow_foreign_edge(bigint[],bigint[],name)',
-                                'pgbeat_workflow_check_steps()', 'pgbeat_workflow_check_edges()',
+                                'pgbeat_workflow_check_added()',
                                 'pgbeat_workflow_forget()', 'pgbeat_refuse_job_names()',
                                 'pgbeat_text_problem(text,text,boolean,integer,boolean)'] LOOP
         IF to_regprocedure(name) IS NOT NULL THEN

@@ -6,6 +6,8 @@ The plans are read with EXPLAIN, never timed (docs/benchmarks.md measures the cl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -71,6 +73,19 @@ def fill(conn: psycopg.Connection[Any]) -> None:
     pgbeat.configure_queue(conn, "fair", fair=True)
 
 
+@contextmanager
+def filled(database_url: str, statistics: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection with the worker's settings to a database fill() filled, its statistics
+    "fresh" (none since) or "analyzed"."""
+    options = session_options(database_url, SESSION_SETTINGS)
+    with psycopg.connect(database_url, autocommit=True, options=options) as conn:
+        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        fill(conn)
+        if statistics == "analyzed":
+            conn.execute("ANALYZE jobs")
+        yield conn
+
+
 # Each statement that reads a queue's pending jobs, with the queue it reads (None: the
 # statement reads several) and whether each read of those indexes must be a bounded head.
 READS = {
@@ -117,12 +132,7 @@ def test_every_read_of_a_queue_uses_its_two_indexes_a_bounded_head_at_a_time(
     of the queue's kinds): no sequential scan of jobs, no sort of what an index read
     without a limit, the unkeyed jobs read from their index and the keyed ones from theirs
     or jobs_claim_key, and none of the dropped indexes."""
-    options = session_options(database_url, SESSION_SETTINGS)
-    with psycopg.connect(database_url, autocommit=True, options=options) as conn:
-        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-        fill(conn)
-        if statistics == "analyzed":
-            conn.execute("ANALYZE jobs")
+    with filled(database_url, statistics) as conn:
         params = {
             "limit": 100,
             "lease": "5 minutes",
@@ -220,12 +230,7 @@ def test_the_one_head_claim_reads_its_index_a_bounded_head_once(
     20,000 foreign due jobs of fill(): one bounded read of its own index, no sort, no other
     index of pending jobs, the queue's held state probed once (not per row), the rows
     updated by tuple address."""
-    options = session_options(database_url, SESSION_SETTINGS)
-    with psycopg.connect(database_url, autocommit=True, options=options) as conn:
-        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-        fill(conn)
-        if statistics == "analyzed":
-            conn.execute("ANALYZE jobs")
+    with filled(database_url, statistics) as conn:
         label = "JOBS_CLAIM_ONE_KEYED_HEAD" if keyed else "JOBS_CLAIM_ONE_HEAD"
         params = {"limit": 100, "lease": "5 minutes", "queue": "default", "kind": "noop"}
         with conn.transaction():

@@ -211,3 +211,20 @@ def test_a_fruitful_claim_or_announced_jobs_reset_the_doubling(reset: str) -> No
         rests.jobs_arrived()
     rests.fruitless_walk("api", 0.0, timed=True)
     assert not rests.spent("api", KEYS_IDLE_PAUSE)
+
+
+def test_announced_jobs_end_the_rest_of_a_fruitless_key_walk_not_a_spent_rate() -> None:
+    """New jobs may bring free keys: a queue resting because its walked keys were all spent
+    is asked again at once; a queue whose own rate is spent still waits for its window."""
+    rests = Rests()
+    for _ in range(4):
+        rests.fruitless_walk("keys", 0.0, timed=True)
+    rests.rest("rate", 30.0)  # its rate's oldest start leaves the window at 30 s
+    assert rests.spent("keys", 0.5) and rests.spent("rate", 0.5)
+    rests.jobs_arrived()
+    assert not rests.spent("keys", 0.5)
+    assert rests.spent("rate", 0.5)
+    rests.fruitless_walk("keys", 0.0, timed=True)
+    rests.rest("keys", 10.0)  # then its own rate spent: that rest is not a walk's
+    rests.jobs_arrived()
+    assert rests.spent("keys", 0.5)

@@ -39,6 +39,7 @@ class Rests:
         self._dry_since: dict[str, float] = {}  # when each ran dry
         self._keys_until: dict[str, float] = {}  # per queue: its key-by-key claim rests
         self._fruitless: dict[str, int] = {}  # per timed keyed queue: walks in a row found none
+        self._walked_out: set[str] = set()  # queues resting after a fruitless key walk
 
     def begin(self) -> None:
         """A claim starts: nothing is held back yet."""
@@ -55,6 +56,7 @@ class Rests:
         """Leave a queue alone until ``until``; ``full``: its slots were, and slots_freed
         ends the rest sooner."""
         self._until[queue] = until
+        self._walked_out.discard(queue)  # fruitless_walk marks its own after this
         if full:
             self._full.add(queue)
         else:
@@ -83,10 +85,14 @@ class Rests:
             self._until.pop(queue, None)
 
     def jobs_arrived(self) -> None:
-        """Jobs were announced: every dry queue and every full one is asked again."""
+        """Jobs were announced: every dry queue, every full one and every one whose key walk
+        found each key spent is asked again (new jobs may bring free keys)."""
         self._dry_due.clear()
         self._dry.clear()
         self._fruitless.clear()
+        for queue in self._walked_out:
+            self._until.pop(queue, None)
+        self._walked_out.clear()
         self.slots_freed(self._full)
 
     def settings_changed(self) -> None:
@@ -99,6 +105,7 @@ class Rests:
     def forget(self, queue: str) -> None:
         """This queue's settings changed (seen at a read of the held queues): its rests end."""
         self._until.pop(queue, None)
+        self._walked_out.discard(queue)
         self._full.discard(queue)
         self._keys_until.pop(queue, None)
         self._fruitless.pop(queue, None)
@@ -159,6 +166,7 @@ class Rests:
         fruitless = self._fruitless.get(queue, 0) + 1 if timed else 1
         self._fruitless[queue] = fruitless
         self.rest(queue, now + min(KEYS_IDLE_MAX, KEYS_IDLE_PAUSE * 2 ** (fruitless - 1)))
+        self._walked_out.add(queue)  # ends when jobs are announced
 
     def fruitful(self, queue: str) -> None:
         """A claim of this queue gave jobs: its next fruitless walk pauses the least."""

@@ -85,26 +85,6 @@ ALTER FUNCTION pgbeat_workflow_foreign_step(bigint[], bigint[], name) SET enable
 ALTER FUNCTION pgbeat_workflow_foreign_step(bigint[], bigint[], name) SET enable_hashjoin = off;
 ALTER FUNCTION pgbeat_workflow_foreign_step(bigint[], bigint[], name) SET enable_mergejoin = off;
 
-CREATE OR REPLACE FUNCTION pgbeat_workflow_check_steps() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    refused bigint;
-BEGIN
-    SELECT pgbeat_workflow_foreign_step(array_agg(job_id), array_agg(workflow_id), current_user)
-    INTO refused FROM added;
-    IF refused IS NOT NULL THEN
-        RAISE EXCEPTION 'pgbeat: role % may not add job % as a step: it is not a step of a '
-                        'workflow this role enqueued', current_user, refused
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    RETURN NULL;
-END;
-$$;
-DROP TRIGGER IF EXISTS pgbeat_workflow_steps_owned ON pgbeat_workflow_steps;
-CREATE TRIGGER pgbeat_workflow_steps_owned AFTER INSERT ON pgbeat_workflow_steps
-    REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION pgbeat_workflow_check_steps();
-
 -- The first of these edges (parents[i] -> children[i]) whose ends are not both steps of one
 -- workflow ``who`` may add to: its parent's id. NULL: none. The usual statement (one
 -- workflow's edges) is settled by one index scan of the ends' step rows: every end a step
@@ -156,27 +136,44 @@ ALTER FUNCTION pgbeat_workflow_foreign_edge(bigint[], bigint[], name) SET enable
 ALTER FUNCTION pgbeat_workflow_foreign_edge(bigint[], bigint[], name) SET enable_hashjoin = off;
 ALTER FUNCTION pgbeat_workflow_foreign_edge(bigint[], bigint[], name) SET enable_mergejoin = off;
 
-CREATE OR REPLACE FUNCTION pgbeat_workflow_check_edges() RETURNS trigger
+-- What a statement added to pgbeat_workflow_steps or pgbeat_workflow_edges (its transition
+-- table), checked once, as the inserting role: refused in one line naming it and the job.
+CREATE OR REPLACE FUNCTION pgbeat_workflow_check_added() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     refused bigint;
 BEGIN
-    SELECT pgbeat_workflow_foreign_edge(array_agg(parent_id), array_agg(child_id), current_user)
-    INTO refused FROM added;
-    IF refused IS NOT NULL THEN
-        RAISE EXCEPTION 'pgbeat: role % may not add an edge from job %: its ends are not both '
-                        'steps of one workflow this role enqueued', current_user, refused
-            USING ERRCODE = 'insufficient_privilege';
+    IF TG_TABLE_NAME = 'pgbeat_workflow_steps' THEN
+        SELECT pgbeat_workflow_foreign_step(array_agg(job_id), array_agg(workflow_id),
+                                            current_user)
+        INTO refused FROM added;
+        IF refused IS NOT NULL THEN
+            RAISE EXCEPTION 'pgbeat: role % may not add job % as a step: it is not a step of '
+                            'a workflow this role enqueued', current_user, refused
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+    ELSE
+        SELECT pgbeat_workflow_foreign_edge(array_agg(parent_id), array_agg(child_id),
+                                            current_user)
+        INTO refused FROM added;
+        IF refused IS NOT NULL THEN
+            RAISE EXCEPTION 'pgbeat: role % may not add an edge from job %: its ends are not '
+                            'both steps of one workflow this role enqueued', current_user, refused
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
     END IF;
     RETURN NULL;
 END;
 $$;
+DROP TRIGGER IF EXISTS pgbeat_workflow_steps_owned ON pgbeat_workflow_steps;
+CREATE TRIGGER pgbeat_workflow_steps_owned AFTER INSERT ON pgbeat_workflow_steps
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION pgbeat_workflow_check_added();
 DROP TRIGGER IF EXISTS pgbeat_workflow_edges_owned ON pgbeat_workflow_edges;
 CREATE TRIGGER pgbeat_workflow_edges_owned AFTER INSERT ON pgbeat_workflow_edges
     REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION pgbeat_workflow_check_edges();
+    FOR EACH STATEMENT EXECUTE FUNCTION pgbeat_workflow_check_added();
 
 -- The checks resolve their functions through the search_path of this migration, not the
 -- inserting role's.
-ALTER FUNCTION pgbeat_workflow_check_steps() SET search_path FROM CURRENT;
-ALTER FUNCTION pgbeat_workflow_check_edges() SET search_path FROM CURRENT;
+ALTER FUNCTION pgbeat_workflow_check_added() SET search_path FROM CURRENT;
