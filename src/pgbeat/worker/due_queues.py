@@ -68,6 +68,7 @@ class DueQueues:
 
     @property
     def one_head(self) -> Head | None:
+        """The hint's only head, if nothing may have changed since its walk (else None)."""
         if len(self.heads) != 1:
             return None
         head = self.heads[0]
