@@ -95,8 +95,9 @@ def test_the_enqueue_role_cannot_end_or_release_a_step(
 
 
 def _rows_before_0034(conn: psycopg.Connection[Any]) -> None:
-    """Let ``conn`` (a superuser's) write step rows and edges as before migration 0034's
-    checks (its triggers off for this session), as rows written before it may be."""
+    """Let ``conn`` (a superuser's, the test's own connection) write step rows and edges as
+    before migration 0034's checks (its triggers off for this session), as rows written
+    before it may be."""
     conn.execute("SET session_replication_role = replica")
 
 
@@ -242,7 +243,7 @@ def test_another_app_cannot_reach_a_held_step_through_an_edge(
     assert released.fetchone() == (True,)
 
 
-def test_a_superuser_may_still_add_to_any_workflow_and_the_api_path_is_unchanged(
+def test_a_superuser_may_still_add_to_any_workflow(
     logins: dict[str, str],  # noqa: F811
     conn: psycopg.Connection[Any],
 ) -> None:
