@@ -93,7 +93,11 @@ LONG = {
         outage=10.0, jobs=3_000, workers=3, schedulers=3, recovery_seconds=60.0
     ),
     "backends": BackendKills(seconds=60.0, jobs_per_second=200, workers=3, schedulers=3),
-    "poison": PoisonJobs(ordinary=5_000, job_sleep=0.005, exits=5, hangs=3, huge=3),
+    # A sync hang keeps its slot for its 60 s after its timeout (the executor cannot stop a
+    # thread; the worker's concurrency holds): 3 hangs x 3 attempts need 9 slots, so the
+    # hangs' worker has 12, as a deployment expecting hung handlers would. With 4 (the short
+    # size's) every slot hung for a minute and the scenario timed out (since d6344fc).
+    "poison": PoisonJobs(ordinary=5_000, job_sleep=0.005, exits=5, hangs=3, huge=3, concurrency=12),
     # cuts longer than the TCP timeouts pgbeat sets (30 s): connections die and are remade
     "partition-worker": WorkerCut(
         lease=10.0, timeout=8.0, job_seconds=5.0, cut=45.0, concurrency=8, later_jobs=500
