@@ -35,9 +35,10 @@ def statuses(conn: psycopg.Connection[Any], kind: str) -> dict[str, int]:
     return {status: int(n) for status, n in rows.fetchall()}
 
 
-def queues_of(heads: list[due_queues.Head]) -> list[str]:
-    """The hint's queues, in name order."""
-    return sorted({head.queue for head in heads})
+def walked(hint: due_queues.DueQueues, conn: psycopg.Connection[Any]) -> list[str]:
+    """The hint's queues after its next walk (held: the paused queue)."""
+    hint.heads_for(conn, ["noop"], ["paused"])
+    return hint.names
 
 
 def batches(claimer: Claimer, conn: psycopg.Connection[Any], limit: int) -> list[list[Job]]:
@@ -196,19 +197,19 @@ def test_a_walk_visits_a_bounded_number_of_queues_and_the_next_goes_on(
     seen = []
     for _ in range(4):  # paused, q0, q1 | q2, q3, q4 | q5, q6, q7 | q8, q9
         hint._next = hint._refresh = 0.0  # as if the walk were due
-        seen.append(list(queues_of(hint.heads_for(conn, ["noop"], ["paused"]))))
+        seen.append(list(walked(hint, conn)))
     assert seen == [[], ["q4"], ["q4"], ["q4", "q9"]]
     assert hint._after is None and not hint._stale  # the round ended
     conn.execute("UPDATE jobs SET run_at = %s WHERE queue = 'q9'", (later,))
     hint._next = hint._refresh = 0.0
-    kept = queues_of(hint.heads_for(conn, ["noop"], ["paused"]))  # paused, q0, q1: q9 kept
+    kept = walked(hint, conn)  # paused, q0, q1: q9 kept
     assert kept == ["q4", "q9"]
     hint._next = hint._refresh = 0.0
-    queues_of(hint.heads_for(conn, ["noop"], ["paused"]))  # q2, q3, q4
+    walked(hint, conn)  # q2, q3, q4
     hint._next = hint._refresh = 0.0
-    queues_of(hint.heads_for(conn, ["noop"], ["paused"]))  # q5, q6, q7
+    walked(hint, conn)  # q5, q6, q7
     hint._next = hint._refresh = 0.0
-    assert queues_of(hint.heads_for(conn, ["noop"], ["paused"])) == ["q4"]  # q8, q9: q9 went
+    assert walked(hint, conn) == ["q4"]  # q8, q9: q9 went
 
 
 def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(

@@ -229,16 +229,8 @@ class Claimer:
         if self._by_kind():  # each (queue, kind)'s head: never step over what it cannot take
             statement = heads_sql.JOBS_CLAIM_BY_QUEUE_KIND
             assert self.kinds is not None
-            if not self.queues:
-                heads = self._due.heads_for(conn, self.kinds, self._held_pending)
-                one = self._due.one_head
-                if one is not None:  # the one head with due jobs: read alone, nothing merged
-                    statement = heads_sql.JOBS_CLAIM_ONE_KEYED_HEAD
-                    if not one.keyed:
-                        statement = heads_sql.JOBS_CLAIM_ONE_HEAD
-                    params.update(queue=one.queue, kind=one.kind)
-                else:
-                    params["queues"] = _names(sorted({head.queue for head in heads}))
+            if not self.queues:  # the hint's queues, or its one head alone
+                statement = self._due.claim_of(conn, self.kinds, self._held_pending, params)
         elif self.queues or self._held_ahead >= HELD_AHEAD:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:

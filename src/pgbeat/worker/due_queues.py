@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, LiteralString, NamedTuple
 
 import psycopg
 
+from pgbeat.db.literals import text_array
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
 
 WALK_MIN = 0.25  # seconds between two walks, at least
@@ -112,6 +113,24 @@ class DueQueues:
             self._refresh = now + max(WALK_MAX, WALK_SHARE * took)
             self._stale = last is not None  # an unfinished round goes on soon
         return self.heads
+
+    def claim_of(
+        self,
+        conn: psycopg.Connection[Any],
+        kinds: Sequence[str],
+        held: Sequence[str],
+        params: dict[str, Any],
+    ) -> LiteralString:
+        """The claim statement that reads the hint (walked again first when due), with its
+        parameters set in ``params``: the one head alone (nothing merged), else every kind
+        of the hint's queues."""
+        heads = self.heads_for(conn, kinds, held)
+        one = self.one_head
+        if one is None:
+            params["queues"] = text_array(sorted({head.queue for head in heads}))
+            return heads_sql.JOBS_CLAIM_BY_QUEUE_KIND
+        params.update(queue=one.queue, kind=one.kind)
+        return heads_sql.JOBS_CLAIM_ONE_KEYED_HEAD if one.keyed else heads_sql.JOBS_CLAIM_ONE_HEAD
 
 
 def _within(name: str, after: str | None, last: str | None) -> bool:
