@@ -287,13 +287,13 @@ def end_jobs(
 
 
 def claim_statements() -> dict[str, LiteralString]:
-    """Every claim statement of ``db/sql/jobs/claim.py`` and ``claim_limited.py``
-    (``JOBS_CLAIM...``) by its name."""
-    from pgbeat.db.sql.jobs import claim, claim_limited
+    """Every claim statement of ``db/sql/jobs/claim.py``, ``claim_limited.py`` and
+    ``claim_after.py`` (``JOBS_CLAIM...``) by its name."""
+    from pgbeat.db.sql.jobs import claim, claim_after, claim_limited
 
     return {
         name: text
-        for module in (claim, claim_limited)
+        for module in (claim, claim_limited, claim_after)
         for name, text in vars(module).items()
         if name.startswith("JOBS_CLAIM")
     }

@@ -24,10 +24,12 @@ CLAIMS: dict[str, LiteralString] = {
     "JOBS_CLAIM_NEXT_DUE": testing_sql.JOBS_CLAIM_NEXT_DUE,
 }
 # Every parameter any of them takes: the default queue, without limits for the fast claims
-# and with room for the limited ones (set by the test), no rate and no starts recorded.
+# and with room for the limited ones (set by the test), no rate and no starts recorded; the
+# claims from a position (claim_after.py) from before the test's job.
 PARAMS: dict[str, Any] = {
     "limit": 10, "lease": LEASE, "kinds": None, "queues": None, "held": [],
     "queue": "default", "now": None, "scan": 256, "keys": 256, "after": None, "steps": 1,
+    "kind": "k", "after_priority": 0, "after_run_at": "-infinity", "after_id": 0,
 }  # fmt: skip
 
 
@@ -53,6 +55,8 @@ def test_each_claim_statement_sets_started_at_with_its_lease(
         " VALUES ('k', '{}', now() - interval '1 minute', 'key-a')"
     )
     assert _started(conn)[0][1] is None  # never run
+    if name == "JOBS_CLAIM_ONE_HEAD_AFTER":  # the head of the queue's jobs without a key
+        conn.execute("UPDATE jobs SET limit_key = NULL")
     if name == "JOBS_CLAIM_LIMITED":  # the limited claims read the queue's own settings
         pgbeat.configure_queue(conn, "default", concurrency=5)
     elif name.startswith("JOBS_CLAIM_LIMITED"):

@@ -18,13 +18,14 @@ import pgbeat
 from pgbeat.db.pooler import session_options
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import claim_after
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.db.sql.jobs import meta as meta_sql
 from pgbeat.db.sql.jobs import outcomes as outcome_sql
 from pgbeat.job import Job
 from pgbeat.worker import due_queues, operations
-from pgbeat.worker.claiming import Claimer
+from pgbeat.worker.claiming import TWINS, Claimer
 from pgbeat.worker.worker import SESSION_SETTINGS
 from tests.helpers import sorts_backlog
 
@@ -48,7 +49,13 @@ KEPT = {
     "JOBS_CLAIM_ONE_HEAD": (heads_sql, "Index Scan using jobs_claim_queue_unkeyed"),
     "JOBS_CLAIM_ONE_KEYED_HEAD": (heads_sql, "Index Scan using jobs_claim_queue_keyed"),
     "JOBS_KINDS_AHEAD": (heads_sql, "Index Scan using jobs_claim_order"),
+    "JOBS_CLAIM_AFTER": (claim_after, "Index Scan using jobs_claim_order"),
+    "JOBS_CLAIM_SKIPPING_AFTER": (claim_after, "Index Scan using jobs_claim_order"),
+    "JOBS_CLAIM_ONE_HEAD_AFTER": (claim_after, "Index Scan using jobs_claim_queue_unkeyed"),
+    "JOBS_CLAIM_ONE_KEYED_HEAD_AFTER": (claim_after, "Index Scan using jobs_claim_queue_keyed"),
 }
+# The claims' twins start their index scan at the position after the last claim's rows.
+POSITIONED = re.compile(r"Index Cond: \(.*\(priority = \$\d+\).*ROW\(run_at, id\) > ROW\(\$")
 # What they run but never keep: a plan made on an empty table reads the wrong index.
 NEVER_KEPT = {
     "JOBS_FAIL_UNREADABLE": claim_sql,
@@ -91,7 +98,7 @@ def _statements(module: ModuleType) -> set[str]:
 def test_every_statement_of_the_worker_modules_is_classified() -> None:
     """A new statement must be put in KEPT (with the index its plan reads) or NEVER_KEPT."""
     found = _statements(claim_sql) | _statements(outcome_sql) | _statements(meta_sql)
-    found |= _statements(heads_sql) | _statements(limited_sql)
+    found |= _statements(heads_sql) | _statements(limited_sql) | _statements(claim_after)
     assert found | {"QUEUES_HELD"} == set(KEPT) | set(NEVER_KEPT) | ELSEWHERE
 
 
@@ -116,6 +123,10 @@ def _run_every_statement(conn: psycopg.Connection[Any]) -> None:
         by_kind._due._walked = {"default": time.monotonic() + 60}  # walked after any change
         by_kind._due._next = by_kind._due._refresh = time.monotonic() + 60
         assert by_kind._claim_fast(conn, 50) == []  # JOBS_CLAIM_ONE_(KEYED_)HEAD
+    position = {"after_priority": 0, "after_run_at": datetime.now(UTC), "after_id": 0}
+    for twin in TWINS.values():  # the claims from the last claim's position
+        params = {**fast._params(50), "queue": "default", "kind": "noop", **position}
+        assert conn.execute(twin, params).fetchall() == []
     now = datetime.now(UTC)
     job = Job(1, "noop", {}, 1, 3, now, now, None)
     operations.complete_jobs(conn, [job])
@@ -165,6 +176,7 @@ def test_kept_plans_made_on_an_empty_table_read_the_indexes_at_scale(database_ur
             plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN EXECUTE {name}{arguments}"))
             assert "Seq Scan on jobs" not in plan and not sorts_backlog(plan), (label, plan)
             assert index in plan, (label, plan)
+            assert module is not claim_after or POSITIONED.search(plan), (label, plan)
         for label, module in NEVER_KEPT.items():
             assert _shape(getattr(module, label)) not in prepared, f"{label} was kept"
 
@@ -179,6 +191,11 @@ CLAIMS = {
     "JOBS_CLAIM_LIMITED_KEYS": "keyed",
     "JOBS_CLAIM_FAIR": "fair",
 }
+
+
+def _claim_modules() -> dict[str, tuple[ModuleType, str | None]]:
+    """CLAIMS' statements with their modules."""
+    return {label: (limited_sql if q else claim_sql, q) for label, q in CLAIMS.items()}
 
 
 def test_every_claim_statement_is_in_the_delayed_statistics_test() -> None:
@@ -228,6 +245,10 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
                 statement = getattr(limited_sql if queue else claim_sql, label)
                 found = conn.execute(statement, {**params, "queue": queue}, prepare=True)
                 assert all(row[0] is None for row in found.fetchall()), label  # none due
+        position = {"after_priority": 0, "after_run_at": datetime.now(UTC), "after_id": 0}
+        for twin in TWINS.values():  # the claims from a position, likewise
+            twin_params = {**params, "queue": "default", "kind": "noop", **position}
+            assert conn.execute(twin, twin_params, prepare=True).fetchall() == []
         conn.execute("UPDATE jobs SET run_at = run_at - interval '2 days'")  # the burst
         prepared = {
             _shape(text): (name, params)
@@ -235,8 +256,9 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
                 "SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements"
             )
         }
-        for label, queue in CLAIMS.items():
-            statement = getattr(limited_sql if queue else claim_sql, label)
+        twins = {name: (claim_after, None) for name in _statements(claim_after)}
+        for label, (module, _) in {**_claim_modules(), **twins}.items():
+            statement = getattr(module, label)
             name, count = prepared[_shape(statement)]
             arguments = ", ".join(["NULL"] * count)
             plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE {name}({arguments})"))

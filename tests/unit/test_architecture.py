@@ -54,6 +54,7 @@ PURE = (
     "pgbeat.scheduling.lateness",
     "pgbeat.worker.fair_steps",
     "pgbeat.worker.rests",
+    "pgbeat.worker.claim_cursor",
 )
 # Third-party and standard modules that do I/O, block or start threads.
 IO_MODULES = (

@@ -24,6 +24,12 @@ def text_array(values: Sequence[str | None]) -> str:
     return '{"' + '","'.join(strings) + '"}'
 
 
+def names_array(names: Sequence[str] | None) -> str | None:
+    """Names as one text array literal, or NULL: psycopg's list adapter cost a claim of 10
+    about 0.07 ms of its 0.8-0.9 ms round trip (every claim statement casts it to text[])."""
+    return None if names is None else text_array(names)
+
+
 def number_array(values: Iterable[str]) -> str:
     """An array of numbers already written as text (``str(n)``, ``repr(x)``)."""
     return "{" + ",".join(values) + "}"

@@ -13,20 +13,22 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 
-from pgbeat.db.literals import text_array
+from pgbeat.db.literals import names_array
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
+from pgbeat.db.sql.jobs import claim_after
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.job import Job
+from pgbeat.worker.claim_cursor import ClaimCursor
 from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
 from pgbeat.worker.fair_steps import FairSteps
-from pgbeat.worker.locked_claim import LIMIT_KEY, claim_locked
+from pgbeat.worker.locked_claim import claim_keys, claim_locked
 from pgbeat.worker.ready_parents import ReadyParents
 from pgbeat.worker.rests import LIMITED_RECHECK, Rests
 
@@ -39,6 +41,13 @@ HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
 HEAD_SCAN_SLACK = 16  # rows beyond what the queue's last head claim needed, when it filled
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
+# The claims of due jobs that may go on from where the last one stopped (claim_cursor.py).
+TWINS: dict[str, LiteralString] = {
+    claim_sql.JOBS_CLAIM: claim_after.JOBS_CLAIM_AFTER,
+    claim_sql.JOBS_CLAIM_SKIPPING: claim_after.JOBS_CLAIM_SKIPPING_AFTER,
+    heads_sql.JOBS_CLAIM_ONE_HEAD: claim_after.JOBS_CLAIM_ONE_HEAD_AFTER,
+    heads_sql.JOBS_CLAIM_ONE_KEYED_HEAD: claim_after.JOBS_CLAIM_ONE_KEYED_HEAD_AFTER,
+}
 
 
 class Claimer:
@@ -90,6 +99,7 @@ class Claimer:
         self._due = DueQueues()  # the claim by queue and kind's hint
         self._empty: set[str] = set()  # held queues without a pending job at the last read
         self._ready = ReadyParents(ready_heard)  # a fan-out's children claimed where held
+        self._cursor = ClaimCursor()  # where the last claim of due jobs stopped in its index
 
     @property
     def limited_short(self) -> bool:
@@ -144,6 +154,7 @@ class Claimer:
         self._fast_short_until = 0.0
         self._rests.jobs_arrived()
         self._due.stale()
+        self._cursor.reset()
         if self._empty:
             self._held_until = 0.0
 
@@ -235,6 +246,8 @@ class Claimer:
             statement = claim_sql.JOBS_CLAIM_BY_QUEUE  # never step over a held backlog
         elif self.held:
             statement = claim_sql.JOBS_CLAIM_SKIPPING  # the held queues' few jobs
+        head = statement  # or its twin, on from where the last claim stopped (claim_after.py)
+        statement = self._cursor.statement(head, TWINS.get(head), params, now)
         if now < self._held_until:
             rows = fetch_jobs(statement, conn.execute(statement, params))
         else:
@@ -243,6 +256,11 @@ class Claimer:
                 held = self._read_held(conn)
             rows = fetch_jobs(statement, fast)
             self._note_held(*held)
+        from_head = statement is head
+        if not from_head and len(rows) < limit:  # its priority ran out, or the backlog
+            params["limit"], from_head = limit - len(rows), True
+            rows += fetch_jobs(head, conn.execute(head, params))
+        self._cursor.claimed(rows, limit, now, from_head)
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
         self._due_short_until = self._fast_short_until  # not ended by jobs_arrived
         if len(rows) < limit:
@@ -250,13 +268,13 @@ class Claimer:
         return rows
 
     def _params(self, limit: int) -> dict[str, Any]:
-        """A claim's parameters, the lists of names as array literals (_names)."""
+        """A claim's parameters, the lists of names as array literals (names_array)."""
         return {
             "limit": limit,
             "lease": self.lease,
-            "kinds": _names(self.kinds),
-            "queues": _names(self.queues),
-            "held": _names(self._held_pending),
+            "kinds": names_array(self.kinds),
+            "queues": names_array(self.queues),
+            "held": names_array(self._held_pending),
         }
 
     def _read_held(
@@ -293,7 +311,10 @@ class Claimer:
         if self._empty - empty:  # jobs came to a queue that had none: claim again soon
             self._rests.held_back(time.monotonic())
         self._empty = empty
-        self._held_pending = [name for name in self.held if name not in empty]
+        pending = [name for name in self.held if name not in empty]
+        if pending != self._held_pending:  # a claim may take what it skipped: from the head
+            self._cursor.reset()
+        self._held_pending = pending
         for name, paused, mode, problem, updated_at, _ in rows:
             if self._updated.get(name, updated_at) != updated_at:
                 self._rests.forget(name)
@@ -347,7 +368,7 @@ class Claimer:
         if keyed and rows and len(rows) >= granted:  # filled: ``scanned`` is the rows it needed
             self._head_need[queue] = scanned / len(rows)
         if keyed and scanned == params["scan"] and len(rows) < granted:
-            rows += self._claim_keys(conn, queue, params, granted - len(rows))
+            rows += claim_keys(conn, self._rests, self._after_key, params, granted - len(rows))
             if not rows:  # every key it looked at is full: a completion or a window frees one
                 self._rests.fruitless_walk(queue, now, timed)  # the walk goes on from there
                 return rows
@@ -368,27 +389,3 @@ class Claimer:
         else:  # its limits, or saturated keys: a completion may free a slot
             self._rests.held_back(now + LIMITED_RECHECK)
         return rows
-
-    def _claim_keys(
-        self, conn: psycopg.Connection[Any], queue: str, params: dict[str, Any], limit: int
-    ) -> list[Any]:
-        """Past a head clogged by saturated keys: key by key, in a transaction of its own."""
-        now = time.monotonic()
-        if self._rests.keys_resting(queue, now):
-            return []
-        params = {**params, "limit": limit, "after": self._after_key.pop(queue, None)}
-        more, budget = claim_locked(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, params)
-        walked, last_key = budget[-2:] if budget else (0, None)
-        if more and len(more) == limit:
-            self._after_key[queue] = max(row[LIMIT_KEY] for row in more)
-        elif walked and walked >= params["keys"] and last_key is not None:
-            self._after_key[queue] = last_key  # a bounded walk: the next goes on from here
-        elif not more:  # every key with jobs is saturated: no need to look again at once
-            self._rests.keys_found_none(queue, now)
-        return more
-
-
-def _names(names: Sequence[str] | None) -> str | None:
-    """Names as one array literal (db/literals.py; every claim statement casts it to text[]):
-    psycopg's list adapter cost a claim of 10 about 0.07 ms of its 0.8-0.9 ms round trip."""
-    return None if names is None else text_array(names)

@@ -31,6 +31,7 @@ from pgbeat.db.sql.jobs import claim_heads as heads_sql
 WALK_MIN = 0.25  # seconds between two walks, at least
 WALK_MAX = 2.0  # seconds a hint is kept when nothing says it changed
 WALK_SHARE = 20  # a walk waits this many times its own duration before the next
+WALK_ROUND_SHARE = 100  # ... when nothing changed since the walk before it (the round goes on)
 WALK_CHUNK = 1000  # queues with pending jobs a walk visits, at most
 
 
@@ -61,6 +62,7 @@ class DueQueues:
         self._next = 0.0  # monotonic: the earliest next walk
         self._refresh = 0.0  # monotonic: the next walk even if nothing changed
         self._stale = True
+        self._changed_since_walk = True  # stale() since the last walk began
 
     @property
     def names(self) -> list[str]:
@@ -78,6 +80,7 @@ class DueQueues:
     def stale(self) -> None:
         """Something may have changed (jobs announced, a claim short, settings): walk soon."""
         self._stale = True
+        self._changed_since_walk = True
         self._changed = time.monotonic()
 
     def wait(self, now: float) -> float:
@@ -109,7 +112,9 @@ class DueQueues:
             self._walked = {head.queue: self._walked[head.queue] for head in self.heads}
             self._after = last
             took = time.monotonic() - now
-            self._next = now + max(WALK_MIN, WALK_SHARE * took)
+            share = WALK_SHARE if self._changed_since_walk else WALK_ROUND_SHARE
+            self._changed_since_walk = False
+            self._next = now + max(WALK_MIN, share * took)
             self._refresh = now + max(WALK_MAX, WALK_SHARE * took)
             self._stale = last is not None  # an unfinished round goes on soon
         return self.heads

@@ -1,9 +1,11 @@
 """A limited queue's claim under the queue's row lock, in one round trip: what
-worker/claiming.py runs for each limited queue it asks, and how its budget columns come back.
+worker/claiming.py runs for each limited queue it asks, how its budget columns come back,
+and the key-by-key claim past a head of saturated keys (where its walk goes on).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, LiteralString
 
 import psycopg
@@ -11,8 +13,10 @@ from psycopg.pq import TransactionStatus
 
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql import session as session_sql
+from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.job import Job
 from pgbeat.worker.claimed_rows import columns, job_columns
+from pgbeat.worker.rests import Rests
 
 # The columns a limited claim returns beside the job's (db/sql/jobs/claim_parts.py).
 BUDGET = ("budget", "rate_left", "rate_wait", "mode", "timed", "scanned", "last_key")
@@ -58,3 +62,28 @@ def _prepare(conn: psycopg.Connection[Any]) -> bool | None:
     first five executions (psycopg's threshold), a key-limited claim cost 4-8 ms instead of
     1.3, and a queue claimed a few times a minute never got past them."""
     return True if conn.prepare_threshold is not None else None
+
+
+def claim_keys(
+    conn: psycopg.Connection[Any],
+    rests: Rests,
+    after_key: dict[str, str],
+    params: dict[str, Any],
+    limit: int,
+) -> list[Any]:
+    """Past a head clogged by saturated keys of queue ``params["queue"]``: key by key, in a
+    transaction of its own, from where the queue's last walk stopped (``after_key``, per
+    queue, kept here); a walk that found every key saturated rests the walks (``rests``)."""
+    now, queue = time.monotonic(), params["queue"]
+    if rests.keys_resting(queue, now):
+        return []
+    params = {**params, "limit": limit, "after": after_key.pop(queue, None)}
+    more, budget = claim_locked(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+    walked, last_key = budget[-2:] if budget else (0, None)
+    if more and len(more) == limit:
+        after_key[queue] = max(row[LIMIT_KEY] for row in more)
+    elif walked and walked >= params["keys"] and last_key is not None:
+        after_key[queue] = last_key  # a bounded walk: the next goes on from here
+    elif not more:  # every key with jobs is saturated: no need to look again at once
+        rests.keys_found_none(queue, now)
+    return more

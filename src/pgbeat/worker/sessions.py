@@ -22,6 +22,7 @@ SESSION_SETTINGS = {
     "plan_cache_mode": "force_generic_plan",
     "enable_seqscan": "off",
     "enable_sort": "off",  # a plan kept after ANALYZE saw no due job must not sort the backlog
+    "enable_incremental_sort": "off",  # ... nor a claim's cursor sort a run_at's jobs by id
     "jit": "off",
 }
 
