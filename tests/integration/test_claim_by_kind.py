@@ -212,6 +212,47 @@ def test_a_walk_visits_a_bounded_number_of_queues_and_the_next_goes_on(
     assert walked(hint, conn) == ["q4"]  # q8, q9: q9 went
 
 
+class SteppingClock:
+    """A monotonic clock that moves ``step`` seconds at each reading (a walk reads it at its
+    start and its end: each walk takes ``step``)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 1000.0, step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_walks_that_only_carry_a_round_on_wait_longer_than_after_a_change(
+    conn: psycopg.Connection[Any], monkeypatch: Any
+) -> None:
+    """Fifteen queues of delayed jobs, three a walk. A walk after a change (the first, jobs
+    announced, a claim short) waits WALK_SHARE times its duration before the next (at least
+    WALK_MIN); one that only carried the round on, nothing changed since the walk before,
+    WALK_ROUND_SHARE times."""
+    monkeypatch.setattr(due_queues, "WALK_CHUNK", 3)
+    later = datetime.now(UTC) + timedelta(days=1)
+    pgbeat.enqueue_many(
+        conn, [pgbeat.NewJob("noop", queue=f"q{i}", run_at=later) for i in range(15)]
+    )
+    clock = SteppingClock(0.02)
+    monkeypatch.setattr(due_queues, "time", clock)
+    hint = due_queues.DueQueues()
+    waits: list[float] = []
+    for changed in (True, False, False, True, False):
+        if changed and waits:
+            hint.stale()
+        clock.now = max(clock.now, hint._next)  # the next walk is due
+        began = clock.now + clock.step
+        hint.heads_for(conn, ["noop"], [])
+        waits.append(round(hint._next - began, 6))
+    after_change = max(due_queues.WALK_MIN, due_queues.WALK_SHARE * 0.02)
+    carried_on = max(due_queues.WALK_MIN, due_queues.WALK_ROUND_SHARE * 0.02)
+    assert carried_on > after_change
+    assert waits == [after_change, carried_on, carried_on, after_change, carried_on]
+
+
 def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(
     conn: psycopg.Connection[Any],
 ) -> None:
