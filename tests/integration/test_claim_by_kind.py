@@ -199,7 +199,7 @@ def test_a_walk_visits_a_bounded_number_of_queues_and_the_next_goes_on(
         hint._next = hint._refresh = 0.0  # as if the walk were due
         seen.append(list(walked(hint, conn)))
     assert seen == [[], ["q4"], ["q4"], ["q4", "q9"]]
-    assert hint._after is None and not hint._stale  # the round ended
+    assert hint._after is None and not hint._round_open  # the round ended
     conn.execute("UPDATE jobs SET run_at = %s WHERE queue = 'q9'", (later,))
     hint._next = hint._refresh = 0.0
     kept = walked(hint, conn)  # paused, q0, q1: q9 kept
@@ -227,10 +227,10 @@ class SteppingClock:
 def test_walks_that_only_carry_a_round_on_wait_longer_than_after_a_change(
     conn: psycopg.Connection[Any], monkeypatch: Any
 ) -> None:
-    """Fifteen queues of delayed jobs, three a walk. A walk after a change (the first, jobs
-    announced, a claim short) waits WALK_SHARE times its duration before the next (at least
-    WALK_MIN); one that only carried the round on, nothing changed since the walk before,
-    WALK_ROUND_SHARE times."""
+    """Fifteen queues of delayed jobs, three a walk, each walk 20 ms. The next walk of an
+    unfinished round, nothing changed since, may run WALK_ROUND_SHARE times a walk after it
+    (at most the refresh's wait); after a change (the first walk, jobs announced, a claim
+    short), WALK_SHARE times (at least WALK_MIN) after the last walk began."""
     monkeypatch.setattr(due_queues, "WALK_CHUNK", 3)
     later = datetime.now(UTC) + timedelta(days=1)
     pgbeat.enqueue_many(
@@ -238,19 +238,21 @@ def test_walks_that_only_carry_a_round_on_wait_longer_than_after_a_change(
     )
     clock = SteppingClock(0.02)
     monkeypatch.setattr(due_queues, "time", clock)
-    hint = due_queues.DueQueues()
-    waits: list[float] = []
-    for changed in (True, False, False, True, False):
-        if changed and waits:
-            hint.stale()
-        clock.now = max(clock.now, hint._next)  # the next walk is due
-        began = clock.now + clock.step
-        hint.heads_for(conn, ["noop"], [])
-        waits.append(round(hint._next - began, 6))
     after_change = max(due_queues.WALK_MIN, due_queues.WALK_SHARE * 0.02)
-    carried_on = max(due_queues.WALK_MIN, due_queues.WALK_ROUND_SHARE * 0.02)
-    assert carried_on > after_change
-    assert waits == [after_change, carried_on, carried_on, after_change, carried_on]
+    refresh = max(due_queues.WALK_MAX, due_queues.WALK_SHARE * 0.02)
+    carried_on = min(max(due_queues.WALK_MIN, due_queues.WALK_ROUND_SHARE * 0.02), refresh)
+    assert after_change < carried_on
+    hint = due_queues.DueQueues()
+    rounds = []
+    for change in (False, False, True, False):
+        clock.now = max(clock.now, hint._walk_at())  # the next walk is due
+        began = clock.now + clock.step  # its first reading of the clock
+        hint.heads_for(conn, ["noop"], [])
+        rounds.append(hint._after)
+        if change:
+            hint.stale()
+        assert hint.wait(began) == pytest.approx(after_change if change else carried_on)
+    assert rounds == ["q10", "q13", "q3", "q6"]  # name order: q0, q1, q10, q11, ...
 
 
 def test_a_held_queue_without_pending_jobs_is_claimed_again_once_jobs_arrive(

@@ -31,7 +31,7 @@ from pgbeat.db.sql.jobs import claim_heads as heads_sql
 WALK_MIN = 0.25  # seconds between two walks, at least
 WALK_MAX = 2.0  # seconds a hint is kept when nothing says it changed
 WALK_SHARE = 20  # a walk waits this many times its own duration before the next
-WALK_ROUND_SHARE = 100  # ... when nothing changed since the walk before it (the round goes on)
+WALK_ROUND_SHARE = 100  # ... to only carry an unfinished round on (refresh at the latest)
 WALK_CHUNK = 1000  # queues with pending jobs a walk visits, at most
 
 
@@ -59,10 +59,11 @@ class DueQueues:
         self._walked: dict[str, float] = {}  # per queue of the hint: when its walk began
         self._changed = 0.0  # monotonic: when something last said the hint may be wrong
         self._after: str | None = None  # the last queue the last walk visited (None: start over)
-        self._next = 0.0  # monotonic: the earliest next walk
+        self._next = 0.0  # monotonic: the earliest walk after a change
+        self._next_round = 0.0  # ... that only carries an unfinished round on
         self._refresh = 0.0  # monotonic: the next walk even if nothing changed
-        self._stale = True
-        self._changed_since_walk = True  # stale() since the last walk began
+        self._changed_since_walk = True  # stale() since the last walk began (or none yet)
+        self._round_open = False  # the last walk stopped before the last queue
 
     @property
     def names(self) -> list[str]:
@@ -79,20 +80,28 @@ class DueQueues:
 
     def stale(self) -> None:
         """Something may have changed (jobs announced, a claim short, settings): walk soon."""
-        self._stale = True
         self._changed_since_walk = True
         self._changed = time.monotonic()
 
     def wait(self, now: float) -> float:
         """Seconds until a walk may run (0: now)."""
-        return max(0.0, self._next - now) if self._stale else max(0.0, self._refresh - now)
+        return max(0.0, self._walk_at() - now)
+
+    def _walk_at(self) -> float:
+        """When the next walk may run (monotonic): soon after a change, later when it would
+        only carry the round on, at the refresh otherwise."""
+        if self._changed_since_walk:
+            return min(self._next, self._refresh)
+        if self._round_open:
+            return min(self._next_round, self._refresh)
+        return self._refresh
 
     def heads_for(
         self, conn: psycopg.Connection[Any], kinds: Sequence[str], held: Sequence[str]
     ) -> list[Head]:
         """The hint, walked again first when due."""
         now = time.monotonic()
-        if (self._stale and now >= self._next) or now >= self._refresh:
+        if now >= self._walk_at():
             names = self.names
             again = names if len(names) == 1 else []  # the hint's one queue: kept fresh
             params = {"kinds": kinds, "held": held, "after": self._after, "chunk": WALK_CHUNK}
@@ -112,11 +121,11 @@ class DueQueues:
             self._walked = {head.queue: self._walked[head.queue] for head in self.heads}
             self._after = last
             took = time.monotonic() - now
-            share = WALK_SHARE if self._changed_since_walk else WALK_ROUND_SHARE
-            self._changed_since_walk = False
-            self._next = now + max(WALK_MIN, share * took)
+            self._next = now + max(WALK_MIN, WALK_SHARE * took)
+            self._next_round = now + max(WALK_MIN, WALK_ROUND_SHARE * took)
             self._refresh = now + max(WALK_MAX, WALK_SHARE * took)
-            self._stale = last is not None  # an unfinished round goes on soon
+            self._changed_since_walk = False
+            self._round_open = last is not None  # an unfinished round goes on
         return self.heads
 
     def claim_of(
