@@ -4,10 +4,11 @@ claim by queue and kind (db/sql/jobs/claim_heads.py), which re-checks every row 
 A walk visits the queues with pending jobs in name order, at most ``WALK_CHUNK`` of them,
 going on where the last one stopped (with thousands of tenants' delayed jobs a walk of
 them all cost more than many claims: 0.3-0.8 s at 20,000, which the first claim waited
-for), so it is never run per claim: at most every ``WALK_SHARE``-th of the time it takes
-(its cost stays a small share of the worker's, whatever the number of queues), and at
-least every ``WALK_MIN`` seconds while a round of walks is unfinished or something may
-have changed (new jobs were announced, a claim came back short); at most ``WALK_MAX``
+for), so it is never run per claim: after something may have changed (new jobs were
+announced, a claim came back short) at most every ``WALK_SHARE``-th of the time it takes
+(its cost stays a small share of the worker's, whatever the number of queues) and at
+least ``WALK_MIN`` seconds apart; to carry an unfinished round on with nothing changed
+(a worker draining what it has), every ``WALK_ROUND_SHARE``-th; at most ``WALK_MAX``
 seconds apart otherwise. Each walk replaces the hint's heads (queue, kind, index: which
 of the worker's kinds have due jobs there, with or without a limit key) in the range it
 visited. A queue outside the hint waits for the walk that visits it again: one walk when
