@@ -3,8 +3,8 @@
 A claim leaves its rows' entries in the claim index it read (their status changed; a
 partial index keeps an entry until VACUUM removes it), so the next claim, started from the
 index's head, steps over every job claimed since the last vacuum: a drain of 20,000 jobs
-read 19 index pages at its 100th claim of 10 and 127 at its 1,900th (220 beside the five
-shapes of issue 34, whose rows make the drained range's pages half full). Each twin here is
+read 19 index pages at its 100th claim of 10 and 127 at its 1,900th (220 beside 20,000
+queues of delayed jobs, whose rows make the drained range's pages half full). Each twin here is
 its claim with the position after the last row the worker took (``%(after_priority)s``,
 ``%(after_run_at)s``, ``%(after_id)s``) as the start of the index scan: the same priority,
 later in (run_at, id). A job that could precede it is new (announced: the worker's next
