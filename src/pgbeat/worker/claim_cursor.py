@@ -47,9 +47,7 @@ class ClaimCursor:
 
     def __init__(self) -> None:
         self._at: _Position | None = None
-        self._key: tuple[str, Any, Any] | None = None  # the claim being run's
-        self._resets = 0  # reset() calls: one during a claim leaves no position after it
-        self._resets_at_statement = 0
+        self._key: tuple[str, Any, Any] | None = None  # the claim being run's (None: no twin)
 
     def statement(
         self,
@@ -61,9 +59,7 @@ class ClaimCursor:
         """The claim to run for ``statement``: its ``twin`` (None: it has none), going on
         from the position (its parameters set in ``params``) while the position holds,
         else ``statement``; the rows it takes go to ``claimed``."""
-        key = (statement, params.get("queue"), params.get("kind"))
-        self._key = key if twin is not None else None
-        self._resets_at_statement = self._resets
+        self._key = None if twin is None else (statement, params.get("queue"), params.get("kind"))
         after = None if self._key is None else self.after(self._key, now)
         if twin is None or after is None:
             return statement
@@ -74,9 +70,7 @@ class ClaimCursor:
         self, rows: Sequence[Sequence[Any]], limit: int, now: float, from_head: bool
     ) -> None:
         """The rows the claim of the last ``statement`` took, of the ``limit`` it asked,
-        read from the head (or from the position only)."""
-        if self._resets != self._resets_at_statement:
-            self._key = None  # something said a job may precede what it read
+        read from the head (or from the position only); none kept after a reset since."""
         self.took(self._key, rows, limit, now, not from_head)
 
     def after(self, key: tuple[str, Any, Any], now: float) -> dict[str, Any] | None:
@@ -106,6 +100,7 @@ class ClaimCursor:
         self._at = _Position(key, *last, began)
 
     def reset(self) -> None:
-        """A job may have come before the position: the next claim reads from the head."""
+        """A job may have come before the position: the next claim reads from the head, and
+        the claim running now (if one is) leaves no position: what it read may miss it."""
         self._at = None
-        self._resets += 1
+        self._key = None

@@ -92,7 +92,7 @@ class DueQueues:
         """When the next walk may run (monotonic): soon after a change, later when it would
         only carry the round on, at the refresh otherwise."""
         if self._changed_since_walk:
-            return min(self._next, self._refresh)
+            return self._next  # never after the refresh: WALK_MIN < WALK_MAX
         if self._round_open:
             return min(self._next_round, self._refresh)
         return self._refresh

@@ -22,8 +22,8 @@ from pgbeat.db.sql.jobs.queue_heads import (
     _KEYED_COLUMNS,
     _LATERAL,
     _LOCKED,
-    _NEXT_IN_INDEX,
-    _NEXT_IN_INDEX_END,
+    _NEXT_KEYED,
+    _NEXT_UNKEYED,
     _TID,
 )
 
@@ -66,14 +66,10 @@ JOBS_DUE_QUEUES: LiteralString = (
 WITH RECURSIVE pending_queues(q, u, k, n) AS (
     SELECT least(first.u, first.k), first.u, first.k, 1 FROM (
         SELECT """
-    + _NEXT_IN_INDEX
-    + "limit_key IS NULL"
-    + _NEXT_IN_INDEX_END
+    + _NEXT_UNKEYED
     + """ AS u,
                """
-    + _NEXT_IN_INDEX
-    + "limit_key IS NOT NULL"
-    + _NEXT_IN_INDEX_END
+    + _NEXT_KEYED
     + """ AS k
         FROM (SELECT %(after)s::text AS q) AS prev
     ) AS first
@@ -82,14 +78,10 @@ WITH RECURSIVE pending_queues(q, u, k, n) AS (
     FROM pending_queues AS prev
     CROSS JOIN LATERAL (
         SELECT CASE WHEN prev.u = prev.q THEN """
-    + _NEXT_IN_INDEX
-    + "limit_key IS NULL"
-    + _NEXT_IN_INDEX_END
+    + _NEXT_UNKEYED
     + """ ELSE prev.u END AS u,
                CASE WHEN prev.k = prev.q THEN """
-    + _NEXT_IN_INDEX
-    + "limit_key IS NOT NULL"
-    + _NEXT_IN_INDEX_END
+    + _NEXT_KEYED
     + """ ELSE prev.k END AS k
         OFFSET 0
     ) AS step

@@ -24,27 +24,18 @@ from __future__ import annotations
 from typing import LiteralString
 
 # The next queue with pending jobs in one index after ``prev.q`` (NULL: none), one probe:
-# the predicate of the index follows (``limit_key IS NULL`` or ``IS NOT NULL``), then
-# _NEXT_IN_INDEX_END. A walk that keeps each index's next queue (claim_heads.py's
-# JOBS_DUE_QUEUES) probes again only the index whose queue it just visited, and knows which
-# of the two indexes hold the queue.
+# of the unkeyed jobs' index, and of the keyed jobs'. A walk that keeps each index's next
+# queue (claim_heads.py's JOBS_DUE_QUEUES) probes again only the index whose queue it just
+# visited, and knows which of the two indexes hold the queue.
 _NEXT_IN_INDEX: LiteralString = """(SELECT queue FROM jobs WHERE status = 'pending' AND """
 _NEXT_IN_INDEX_END: LiteralString = """
              AND queue > coalesce(prev.q, '') ORDER BY queue LIMIT 1)"""
+_NEXT_UNKEYED: LiteralString = _NEXT_IN_INDEX + "limit_key IS NULL" + _NEXT_IN_INDEX_END
+_NEXT_KEYED: LiteralString = _NEXT_IN_INDEX + "limit_key IS NOT NULL" + _NEXT_IN_INDEX_END
 
 # The next queue with pending jobs after ``prev.q`` (NULL: the first of all), or NULL: the
 # smaller of both indexes' next queue, one probe each.
-_NEXT_QUEUE: LiteralString = (
-    "least(\n        "
-    + _NEXT_IN_INDEX
-    + "limit_key IS NULL"
-    + _NEXT_IN_INDEX_END
-    + ",\n        "
-    + _NEXT_IN_INDEX
-    + "limit_key IS NOT NULL"
-    + _NEXT_IN_INDEX_END
-    + ")"
-)
+_NEXT_QUEUE: LiteralString = "least(\n        " + _NEXT_UNKEYED + ",\n        " + _NEXT_KEYED + ")"
 
 # The next kind with pending jobs in queue ``w.q`` after ``present.kind`` (NULL: the first).
 _NEXT_KIND: LiteralString = """least(
