@@ -117,7 +117,7 @@ def drain(url: str, jobs: int, limit: int) -> Result:
     finally:
         for conn in connections:
             conn.close()
-    _check_done(url, jobs)
+    check_done(url, jobs)
     if limit > 1:
         variant = "batched"
         config = f"claim LIMIT {limit} + one UPDATE ... = ANY, 4 threads, {jobs:,} jobs"
@@ -167,7 +167,7 @@ def _load(url: str, jobs: int) -> None:
     database.vacuum_analyze(url)
 
 
-def _check_done(url: str, jobs: int) -> None:
+def check_done(url: str, jobs: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         done = database.count_rows(conn, "jobs", "done")
     if done != jobs:

@@ -181,3 +181,43 @@ def test_a_renewed_lease_keeps_the_run_going(executor: Executor, recorded: Recor
     gate.set()
     wait_for(lambda: recorded.settled == [run])
     assert run.error is None
+
+
+def test_blocking_handlers_run_together_on_every_slot(
+    recorded: Recorded,
+) -> None:
+    """40 handlers that each wait for all 40 to be running only finish if every one of
+    them got a thread of its own."""
+    slots = 40
+    executor = Executor(slots, recorded.on_settled, recorded.on_slot_freed)
+    together = threading.Barrier(slots, timeout=10)
+    registry = pgbeat.Registry()
+    registry.register("meet", lambda payload: together.wait())
+    try:
+        executor.submit_many([make_run(registry, "meet", i) for i in range(slots)])
+        wait_for(lambda: len(recorded.settled) == slots, timeout=15, message="all settled")
+        assert [run.error for run in recorded.settled] == [None] * slots
+    finally:
+        executor.shutdown()
+
+
+def test_blocked_threads_make_room_for_a_later_batch(recorded: Recorded) -> None:
+    """A batch submitted while other runs block in their handlers runs beside them."""
+    executor = Executor(8, recorded.on_settled, recorded.on_slot_freed)
+    release = threading.Event()
+    registry = pgbeat.Registry()
+    registry.register("hold", lambda payload: release.wait(10))
+    met = threading.Barrier(4, timeout=10)
+    registry.register("meet", lambda payload: met.wait())
+    try:
+        executor.submit_many([make_run(registry, "hold", i) for i in range(4)])
+        wait_for(lambda: executor.busy() == 4, timeout=5, message="four held")
+        executor.submit_many([make_run(registry, "meet", 10 + i) for i in range(4)])
+        wait_for(lambda: len(recorded.settled) == 4, timeout=15, message="the four met")
+        assert {run.job.id for run in recorded.settled} == {10, 11, 12, 13}
+        release.set()
+        wait_for(lambda: len(recorded.settled) == 8, timeout=15, message="all settled")
+    finally:
+        release.set()
+        executor.shutdown()
+

@@ -298,10 +298,6 @@ class Worker:
         process must find its attempt already charged and its lease set.
         """
         claimed: list[Job] = []
-        if self._heartbeat is not None:  # on this connection: the process needs none for it
-            if now >= self._heartbeat.next_beat:  # the dashboard shows what each runs now
-                self._heartbeat.update_details(running=self._executor.busy())
-            self._heartbeat.beat_if_due(conn, now)
         if self._renewer.due(now):
             self._renewer.renew(conn, now)
         if self._timers.reap_due(now):
@@ -313,6 +309,11 @@ class Worker:
         elif claim:
             claimed = self._claim(conn, claim, now)
         self._start(claimed, now, tracing.enqueue_contexts(conn, claimed))
+        # After the jobs started (a worker's first step: they waited 2 round trips for it).
+        if self._heartbeat is not None:  # on this connection: the process needs none for it
+            if now >= self._heartbeat.next_beat:  # the dashboard shows what each runs now
+                self._heartbeat.update_details(running=self._executor.busy())
+            self._heartbeat.beat_if_due(conn, now)
 
     def _claim(self, conn: psycopg.Connection[Any], limit: int, now: float) -> list[Job]:
         jobs = self._claimer.claim(conn, limit)
