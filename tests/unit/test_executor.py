@@ -220,4 +220,3 @@ def test_blocked_threads_make_room_for_a_later_batch(recorded: Recorded) -> None
     finally:
         release.set()
         executor.shutdown()
-
