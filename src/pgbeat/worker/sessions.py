@@ -24,6 +24,7 @@ SESSION_SETTINGS = {
     "enable_sort": "off",  # a plan kept after ANALYZE saw no due job must not sort the backlog
     "enable_incremental_sort": "off",  # ... nor a claim's cursor sort a run_at's jobs by id
     "jit": "off",
+    "TimeZone": "UTC",  # claimed rows' dates decode at a third of the cost (worker_session)
 }
 
 
@@ -50,6 +51,12 @@ def worker_session(
     statement's plan on an empty table and reads it at 140,000 jobs). JIT is off: with
     sequential scans off, a scan of a small table that has no usable index costs more than
     jit_above_cost, and a kept plan would be compiled at every execution.
+    The time zone is UTC: psycopg reads a ``timestamptz`` into a datetime in the session's
+    zone, and for any zone but ``UTC`` (``Etc/UTC`` included, the usual server default) that
+    is a ``ZoneInfo`` conversion, 340 ns a date against 120: the two dates of each claimed
+    row were two thirds of the cost of reading a claim's rows. An interval added to a date
+    on these sessions (a retry's delay, a rate's window) is then exact elapsed time, never
+    a day made 23 or 25 hours by a server zone's daylight saving change.
     """
     return Connector(url, name, configure=configure, backoff=backoff, **SESSION_SETTINGS)
 
