@@ -109,11 +109,11 @@ def copy_rows(conn: psycopg.Connection[Any], jobs: int, batch: int) -> None:
 
 def drain(url: str, jobs: int, limit: int) -> Result:
     """Drain ``jobs`` pending no-op jobs on 4 connections, claiming ``limit`` at a time."""
-    _load(url, jobs)
-    loop = _claim_loop_batched if limit > 1 else _claim_loop_single
+    load(url, jobs)
+    loop = claim_loop_batched if limit > 1 else _claim_loop_single
     connections = [psycopg.connect(url, autocommit=True) for _ in range(CONNECTIONS)]
     try:
-        seconds = _run_threads([partial(loop, c, limit) for c in connections])
+        seconds = run_threads([partial(loop, c, limit) for c in connections])
     finally:
         for conn in connections:
             conn.close()
@@ -126,7 +126,7 @@ def drain(url: str, jobs: int, limit: int) -> Result:
     return rate_result(SYSTEM, DRAIN, variant, config, jobs, seconds)
 
 
-def _claim_loop_batched(conn: psycopg.Connection[Any], limit: int) -> None:
+def claim_loop_batched(conn: psycopg.Connection[Any], limit: int) -> None:
     while rows := conn.execute(CLAIM, {"limit": limit}).fetchall():
         for row in rows:
             noop(row[2])
@@ -139,7 +139,7 @@ def _claim_loop_single(conn: psycopg.Connection[Any], limit: int) -> None:
         conn.execute(COMPLETE_ONE, {"id": row[0]})
 
 
-def _run_threads(targets: list[Callable[[], None]]) -> float:
+def run_threads(targets: list[Callable[[], None]]) -> float:
     """Start one thread per target at once; seconds until the last one returns."""
     errors: list[BaseException] = []
 
@@ -160,7 +160,7 @@ def _run_threads(targets: list[Callable[[], None]]) -> float:
     return watch.seconds
 
 
-def _load(url: str, jobs: int) -> None:
+def load(url: str, jobs: int) -> None:
     database.truncate(url, "jobs")
     with psycopg.connect(url, autocommit=True) as conn:
         copy_rows(conn, jobs, 10_000)

@@ -114,6 +114,7 @@ def targets(results: Sequence[Row]) -> list[Row]:
         ("drain >= 3x pgqueuer's best", _ratio(drain, pgqueuer), 3.0, "x"),
         ("drain >= 3x pgqueuer's best, 1 process each", _ratio(drain_1, pgqueuer_1), 3.0, "x"),
         ("drain >= 50% of the raw batched loop", _ratio(drain, raw_drain), 0.5, "x"),
+        ("drain >= 1.0x the raw batched loop, paired, 1 process", _paired(drain_1), 1.0, "x"),
         ("bulk enqueue >= 50,000 jobs/s", bulk["value"] if bulk else None, 50_000.0, "jobs/s"),
         ("single enqueue >= 80% of raw INSERT", _ratio(single, raw_single), 0.8, "x"),
         ("single enqueue >= 80% of raw INSERT, paired", _paired(single), 0.8, "x"),
