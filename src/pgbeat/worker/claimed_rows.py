@@ -84,8 +84,20 @@ def decode_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], list[tuple[in
     return jobs, unreadable
 
 
+# Claim statements whose columns are Job's fields, in Job's order, and no more: their rows
+# need no picking (0.2 us a row; the plain claims return exactly those).
+_IN_ORDER: dict[str, bool] = {}
+
+
 def fetch_jobs(statement: str, cursor: psycopg.Cursor[Any]) -> list[Any]:
     """The rows ``statement`` (a claim) gave ``cursor``, their columns picked in Job's order
     by name."""
     rows = cursor.fetchall()
-    return list(map(job_columns(statement, cursor), rows)) if rows else rows
+    if not rows:
+        return rows
+    in_order = _IN_ORDER.get(statement)
+    if in_order is None:
+        description = cursor.description
+        names = tuple(column.name for column in description) if description else ()
+        in_order = _IN_ORDER[statement] = names == Job._fields
+    return rows if in_order else list(map(job_columns(statement, cursor), rows))

@@ -65,6 +65,9 @@ class OutcomeBuffer:
         self._backoff = backoff
         self._rng = rng
         self._metrics = metrics
+        # Metrics off (the base class): nothing to tell per run, and a flush of plain
+        # completions skips its loop over the runs (0.3 us a job of a drain's 2 us here).
+        self._metered = type(metrics).job_finished is not Metrics.job_finished
         self._lock = threading.Lock()
         self._runs: list[Run] = []
         self._since: float | None = None  # when the oldest unwritten run settled
@@ -111,13 +114,15 @@ class OutcomeBuffer:
                 return NOTHING_WRITTEN
             raise
         log_done = job_log.isEnabledFor(logging.INFO)
-        for run, outcome in decided:
-            if outcome is not _DONE or log_done:
-                _log_outcome(run, outcome)
-            self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
-        self._summarise(decided)
-        requeued = batch.steps_ended or any(
-            o.verdict in ("retry", "released", "snoozed") for _, o in decided
+        if not batch.plain or log_done or self._metered:
+            for run, outcome in decided:
+                if outcome is not _DONE or log_done:
+                    _log_outcome(run, outcome)
+                self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
+        self._summarise(decided, batch.plain)
+        requeued = batch.steps_ended or (
+            not batch.plain
+            and any(o.verdict in ("retry", "released", "snoozed") for _, o in decided)
         )
         if not watched:  # a worker without limited queues: nothing to name
             return Written(requeued, NOTHING_WRITTEN.freed)
@@ -127,10 +132,13 @@ class OutcomeBuffer:
                 freed[run.job.queue] = max(freed.get(run.job.queue, 0.0), run.duration)
         return Written(requeued, freed)
 
-    def _summarise(self, decided: Sequence[tuple[Run, Outcome]]) -> None:
-        """Count outcomes; once a minute, one INFO line of what the worker finished (the
-        line a quiet worker still writes when every job succeeds)."""
-        self._tally.update(outcome.verdict for _, outcome in decided)
+    def _summarise(self, decided: Sequence[tuple[Run, Outcome]], plain: bool) -> None:
+        """Count outcomes (``plain``: every one done); once a minute, one INFO line of what
+        the worker finished (the line a quiet worker still writes when every job succeeds)."""
+        if plain:
+            self._tally["done"] += len(decided)
+        else:
+            self._tally.update(outcome.verdict for _, outcome in decided)
         now = time.monotonic()
         seconds = now - self._summed
         if seconds < SUMMARY_EVERY or not log.isEnabledFor(logging.INFO):
@@ -179,6 +187,7 @@ class OutcomeBuffer:
         except Exception as exc:
             if _no_jobs_fault(exc, conn):
                 raise  # kept for the next flush; nothing is wrong with a job
+            batch.plain = False  # what comes back is the one-by-one writes' outcomes
             log.warning(
                 "could not record %d outcomes at once (%s); recording them one by one",
                 len(batch.decided),
@@ -248,6 +257,9 @@ class _Batch:
         self.cancelled: set[int] = set()  # ids the written groups ended cancelled
         self.stopped: set[int] = set()  # ids of the written stops
         self.recorded = False  # the attempts history written
+        # Every decided outcome is _DONE, as written: nothing to log, to count by verdict
+        # or to claim again for (add() and a cancel found by the writes make it False).
+        self.plain = True
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
@@ -264,6 +276,7 @@ class _Batch:
         return batch
 
     def add(self, run: Run, outcome: Outcome) -> None:
+        self.plain = False
         self.decided.append((run, outcome))
         if outcome.verdict == "done":
             self.done.append(run.job)
@@ -314,6 +327,7 @@ class _Batch:
             self.stops = []
         decided = self.decided
         if self.cancelled or self.stopped:
+            self.plain = False
             decided = [
                 (run, _really(run, outcome, self.cancelled, self.stopped))
                 for run, outcome in decided
@@ -345,6 +359,8 @@ def _first_line(exc: BaseException) -> str:
 
 def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
     """One run per job: a late, timed-out run of an earlier attempt is already fenced out."""
+    if len({run.job.id for run in runs}) == len(runs):
+        return list(runs)  # the usual flush: one run per job
     latest: dict[int, Run] = {}
     for run in runs:
         kept = latest.get(run.job.id)
