@@ -142,6 +142,13 @@ def median_of(runs: Sequence[Result]) -> Result:
     jobs = first.detail.get("jobs")
     if jobs and median:
         detail["seconds"] = round(jobs / median, 4)
+    paired = [r.detail["paired_ratio"] for r in runs if "paired_ratio" in r.detail]
+    if paired:  # runs paired with a baseline run each: the median of the pairs' ratios
+        detail["paired_ratios"] = paired
+        detail["paired_ratio"] = round(statistics.median(paired), 3)
+        detail["paired_raw_jobs_per_s"] = round(
+            statistics.median(r.detail["paired_raw_jobs_per_s"] for r in runs), 1
+        )
     return replace(first, value=median, detail=detail)
 
 
