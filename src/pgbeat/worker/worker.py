@@ -331,16 +331,12 @@ class Worker:
         started = time.monotonic()
         deadline = started + self._timeout_s
         runs = []
-        handlers: dict[str, Any] = {}  # a batch is mostly of one kind or a few
         for job in jobs:
-            handler = handlers.get(job.kind)
-            if handler is None:
-                try:
-                    handler = handlers[job.kind] = self._registry.get(job.kind)
-                except UnknownKind as exc:
-                    run = Run(job, None, None, deadline, started, error=exc, settled=True)
-                    self._on_settled(run)
-                    continue
+            try:
+                handler = self._registry.get(job.kind)
+            except UnknownKind as exc:
+                self._on_settled(Run(job, None, None, deadline, started, error=exc, settled=True))
+                continue
             context = (
                 JobContext.for_job(job, self.timeout, self._handler_connection)
                 if handler.needs_context
