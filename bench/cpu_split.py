@@ -46,22 +46,17 @@ CONCURRENCIES = (200, 100)
 def server_seconds() -> float | None:
     """CPU seconds of every postgres process of this machine so far (exited backends
     included: the postmaster's children's times), or None when there is none to read."""
-    ticks, seen = 0, False
+    spent, seen = 0.0, False
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            name, seconds = machine.process_cpu(entry.name, children=True)
         except OSError:
-            continue
-        name, _, rest = stat.partition(" (")[2].partition(") ")
-        if name != "postgres":
-            continue
-        fields = rest.split()
-        # utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 after the state
-        ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))
-        seen = True
-    return ticks / os.sysconf("SC_CLK_TCK") if seen else None
+            continue  # gone since the listing
+        if name == "postgres":
+            spent, seen = spent + seconds, True
+    return spent if seen else None
 
 
 def thread_seconds() -> dict[str, float]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -172,14 +171,10 @@ def backends_cpu_seconds(url: str) -> float | None:
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
         ]
-    ticks = 0
     try:
-        for pid in pids:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return sum(machine.process_cpu(pid)[1] for pid in pids)
     except (OSError, IndexError, ValueError):
         return None
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def child_rate(url: str, rate: str, seconds: float, limited: bool) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -51,8 +50,7 @@ CLAIMS = ("UPDATE jobs", "WITH ")  # the plain claim and the limited ones begin 
 
 def backend_cpu(pid: int) -> float:
     """Seconds of CPU the server process ``pid`` has used (user + system)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return machine.process_cpu(pid)[1]
 
 
 def child(url: str, jobs: int, limit: str, batch: int) -> dict[str, Any]:

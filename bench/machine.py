@@ -13,6 +13,16 @@ BUSY_LOAD = 0.5  # a 1-minute load average above this means something else is ru
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def process_cpu(pid: int | str, *, children: bool = False) -> tuple[str, float]:
+    """A process's command name and the CPU seconds it has used (user + system), from
+    ``/proc/<pid>/stat``; with ``children``, its waited-for children's too (a postmaster's:
+    its exited backends'). OSError once it is gone; the benches read a local server's."""
+    name, _, rest = Path(f"/proc/{pid}/stat").read_text().partition(" (")[2].rpartition(") ")
+    fields = rest.split()  # from the state on: utime, stime, cutime, cstime are 11-14
+    used = (11, 12, 13, 14) if children else (11, 12)
+    return name, sum(int(fields[i]) for i in used) / os.sysconf("SC_CLK_TCK")
+
+
 def dump(report: dict[str, Any], output: Path | None) -> None:
     """Print a bench's report as JSON, and write it to ``output`` when given."""
     text = json.dumps(report, indent=2)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import psycopg
 import uvicorn
 from psycopg import sql
 
+from bench import machine
 from bench.database import admin_url, with_database
 from pgbeat.db.migrate import apply_migrations
 from pgbeat.scheduling.file import parse_schedules
@@ -36,7 +36,6 @@ DATABASE = "pgbeat_ui_bench"
 ROWS = 5_000_000
 KINDS = 1_000
 TARGET_MS = 300.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # Statuses by row number: 4 % failed, 3 % pending due, 2 % pending later, 1 % running,
 # the rest done; finished and created times spread over the last 7 days, newest last. Jobs
@@ -232,11 +231,7 @@ def backend_cpu(url: str) -> float:
                 "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbeat-ui'"
             )
         ]
-    total = 0.0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    return total
+    return sum(machine.process_cpu(pid)[1] for pid in pids)
 
 
 def measure(url: str, repeat: int, only: str | None = None) -> list[dict[str, Any]]:
