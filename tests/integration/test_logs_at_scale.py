@@ -17,7 +17,7 @@ import pytest
 import pgbeat
 from pgbeat.scheduling.schedule import Schedule
 from pgbeat.scheduling.scheduler import Scheduler
-from pgbeat.worker import outcomes
+from pgbeat.worker import outcome_log
 from tests.helpers import in_thread, start_cli, wait_for
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -81,7 +81,7 @@ def test_the_worker_summarises_what_it_finished(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(outcomes, "SUMMARY_EVERY", 0.0)  # a line at every write
+    monkeypatch.setattr(outcome_log, "SUMMARY_EVERY", 0.0)  # a line at every write
     registry = pgbeat.Registry()
     registry.register("fine", lambda payload: None)
 

@@ -10,9 +10,7 @@ import logging
 import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -25,13 +23,11 @@ from pgbeat.job import Job
 from pgbeat.observe.metrics import Metrics
 from pgbeat.worker import operations
 from pgbeat.worker.executor import Run
+from pgbeat.worker.outcome_log import OutcomeTally, first_line, job_log, log_outcome
 from pgbeat.worker.results import encode_result
-from pgbeat.worker.verdict import Outcome, decide, error_text
+from pgbeat.worker.verdict import Outcome, decide
 
 log = logging.getLogger("pgbeat.worker")
-job_log = logging.getLogger("pgbeat.worker.jobs")  # observe/logs.JOB_LINES: done, snoozed
-SUMMARY_EVERY = 60.0  # seconds between two summary lines of a worker's outcomes
-MAX_LOGGED_ERROR = 500  # characters of an error's first line in a log line
 _DONE = Outcome("done")
 # A deadlock or serialization failure is the database choosing a victim among statements
 # locking the same rows (a cancel of many jobs, a workflow's advance, an operator's
@@ -71,8 +67,7 @@ class OutcomeBuffer:
         self._lock = threading.Lock()
         self._runs: list[Run] = []
         self._since: float | None = None  # when the oldest unwritten run settled
-        self._tally: Counter[str] = Counter()  # outcomes since the last summary line
-        self._summed = time.monotonic()  # when the last summary line was written
+        self._tally = OutcomeTally()
         self.watched: frozenset[str] = frozenset()
 
     def add(self, run: Run) -> int:
@@ -110,16 +105,16 @@ class OutcomeBuffer:
                 self._runs[:0] = runs
                 self._since = self._since or time.monotonic()
             if isinstance(exc, _TRANSIENT):  # TRANSIENT_TRIES victims in a row: later
-                log.warning("could not record %d outcomes yet: %s", len(runs), _first_line(exc))
+                log.warning("could not record %d outcomes yet: %s", len(runs), first_line(exc))
                 return NOTHING_WRITTEN
             raise
         log_done = job_log.isEnabledFor(logging.INFO)
         if not batch.plain or log_done or self._metered:
             for run, outcome in decided:
                 if outcome is not _DONE or log_done:
-                    _log_outcome(run, outcome)
+                    log_outcome(run, outcome)
                 self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
-        self._summarise(decided, batch.plain)
+        self._tally.count(decided, batch.plain)
         requeued = batch.steps_ended or (
             not batch.plain
             and any(o.verdict in ("retry", "released", "snoozed") for _, o in decided)
@@ -131,37 +126,6 @@ class OutcomeBuffer:
             if run.job.queue in watched:
                 freed[run.job.queue] = max(freed.get(run.job.queue, 0.0), run.duration)
         return Written(requeued, freed)
-
-    def _summarise(self, decided: Sequence[tuple[Run, Outcome]], plain: bool) -> None:
-        """Count outcomes (``plain``: every one done); once a minute, one INFO line of what
-        the worker finished (the line a quiet worker still writes when every job succeeds)."""
-        if plain:
-            self._tally["done"] += len(decided)
-        else:
-            self._tally.update(outcome.verdict for _, outcome in decided)
-        now = time.monotonic()
-        seconds = now - self._summed
-        if seconds < SUMMARY_EVERY or not log.isEnabledFor(logging.INFO):
-            return
-        tally, self._tally, self._summed = self._tally, Counter(), now
-        total = sum(tally.values())
-        counts = {
-            "done": tally["done"],
-            "retried": tally["retry"],
-            "failed": tally["failed"],
-            "snoozed": tally["snoozed"],
-            "cancelled": tally["cancelled"],
-            "released": tally["released"],
-        }
-        shown = ", ".join(f"{n:,} {name}" for name, n in counts.items() if n)
-        log.info(
-            "finished %s jobs in the last %.0fs (%.1f/s): %s",
-            f"{total:,}",
-            seconds,
-            total / seconds,
-            shown,
-            extra={**counts, "seconds": round(seconds, 1)},
-        )
 
     def _decide(self, runs: Sequence[Run]) -> _Batch:
         batch = _Batch()
@@ -191,7 +155,7 @@ class OutcomeBuffer:
             log.warning(
                 "could not record %d outcomes at once (%s); recording them one by one",
                 len(batch.decided),
-                _first_line(exc),
+                first_line(exc),
             )
             return [self._write_one(conn, run, outcome) for run, outcome in batch.decided]
 
@@ -212,7 +176,7 @@ class OutcomeBuffer:
         failed = Outcome(
             "failed",
             f"pgbeat could not record this run's outcome ({outcome.verdict}): "
-            f"{type(refused).__name__}: {_first_line(refused)}",
+            f"{type(refused).__name__}: {first_line(refused)}",
         )
         try:
             return _Batch.of(run, failed).send(conn)[0]
@@ -353,10 +317,6 @@ def _really(run: Run, outcome: Outcome, cancelled: set[int], stopped: set[int]) 
     return outcome
 
 
-def _first_line(exc: BaseException) -> str:
-    return operations.printable(error_text(exc).strip().partition("\n")[0][:MAX_LOGGED_ERROR])
-
-
 def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
     """One run per job: a late, timed-out run of an earlier attempt is already fenced out."""
     if len({run.job.id for run in runs}) == len(runs):
@@ -367,45 +327,3 @@ def _latest_attempts(runs: Sequence[Run]) -> list[Run]:
         if kept is None or run.job.attempt > kept.job.attempt:
             latest[run.job.id] = run
     return list(latest.values())
-
-
-def _log_outcome(run: Run, outcome: Outcome) -> None:
-    succeeded = outcome.verdict in ("done", "snoozed")
-    if not (job_log if succeeded else log).isEnabledFor(
-        logging.ERROR
-        if outcome.verdict == "failed"
-        else logging.INFO
-        if succeeded
-        else logging.WARNING
-    ):
-        return  # a busy worker finishes thousands of jobs a second: skip building the line
-    job = run.job
-    took_ms = round(run.duration * 1000, 1)
-    fields = {
-        "job_id": job.id,
-        "kind": job.kind,
-        "attempt": job.attempt,
-        "duration_ms": took_ms,
-        "outcome": outcome.verdict,
-    }
-    where = f"job {job.id} {job.kind} attempt {job.attempt}/{job.max_attempts}"
-    # the first line only, and not all of it: a handler may raise with a 10 MB message
-    first_line = operations.printable((outcome.error or "")[:MAX_LOGGED_ERROR].partition("\n")[0])
-    if outcome.verdict == "done":
-        job_log.info("%s done in %.1fms", where, took_ms, extra=fields)
-    elif outcome.verdict == "retry":
-        when = outcome.retry_at
-        when_text = (
-            f"in {when.total_seconds():.1f}s" if isinstance(when, timedelta) else f"at {when}"
-        )
-        log.warning(
-            "%s failed in %.1fms, retry %s: %s", where, took_ms, when_text, first_line, extra=fields
-        )
-    elif outcome.verdict == "failed":
-        log.error("%s failed for good in %.1fms: %s", where, took_ms, first_line, extra=fields)
-    elif outcome.verdict == "snoozed":
-        job_log.info("%s snoozed after %.1fms", where, took_ms, extra=fields)
-    elif outcome.verdict == "cancelled":
-        log.warning("%s cancelled after %.1fms", where, took_ms, extra=fields)
-    else:
-        log.warning("%s released at shutdown after %.1fms", where, took_ms, extra=fields)
