@@ -20,7 +20,6 @@ at a time waits for the server (docs/benchmarks.md, "Where a drain's time goes")
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import resource
 import statistics
@@ -33,13 +32,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-import pgbeat
 from bench import database, machine, pgbeat_bench, raw_sql
 from bench.report import save_report
 
-THREADS = {"loop": "loop", "pgbeat-outcomes": "outcomes", "pgbeat-handler": "handlers"}
+THREADS = {
+    pgbeat_bench.LOOP_THREAD: "loop",
+    "pgbeat-outcomes": "outcomes",
+    "pgbeat-handler": "handlers",
+}
 CONCURRENCIES = (200, 100)
 
 
@@ -73,17 +73,22 @@ def thread_seconds() -> dict[str, float]:
 
 
 class Meter:
-    """CPU spent from ``start()`` to ``stop()``: the process's (every thread's, ended ones
-    too), the server's, and, read at ``stop()``, that of the live threads by role."""
+    """Around a drain of ``jobs``: the CPU spent inside it, the process's (every thread's,
+    ended ones too) and the server's, and, read at its end, the live threads' by role; per
+    job, in microseconds, in ``found``."""
 
-    def start(self) -> None:
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.found: dict[str, float] = {}
+
+    def __enter__(self) -> Meter:
         self._roles = thread_seconds()
         self._process = _process_seconds()
         self._server = server_seconds()
         self._wall = time.perf_counter()
+        return self
 
-    def stop(self, jobs: int) -> dict[str, float]:
-        """Per job, in microseconds: wall, python (the whole process), its roles, server."""
+    def __exit__(self, *_: object) -> None:
         wall = time.perf_counter() - self._wall
         roles, process, server = thread_seconds(), _process_seconds(), server_seconds()
         found = {"wall_us": wall, "python_us": process - self._process}
@@ -92,7 +97,7 @@ class Meter:
                 found[f"{role}_us"] = roles[role] - self._roles.get(role, 0.0)
         if server is not None and self._server is not None:
             found["server_us"] = server - self._server
-        return {key: round(seconds * 1e6 / jobs, 2) for key, seconds in found.items()}
+        self.found = {key: round(seconds * 1e6 / self.jobs, 2) for key, seconds in found.items()}
 
 
 def _process_seconds() -> float:
@@ -101,51 +106,21 @@ def _process_seconds() -> float:
 
 
 def raw_drain(url: str, jobs: int) -> dict[str, float]:
-    """The raw batched loop on ``jobs`` pending jobs (connections made before the clock)."""
-    raw_sql.load(url, jobs)
-    connections = [psycopg.connect(url, autocommit=True) for _ in range(raw_sql.CONNECTIONS)]
-    meter = Meter()
-    try:
-        meter.start()
-        raw_sql.run_threads([partial(raw_sql.claim_loop_batched, c, 100) for c in connections])
-        found = meter.stop(jobs)
-    finally:
-        for conn in connections:
-            conn.close()
-    raw_sql.check_done(url, jobs)
-    return found
+    """The raw batched loop on ``jobs`` pending jobs (its connections made before)."""
+    meter = Meter(jobs)
+    raw_sql.drain(url, jobs, 100, measured=meter)
+    return meter.found
 
 
 def worker_drain(url: str, jobs: int, concurrency: int) -> dict[str, float]:
-    """A Worker in this process (its claim loop on a thread named ``loop``) on ``jobs``
-    pending jobs, from its start until none is left pending or running."""
+    """A Worker in this process on ``jobs`` pending jobs (pgbeat_bench.run_worker), from
+    its start until none is left pending or running, read before it stops: its threads'
+    times go with them."""
     pgbeat_bench.load(url, jobs)
-    finished = threading.Event()
-    counter = itertools.count(1)
-    registry = pgbeat.Registry()
-
-    def noop(payload: Any) -> None:
-        if next(counter) >= jobs:
-            finished.set()
-
-    registry.register("noop", noop)
-    settings = pgbeat.WorkerSettings(
-        concurrency=concurrency, claim_batch=concurrency, heartbeat=False
-    )
-    worker = pgbeat.Worker(url, registry, settings)
-    thread = threading.Thread(target=worker.run, name="loop", daemon=True)
-    meter = Meter()
-    with psycopg.connect(url, autocommit=True) as conn:
-        meter.start()
-        thread.start()
-        if not finished.wait(pgbeat_bench.DRAIN_TIMEOUT):
-            raise RuntimeError("pgbeat drain timed out")
-        pgbeat_bench.wait_all_done(conn)
-        found = meter.stop(jobs)  # before the stop: its threads' times go with them
-    worker.stop()
-    thread.join(30)
-    raw_sql.check_done(url, jobs)
-    return found
+    meter = Meter(jobs)
+    config = pgbeat_bench.DrainConfig(concurrency, concurrency, is_async=False)
+    pgbeat_bench.run_worker(url, jobs, config, measured=meter)
+    return meter.found
 
 
 def main(argv: list[str] | None = None) -> int:

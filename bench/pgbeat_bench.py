@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -129,18 +130,15 @@ def drain(url: str, jobs: int, config: DrainConfig) -> Result:
 
 
 def paired_drain(url: str, jobs: int, config: DrainConfig) -> Result:
-    """``drain`` as this module's own rows run it: in one process, as many jobs as the raw
-    batched loop drains (raw_sql.BATCHED_DRAIN_FACTOR times ``jobs``), right after a raw
-    batched drain of as many on the same table, the pair's ratio in the result's detail.
+    """A one-process ``drain`` of ``jobs`` right after a raw batched drain of as many on the
+    same table, the pair's ratio in the result's detail; this module's rows drain as many
+    jobs as the raw loop's row (raw_sql.BATCHED_DRAIN_FACTOR times ``--jobs``).
 
     The worker's start (30-40 ms: 200 handler threads, three connections) was a tenth of a
     drain of 20,000 and nothing of the raw loop's 60,000; and the raw loop's own drains ran
     minutes before these, at the machine's speed then (71,500 jobs/s in one run, which a
     pgbeat drain read 0.82x of; the same code read 0.92-1.07x of raw drains run beside it).
     """
-    if config.processes > 1:
-        return drain_processes(url, jobs, config)
-    jobs *= raw_sql.BATCHED_DRAIN_FACTOR
     raw = raw_sql.drain(url, jobs, 100)
     result = drain(url, jobs, config)
     result = replace(result, config=f"{result.config}, {jobs:,} jobs after a raw drain of as many")
@@ -149,8 +147,17 @@ def paired_drain(url: str, jobs: int, config: DrainConfig) -> Result:
     return result
 
 
-def run_worker(url: str, jobs: int, config: DrainConfig) -> float:
-    """Run one Worker on the ``jobs`` pending jobs until all are done; the seconds it took."""
+LOOP_THREAD = "drain-loop"  # the name of the thread run_worker runs the Worker's loop on
+
+
+def run_worker(
+    url: str,
+    jobs: int,
+    config: DrainConfig,
+    measured: AbstractContextManager[Any] | None = None,
+) -> float:
+    """Run one Worker on the ``jobs`` pending jobs until all are done; the seconds it took
+    (inside ``measured``, if given: from the start until none is left, before the stop)."""
     finished = threading.Event()
     counter = itertools.count(1)
     registry = pgbeat.Registry()
@@ -170,8 +177,12 @@ def run_worker(url: str, jobs: int, config: DrainConfig) -> float:
         registry.register("noop", noop)
     settings = pgbeat.WorkerSettings(concurrency=config.concurrency, claim_batch=config.claim_batch)
     worker = pgbeat.Worker(url, registry, settings)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    with psycopg.connect(url, autocommit=True) as conn, Stopwatch() as watch:
+    thread = threading.Thread(target=worker.run, name=LOOP_THREAD, daemon=True)
+    with (
+        psycopg.connect(url, autocommit=True) as conn,
+        Stopwatch() as watch,
+        measured or nullcontext(),
+    ):
         thread.start()
         if not finished.wait(DRAIN_TIMEOUT):
             raise RuntimeError("pgbeat drain timed out")
@@ -370,9 +381,13 @@ def main() -> None:
         best_run(lambda: _emptied(url, enqueue_bulk(url, args.bulk_jobs, args.batch)), args.repeat)
     )
     for config in QUICK_DRAIN_CONFIGS if args.quick_drain else DRAIN_CONFIGS:
-        jobs = args.jobs * (raw_sql.BATCHED_DRAIN_FACTOR if config.processes == 1 else 1)
+        if config.processes == 1:  # as many jobs as the raw loop's row, each after a raw drain
+            jobs = args.jobs * raw_sql.BATCHED_DRAIN_FACTOR
+            one = partial(paired_drain, url, jobs, config)
+        else:
+            jobs, one = args.jobs, partial(drain, url, args.jobs, config)
         log(f"pgbeat: drain {jobs} jobs, {config.variant}")
-        results.append(median_run(partial(paired_drain, url, args.jobs, config), args.repeat))
+        results.append(median_run(one, args.repeat))
     log("pgbeat: pickup latency")
     results.append(pickup_latency(url, args.latency_samples, args.latency_gap))
     log(f"pgbeat: WAL and bloat of {args.footprint_jobs} jobs")

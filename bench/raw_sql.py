@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, LiteralString
 
@@ -107,13 +108,17 @@ def copy_rows(conn: psycopg.Connection[Any], jobs: int, batch: int) -> None:
                 copy.write_row(("noop", PAYLOAD))
 
 
-def drain(url: str, jobs: int, limit: int) -> Result:
-    """Drain ``jobs`` pending no-op jobs on 4 connections, claiming ``limit`` at a time."""
+def drain(
+    url: str, jobs: int, limit: int, measured: AbstractContextManager[Any] | None = None
+) -> Result:
+    """Drain ``jobs`` pending no-op jobs on 4 connections, claiming ``limit`` at a time
+    (inside ``measured``, if given: only the drain, its connections made before)."""
     load(url, jobs)
     loop = claim_loop_batched if limit > 1 else _claim_loop_single
     connections = [psycopg.connect(url, autocommit=True) for _ in range(CONNECTIONS)]
     try:
-        seconds = run_threads([partial(loop, c, limit) for c in connections])
+        with measured or nullcontext():
+            seconds = run_threads([partial(loop, c, limit) for c in connections])
     finally:
         for conn in connections:
             conn.close()
