@@ -108,16 +108,19 @@ class OutcomeBuffer:
                 log.warning("could not record %d outcomes yet: %s", len(runs), first_line(exc))
                 return NOTHING_WRITTEN
             raise
+        # Every outcome decided done and written as decided (the batch's own list back: no
+        # cancel found by the writes, no one-by-one fallback): nothing to log, count by
+        # verdict or claim again for.
+        plain = batch.plain and decided is batch.decided
         log_done = job_log.isEnabledFor(logging.INFO)
-        if not batch.plain or log_done or self._metered:
+        if not plain or log_done or self._metered:
             for run, outcome in decided:
                 if outcome is not _DONE or log_done:
                     log_outcome(run, outcome)
                 self._metrics.job_finished(run.job.kind, outcome.verdict, run.duration)
-        self._tally.count(decided, batch.plain)
+        self._tally.count(decided, plain)
         requeued = batch.steps_ended or (
-            not batch.plain
-            and any(o.verdict in ("retry", "released", "snoozed") for _, o in decided)
+            not plain and any(o.verdict in ("retry", "released", "snoozed") for _, o in decided)
         )
         if not watched:  # a worker without limited queues: nothing to name
             return Written(requeued, NOTHING_WRITTEN.freed)
@@ -151,7 +154,6 @@ class OutcomeBuffer:
         except Exception as exc:
             if _no_jobs_fault(exc, conn):
                 raise  # kept for the next flush; nothing is wrong with a job
-            batch.plain = False  # what comes back is the one-by-one writes' outcomes
             log.warning(
                 "could not record %d outcomes at once (%s); recording them one by one",
                 len(batch.decided),
@@ -221,9 +223,7 @@ class _Batch:
         self.cancelled: set[int] = set()  # ids the written groups ended cancelled
         self.stopped: set[int] = set()  # ids of the written stops
         self.recorded = False  # the attempts history written
-        # Every decided outcome is _DONE, as written: nothing to log, to count by verdict
-        # or to claim again for (add() and a cancel found by the writes make it False).
-        self.plain = True
+        self.plain = True  # every outcome decided _DONE (add() takes any other, and clears it)
 
     @classmethod
     def of(cls, run: Run, outcome: Outcome) -> _Batch:
@@ -291,7 +291,6 @@ class _Batch:
             self.stops = []
         decided = self.decided
         if self.cancelled or self.stopped:
-            self.plain = False
             decided = [
                 (run, _really(run, outcome, self.cancelled, self.stopped))
                 for run, outcome in decided
