@@ -17,6 +17,7 @@ from typing import Any, LiteralString
 
 import psycopg
 
+from pgbeat.db.kept_cursor import KeptCursor
 from pgbeat.db.literals import names_array
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
@@ -100,6 +101,7 @@ class Claimer:
         self._empty: set[str] = set()  # held queues without a pending job at the last read
         self._ready = ReadyParents(ready_heard)  # a fan-out's children claimed where held
         self._cursor = ClaimCursor()  # where the last claim of due jobs stopped in its index
+        self._kept = KeptCursor()  # the claims of due jobs' own cursor (kept_cursor.py)
 
     @property
     def limited_short(self) -> bool:
@@ -249,17 +251,17 @@ class Claimer:
         head = statement  # or its twin, on from where the last claim stopped (claim_after.py)
         statement = self._cursor.statement(head, TWINS.get(head), params, now)
         if now < self._held_until:
-            rows = fetch_jobs(statement, conn.execute(statement, params))
+            rows = fetch_jobs(statement, self._kept.on(conn).execute(statement, params))
         else:
             with conn.pipeline():
-                fast = conn.execute(statement, params)
+                fast = self._kept.on(conn).execute(statement, params)
                 held = self._read_held(conn)
             rows = fetch_jobs(statement, fast)
             self._note_held(*held)
         from_head = statement is head
         if not from_head and len(rows) < limit:  # its priority ran out, or the backlog
             params["limit"], from_head = limit - len(rows), True
-            rows += fetch_jobs(head, conn.execute(head, params))
+            rows += fetch_jobs(head, self._kept.on(conn).execute(head, params))
         self._cursor.claimed(rows, limit, now, from_head)
         self._fast_short_until = now + FAST_RECHECK if len(rows) < limit else 0.0
         self._due_short_until = self._fast_short_until  # not ended by jobs_arrived

@@ -83,10 +83,13 @@ class EndedRuns(set[int]):
 
 
 def complete_jobs(
-    conn: psycopg.Connection[Any], jobs: Sequence[Job], results: Sequence[str | None] = ()
+    conn: psycopg.Connection[Any] | psycopg.Cursor[Any],
+    jobs: Sequence[Job],
+    results: Sequence[str | None] = (),
 ) -> EndedRuns:
     """Mark these runs done with their results (JSON text or None, ``results[i]`` is
     ``jobs[i]``'s), in the one statement; return the ids that ended cancelled instead.
+    ``conn`` may be a cursor of the connection, kept by the caller (db/kept_cursor.py).
 
     Runs whose job was claimed again since are left alone.
     """

@@ -18,6 +18,7 @@ import psycopg
 
 from pgbeat.backoff import BackoffPolicy
 from pgbeat.db.connections import is_connection_failure
+from pgbeat.db.kept_cursor import KeptCursor
 from pgbeat.errors import ResultError
 from pgbeat.job import Job
 from pgbeat.observe.metrics import Metrics
@@ -69,6 +70,7 @@ class OutcomeBuffer:
         self._since: float | None = None  # when the oldest unwritten run settled
         self._tally = OutcomeTally()
         self.watched: frozenset[str] = frozenset()
+        self._kept = KeptCursor()  # the completions' own cursor (db/kept_cursor.py)
 
     def add(self, run: Run) -> int:
         """Buffer ``run``; return how many runs now wait."""
@@ -150,7 +152,7 @@ class OutcomeBuffer:
     def _write(self, conn: psycopg.Connection[Any], batch: _Batch) -> list[tuple[Run, Outcome]]:
         """Write a batch; if the database refuses it (not a lost connection), one by one."""
         try:
-            return _send_again_if_transient(conn, batch)
+            return _send_again_if_transient(conn, batch, self._kept)
         except Exception as exc:
             if _no_jobs_fault(exc, conn):
                 raise  # kept for the next flush; nothing is wrong with a job
@@ -193,13 +195,13 @@ def _no_jobs_fault(exc: Exception, conn: psycopg.Connection[Any]) -> bool:
 
 
 def _send_again_if_transient(
-    conn: psycopg.Connection[Any], batch: _Batch
+    conn: psycopg.Connection[Any], batch: _Batch, kept: KeptCursor | None = None
 ) -> list[tuple[Run, Outcome]]:
     """Send the batch, again (from the group that failed) after a deadlock or a
     serialization failure, up to TRANSIENT_TRIES times."""
     for tries in range(1, TRANSIENT_TRIES + 1):
         try:
-            return batch.send(conn)
+            return batch.send(conn, kept)
         except _TRANSIENT as exc:
             if tries == TRANSIENT_TRIES:
                 raise
@@ -255,7 +257,9 @@ class _Batch:
         else:  # failed: the fail statement ends a job asked to stop cancelled
             self.failures.append((run.job, outcome.error or ""))
 
-    def send(self, conn: psycopg.Connection[Any]) -> list[tuple[Run, Outcome]]:
+    def send(
+        self, conn: psycopg.Connection[Any], kept: KeptCursor | None = None
+    ) -> list[tuple[Run, Outcome]]:
         """Write the batch; return each run with the outcome it really had.
 
         A run whose job ended cancelled (superseded, or asked to stop) is recorded as
@@ -267,7 +271,8 @@ class _Batch:
         if self.done:
             if len(self.results) != len(self.done):  # a done outcome added without its result
                 self.results = [None] * len(self.done)
-            completed = operations.complete_jobs(conn, self.done, self.results)
+            on = conn if kept is None else kept.on(conn)  # a flush's cursor, kept
+            completed = operations.complete_jobs(on, self.done, self.results)
             self.steps_ended = self.steps_ended or completed.steps
             self.cancelled |= completed
             self.done, self.results = [], []
