@@ -360,10 +360,12 @@ def test_a_keyed_head_shrinks_to_what_it_needed_and_a_clogged_one_still_serves_t
     send the claim on key by key, and the next head is the full one again."""
     scans: list[int] = []
 
-    def claim_locked(c: psycopg.Connection[Any], statement: Any, params: dict[str, Any]) -> Any:
+    def claim_locked(
+        c: psycopg.Connection[Any], statement: Any, params: dict[str, Any], kept: Any = None
+    ) -> Any:
         if statement is limited_sql.JOBS_CLAIM_LIMITED_HEAD:
             scans.append(params["scan"])
-        return locked_claim.claim_locked(c, statement, params)
+        return locked_claim.claim_locked(c, statement, params, kept)
 
     monkeypatch.setattr(claiming, "claim_locked", claim_locked)
     pgbeat.configure_queue(conn, "api", key_concurrency=1)

@@ -101,7 +101,7 @@ class Claimer:
         self._empty: set[str] = set()  # held queues without a pending job at the last read
         self._ready = ReadyParents(ready_heard)  # a fan-out's children claimed where held
         self._cursor = ClaimCursor()  # where the last claim of due jobs stopped in its index
-        self._kept = KeptCursor()  # the claims of due jobs' own cursor (kept_cursor.py)
+        self._kept = KeptCursor()  # the claims' own cursor (db/kept_cursor.py)
 
     @property
     def limited_short(self) -> bool:
@@ -347,7 +347,7 @@ class Claimer:
         else:
             statement = limited_sql.JOBS_CLAIM_LIMITED
         began = time.monotonic()
-        rows, budget = claim_locked(conn, statement, params)
+        rows, budget = claim_locked(conn, statement, params, self._kept)
         if mode == "fair":
             self._steps.claimed(queue, began, time.monotonic())
         if budget is None:  # paused, gone or unlimited since: read the held queues again
@@ -370,7 +370,9 @@ class Claimer:
         if keyed and rows and len(rows) >= granted:  # filled: ``scanned`` is the rows it needed
             self._head_need[queue] = scanned / len(rows)
         if keyed and scanned == params["scan"] and len(rows) < granted:
-            rows += claim_keys(conn, self._rests, self._after_key, params, granted - len(rows))
+            rows += claim_keys(
+                conn, self._rests, self._after_key, params, granted - len(rows), self._kept
+            )
             if not rows:  # every key it looked at is full: a completion or a window frees one
                 self._rests.fruitless_walk(queue, now, timed)  # the walk goes on from there
                 return rows

@@ -11,6 +11,7 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from pgbeat.db.kept_cursor import KeptCursor
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
@@ -24,7 +25,10 @@ LIMIT_KEY = Job._fields.index("limit_key")  # of a claimed row, once in Job's or
 
 
 def claim_locked(
-    conn: psycopg.Connection[Any], statement: LiteralString, params: dict[str, Any]
+    conn: psycopg.Connection[Any],
+    statement: LiteralString,
+    params: dict[str, Any],
+    kept: KeptCursor | None = None,
 ) -> tuple[list[Any], tuple[Any, ...] | None]:
     """Run a limited queue's claim under its row lock, with a plan kept for the connection
     from its first execution (QUEUES_LOCK says why; _prepare), in one round trip.
@@ -38,12 +42,14 @@ def claim_locked(
     those before a nested pipeline starts).
 
     Returns the claimed rows (in Job's order) and the budget's columns (BUDGET; None: the
-    queue is not limited now).
+    queue is not limited now). ``kept``: the claim's cursor, kept by the caller
+    (db/kept_cursor.py).
     """
     try:
         with conn.pipeline():
             conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
-            cursor = conn.execute(statement, params, prepare=_prepare(conn))
+            on = conn if kept is None else kept.on(conn)
+            cursor = on.execute(statement, params, prepare=_prepare(conn))
     except BaseException:
         if not conn.closed and conn.info.transaction_status == TransactionStatus.INERROR:
             conn.execute(session_sql.TRANSACTION_ROLLBACK, prepare=False)  # start clean
@@ -70,6 +76,7 @@ def claim_keys(
     after_key: dict[str, str],
     params: dict[str, Any],
     limit: int,
+    kept: KeptCursor | None = None,
 ) -> list[Any]:
     """Past a head clogged by saturated keys of queue ``params["queue"]``: key by key, in a
     transaction of its own, from where the queue's last walk stopped (``after_key``, per
@@ -78,7 +85,7 @@ def claim_keys(
     if rests.keys_resting(queue, now):
         return []
     params = {**params, "limit": limit, "after": after_key.pop(queue, None)}
-    more, budget = claim_locked(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, params)
+    more, budget = claim_locked(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, params, kept)
     walked, last_key = budget[-2:] if budget else (0, None)
     if more and len(more) == limit:
         after_key[queue] = max(row[LIMIT_KEY] for row in more)
