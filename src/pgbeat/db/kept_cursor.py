@@ -2,9 +2,9 @@
 
 ``conn.execute`` makes a cursor for every statement, and with it a new map of adapters
 that looks up each parameter's dumper and each column's loader again: 24 of the 85 µs
-of CPU that one execute costs here (bench/cpu_split.py). A cursor kept across statements
-keeps them. One cursor serves one statement at a time: its rows are read before it runs
-the next (a pipeline sends it at most once).
+of CPU that one execute of a kept plan with two parameters cost here (one thread, 3,000
+in a row). A cursor kept across statements keeps them. One cursor serves one statement
+at a time: its rows are read before it runs the next (a pipeline sends it at most once).
 """
 
 from __future__ import annotations
