@@ -94,6 +94,7 @@ class Worker:
         self._hurry = threading.Event()
         self._lock = threading.Lock()
         self._recent_cancels: dict[int, float] = {}  # job id -> when a cancel was heard
+        self._traced = tracing.ProviderCheck()  # asked at each claim (it says how often)
         self._recorder = OutcomeBuffer(self.settings.backoff, rng or random.Random(), self._metrics)
         self._claim_threshold = max(
             1, min(self.settings.claim_batch, self.settings.concurrency) // 2
@@ -308,7 +309,8 @@ class Worker:
                     claimed = self._claim(conn, claim, now)
         elif claim:
             claimed = self._claim(conn, claim, now)
-        self._start(claimed, now, tracing.enqueue_contexts(conn, claimed))
+        traced = bool(claimed) and self._traced(now)  # meta is read only when tracing
+        self._start(claimed, now, tracing.enqueue_contexts(conn, claimed) if traced else {})
         # After the jobs started (a worker's first step: they waited 2 round trips for it).
         if self._heartbeat is not None:  # on this connection: the process needs none for it
             if now >= self._heartbeat.next_beat:  # the dashboard shows what each runs now
