@@ -6,6 +6,7 @@ rate-limited one to a sixth of its speed.)"""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -13,9 +14,11 @@ import psycopg
 import pytest
 
 import pgbeat
+from pgbeat.job import Job
 from pgbeat.worker import claiming, rests
 from pgbeat.worker.claiming import Claimer
 from pgbeat.worker.rests import LIMITED_RECHECK
+from pgbeat.worker.worker import Worker
 from tests.helpers import running_worker, statuses, wait_for
 
 LEASE = timedelta(minutes=5)
@@ -136,3 +139,30 @@ def test_a_worker_claims_a_full_queue_again_when_its_own_job_finishes(
     registry.handler("noop")(lambda payload: None)
     with running_worker(database_url, registry, concurrency=5):
         wait_for(lambda: statuses(conn).get("done") == 20, timeout=30)
+
+
+@pytest.mark.slow  # a real worker
+def test_the_first_claims_outcomes_wake_the_next_claim_even_before_the_loop_looks_again(
+    database_url: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker learns of its limited queues at its first claim; the outcomes of that
+    claim's jobs, written before the loop's next step, must still wake the claim of the
+    queue's next job (CI run of 2026-12-07 19:59: the first outcome named no queue, and a
+    queue of concurrency 1 waited for its recheck). No notification or poll helps here."""
+    monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    monkeypatch.setattr(rests, "LIMITED_RECHECK", 3600.0)
+    start = Worker._start
+
+    def start_then_pause(self: Worker, jobs: list[Job], claim_sent: float, traces: Any) -> None:
+        start(self, jobs, claim_sent, traces)
+        if jobs:  # their outcomes are written while the loop is still in this step
+            time.sleep(0.3)
+
+    monkeypatch.setattr(Worker, "_start", start_then_pause)
+    pgbeat.configure_queue(conn, "api", concurrency=1)
+    _enqueue(conn, 3, queue="api")
+    registry = pgbeat.Registry()
+    registry.handler("noop")(lambda payload: None)
+    quiet = {"poll_interval": timedelta(seconds=60), "listen": False}
+    with running_worker(database_url, registry, concurrency=5, **quiet):
+        wait_for(lambda: statuses(conn).get("done") == 3, timeout=10)

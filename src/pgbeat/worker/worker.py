@@ -259,7 +259,6 @@ class Worker:
         elif notified:
             self._claimer.jobs_arrived()
         claim = self._claim_size(now)
-        self._recorder.watched = self._claimer.watched
         beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
         self._renewer.polling = self._listener is None or not self._listener.connected.is_set()
         renew = self._renewer.due(now)
@@ -309,6 +308,11 @@ class Worker:
                     claimed = self._claim(conn, claim, now)
         elif claim:
             claimed = self._claim(conn, claim, now)
+        # The limited queues whose written outcomes wake the next claim, as this claim's
+        # read of them left them: set before its jobs start, so that the flush of their
+        # outcomes names them (set at the next step, the first job's was lost, and its
+        # queue rested until LIMITED_RECHECK or a notification).
+        self._recorder.watched = self._claimer.watched
         traced = bool(claimed) and self._traced(now)  # meta is read only when tracing
         self._start(claimed, now, tracing.enqueue_contexts(conn, claimed) if traced else {})
         # After the jobs started (a worker's first step: they waited 2 round trips for it).
