@@ -6,7 +6,7 @@ rate-limited one to a sixth of its speed.)"""
 
 from __future__ import annotations
 
-import time
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +17,7 @@ import pgbeat
 from pgbeat.job import Job
 from pgbeat.worker import claiming, rests
 from pgbeat.worker.claiming import Claimer
+from pgbeat.worker.outcomes import OutcomeBuffer, Written
 from pgbeat.worker.rests import LIMITED_RECHECK
 from pgbeat.worker.worker import Worker
 from tests.helpers import running_worker, statuses, wait_for
@@ -151,14 +152,21 @@ def test_the_first_claims_outcomes_wake_the_next_claim_even_before_the_loop_look
     queue of concurrency 1 waited for its recheck). No notification or poll helps here."""
     monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
     monkeypatch.setattr(rests, "LIMITED_RECHECK", 3600.0)
-    start = Worker._start
+    written = threading.Event()
+    flush, start = OutcomeBuffer.flush, Worker._start
 
-    def start_then_pause(self: Worker, jobs: list[Job], claim_sent: float, traces: Any) -> None:
+    def flush_and_tell(self: OutcomeBuffer, c: psycopg.Connection[Any]) -> Written:
+        done = flush(self, c)
+        written.set()
+        return done
+
+    def start_and_hold(self: Worker, jobs: list[Job], claim_sent: float, traces: Any) -> None:
         start(self, jobs, claim_sent, traces)
-        if jobs:  # their outcomes are written while the loop is still in this step
-            time.sleep(0.3)
+        if jobs and not written.is_set():  # the first claim's: the loop stays in its step
+            written.wait(5)  # until their outcomes are written
 
-    monkeypatch.setattr(Worker, "_start", start_then_pause)
+    monkeypatch.setattr(OutcomeBuffer, "flush", flush_and_tell)
+    monkeypatch.setattr(Worker, "_start", start_and_hold)
     pgbeat.configure_queue(conn, "api", concurrency=1)
     _enqueue(conn, 3, queue="api")
     registry = pgbeat.Registry()
@@ -166,3 +174,4 @@ def test_the_first_claims_outcomes_wake_the_next_claim_even_before_the_loop_look
     quiet = {"poll_interval": timedelta(seconds=60), "listen": False}
     with running_worker(database_url, registry, concurrency=5, **quiet):
         wait_for(lambda: statuses(conn).get("done") == 3, timeout=10)
+    assert written.is_set()
