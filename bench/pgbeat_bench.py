@@ -186,7 +186,7 @@ def run_worker(
         thread.start()
         if not finished.wait(DRAIN_TIMEOUT):
             raise RuntimeError("pgbeat drain timed out")
-        wait_all_done(conn)
+        _wait_all_done(conn)
     worker.stop()
     thread.join(30)
     raw_sql.check_done(url, jobs)
@@ -257,7 +257,7 @@ def _left(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def wait_all_done(conn: psycopg.Connection[Any]) -> None:
+def _wait_all_done(conn: psycopg.Connection[Any]) -> None:
     """Poll until no job is left pending or running (the worker writes outcomes in batches).
 
     Polled every millisecond through the partial indexes (what is left shrinks to nothing):

@@ -113,12 +113,12 @@ def drain(
 ) -> Result:
     """Drain ``jobs`` pending no-op jobs on 4 connections, claiming ``limit`` at a time
     (inside ``measured``, if given: only the drain, its connections made before)."""
-    load(url, jobs)
-    loop = claim_loop_batched if limit > 1 else _claim_loop_single
+    _load(url, jobs)
+    loop = _claim_loop_batched if limit > 1 else _claim_loop_single
     connections = [psycopg.connect(url, autocommit=True) for _ in range(CONNECTIONS)]
     try:
         with measured or nullcontext():
-            seconds = run_threads([partial(loop, c, limit) for c in connections])
+            seconds = _run_threads([partial(loop, c, limit) for c in connections])
     finally:
         for conn in connections:
             conn.close()
@@ -131,7 +131,7 @@ def drain(
     return rate_result(SYSTEM, DRAIN, variant, config, jobs, seconds)
 
 
-def claim_loop_batched(conn: psycopg.Connection[Any], limit: int) -> None:
+def _claim_loop_batched(conn: psycopg.Connection[Any], limit: int) -> None:
     while rows := conn.execute(CLAIM, {"limit": limit}).fetchall():
         for row in rows:
             noop(row[2])
@@ -144,7 +144,7 @@ def _claim_loop_single(conn: psycopg.Connection[Any], limit: int) -> None:
         conn.execute(COMPLETE_ONE, {"id": row[0]})
 
 
-def run_threads(targets: list[Callable[[], None]]) -> float:
+def _run_threads(targets: list[Callable[[], None]]) -> float:
     """Start one thread per target at once; seconds until the last one returns."""
     errors: list[BaseException] = []
 
@@ -165,7 +165,7 @@ def run_threads(targets: list[Callable[[], None]]) -> float:
     return watch.seconds
 
 
-def load(url: str, jobs: int) -> None:
+def _load(url: str, jobs: int) -> None:
     database.truncate(url, "jobs")
     with psycopg.connect(url, autocommit=True) as conn:
         copy_rows(conn, jobs, 10_000)
