@@ -85,9 +85,10 @@ def meta_param() -> Jsonb | None:
 
 def enqueue_contexts(conn: psycopg.Connection[Any], jobs: Sequence[Job]) -> dict[int, Any]:
     """Each claimed job's span parent by id: its ``meta``, ``{}`` when it has none (a root
-    span). One query, and only when tracing is configured: else ``{}``, and no job is traced.
+    span). One query; the caller asks it only when tracing is configured (ProviderCheck),
+    and without it no job is traced.
     """
-    if not jobs or not configured():
+    if not jobs:
         return {}
     rows = conn.execute(meta_sql.JOBS_META, {"ids": [job.id for job in jobs]}).fetchall()
     found = {int(row[0]): _carrier(row[1], row[2]) for row in rows}
