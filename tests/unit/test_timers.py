@@ -89,3 +89,20 @@ def test_the_claim_window() -> None:
     t = timers(last_claim=20.0)
     assert not t.window_ended(20.001)
     assert t.window_ended(20.0025)
+
+
+@pytest.mark.parametrize(
+    ("maybe_more", "now", "free", "size"),
+    [
+        (True, 100.0, 0, 0),  # no slot free
+        (False, 100.0, 10, 0),  # a short claim: nothing to look for until a reason comes
+        (True, 100.0, 4, 4),  # half the slots (the threshold): claim for them at once
+        (True, 100.0, 10, 8),  # every slot free: as many as a claim takes (batch)
+        (True, 100.0005, 1, 0),  # one slot free, within the window: await a few more
+        (True, 100.003, 1, 1),  # the window ended: claim for the one
+        (True, 100.0005, 3, 0),
+    ],
+)
+def test_the_claims_size(maybe_more: bool, now: float, free: int, size: int) -> None:
+    loop = timers(maybe_more=maybe_more, last_claim=100.0)
+    assert loop.claim_size(now, free=free, threshold=4, batch=8) == size

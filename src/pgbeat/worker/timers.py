@@ -35,6 +35,20 @@ class ClaimTimers:
         if notified or due or now >= self.next_poll:
             self.maybe_more = True
 
+    def claim_size(self, now: float, free: int, threshold: int, batch: int) -> int:
+        """How many jobs to claim now with ``free`` slots: 0 while a few more finishing
+        jobs are worth awaiting.
+
+        Claiming for one freed slot at a time would cost a round trip per job; waiting up
+        to the window for ``threshold`` slots (half of them, at most half a claim) to free
+        turns many small claims into one. Every slot free is past the threshold too.
+        """
+        if not self.maybe_more or free == 0:
+            return 0
+        if free >= threshold or self.window_ended(now):
+            return min(free, batch)
+        return 0
+
     def window_ended(self, now: float) -> bool:
         """True once freed slots have waited their window since the last claim."""
         return now - self.last_claim >= self.window

@@ -258,7 +258,12 @@ class Worker:
             self._claimer.settings_changed()
         elif notified:
             self._claimer.jobs_arrived()
-        claim = self._claim_size(now)
+        claim = self._timers.claim_size(
+            now,
+            free=self._executor.free_slots(),
+            threshold=self._claim_threshold,
+            batch=self.settings.claim_batch,
+        )
         beat = self._heartbeat is not None and now >= self._heartbeat.next_beat
         self._renewer.polling = self._listener is None or not self._listener.connected.is_set()
         renew = self._renewer.due(now)
@@ -273,23 +278,6 @@ class Worker:
         if self._heartbeat is not None:
             wake = min(wake, self._heartbeat.next_beat)
         return max(0.0, wake - time.monotonic())
-
-    def _claim_size(self, now: float) -> int:
-        """How many jobs to claim now: 0 while a few more finishing jobs are worth awaiting.
-
-        Claiming for one freed slot at a time would cost a round trip per job; waiting up
-        to BATCH_WINDOW for half the slots to free turns many small claims into one.
-        """
-        free = self._executor.free_slots()
-        if not self._timers.maybe_more or free == 0:
-            return 0
-        if (
-            free >= self._claim_threshold
-            or self._executor.busy() == 0
-            or self._timers.window_ended(now)
-        ):
-            return min(free, self.settings.claim_batch)
-        return 0
 
     def _database_work(self, conn: psycopg.Connection[Any], now: float, claim: int) -> None:
         """Reap (now and then) and claim, pipelined into one round trip.
@@ -313,7 +301,7 @@ class Worker:
         # outcomes names them (set at the next step, the first job's was lost, and its
         # queue rested until LIMITED_RECHECK or a notification).
         self._recorder.watched = self._claimer.watched
-        traced = bool(claimed) and self._traced(now)  # meta is read only when tracing
+        traced = bool(claimed) and self._traced(now)  # meta is read only when tracing is on
         self._start(claimed, now, tracing.enqueue_contexts(conn, claimed) if traced else {})
         # After the jobs started (a worker's first step: they waited 2 round trips for it).
         if self._heartbeat is not None:  # on this connection: the process needs none for it
