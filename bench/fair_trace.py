@@ -58,9 +58,11 @@ def install() -> None:
         EVENTS.append(("step", began, time.time(), *flags, pause))
         return pause
 
-    def traced_claim(conn: Any, statement: Any, params: dict[str, Any], kept: Any = None) -> Any:
+    def traced_claim(
+        conn: Any, statement: Any, params: dict[str, Any], kept: Any = None, named: Any = None
+    ) -> Any:
         began = time.time()
-        rows, budget = claim_locked(conn, statement, params, kept)
+        rows, budget = claim_locked(conn, statement, params, kept, named)
         ids = [row[0] for row in rows]
         keys = "".join(sorted({str(row[locked_claim.LIMIT_KEY]) for row in rows}))
         granted = None if budget is None else budget[0]

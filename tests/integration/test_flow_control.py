@@ -11,6 +11,7 @@ import pytest
 from psycopg.pq import TransactionStatus
 
 import pgbeat
+from pgbeat.db.named_statements import NamedStatements
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.worker import claiming, locked_claim, operations
 from tests.helpers import noop_registry, wait_for
@@ -124,15 +125,20 @@ SELECT NULL::bigint AS id, NULL AS kind, NULL AS payload, NULL AS attempt,
 WHERE %(queue)s::text IS NOT NULL"""
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["named", "pipelined"])
 def test_a_limited_claim_runs_in_the_transaction_of_its_row_lock(
-    conn: psycopg.Connection[Any],
+    conn: psycopg.Connection[Any], named: bool
 ) -> None:
     """No BEGIN or COMMIT is sent: the row lock and the claim after it are one implicit
-    transaction (the lock still held by the claim), committed at the pipeline's end."""
+    transaction (the lock still held by the claim), committed at the simple query's or
+    the pipeline's end."""
     pgbeat.configure_queue(conn, "reports", concurrency=3)
     conn.execute("SET lock_timeout = '5s'")
+    statements = NamedStatements() if named else None
     for _ in range(2):  # the second time with both statements prepared
-        rows, budget = locked_claim.claim_locked(conn, _LOCK_SEEN, {"queue": "reports"})
+        rows, budget = locked_claim.claim_locked(
+            conn, _LOCK_SEEN, {"queue": "reports"}, None, statements
+        )
         assert rows == []
         assert budget is not None
         assert budget[3] == "true"  # the lock's transaction id, seen by the claim
@@ -361,11 +367,15 @@ def test_a_keyed_head_shrinks_to_what_it_needed_and_a_clogged_one_still_serves_t
     scans: list[int] = []
 
     def claim_locked(
-        c: psycopg.Connection[Any], statement: Any, params: dict[str, Any], kept: Any = None
+        c: psycopg.Connection[Any],
+        statement: Any,
+        params: dict[str, Any],
+        kept: Any = None,
+        named: Any = None,
     ) -> Any:
         if statement is limited_sql.JOBS_CLAIM_LIMITED_HEAD:
             scans.append(params["scan"])
-        return locked_claim.claim_locked(c, statement, params, kept)
+        return locked_claim.claim_locked(c, statement, params, kept, named)
 
     monkeypatch.setattr(claiming, "claim_locked", claim_locked)
     pgbeat.configure_queue(conn, "api", key_concurrency=1)

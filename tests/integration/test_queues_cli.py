@@ -157,16 +157,19 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
     assert not sorts_backlog(fair), fair
 
 
+@pytest.mark.parametrize("kept_by", ["name", "psycopg"])
 @pytest.mark.parametrize(
     "name",
     ["JOBS_CLAIM_LIMITED", "JOBS_CLAIM_LIMITED_HEAD", "JOBS_CLAIM_LIMITED_KEYS", "JOBS_CLAIM_FAIR"],
 )
 def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_scale(
-    conn: psycopg.Connection[Any], name: str
+    conn: psycopg.Connection[Any], name: str, kept_by: str
 ) -> None:
-    """The limited claims keep one generic plan per connection (QUEUES_LOCK's settings):
+    """The limited claims keep one generic plan per connection (QUEUES_LOCK's settings),
+    as a named statement (db/named_statements.py) or, run in a pipeline, as psycopg's:
     made while the table was empty, it must still read the claim indexes, not sort the
     backlog, once 100,000 jobs are pending and no ANALYZE has run since."""
+    from pgbeat.db.named_statements import NamedStatements
     from pgbeat.db.sql import queues as queue_sql
     from pgbeat.db.sql.jobs import claim_limited as limited_sql
 
@@ -182,9 +185,13 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         fair=name.endswith("FAIR"),
     )
     params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None, "steps": 1}
-    with conn.transaction():
-        conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
-        conn.execute(statement, params, prepare=True).fetchall()  # the plan is made now
+    if kept_by == "name":  # the plan is made now
+        lock = (queue_sql.QUEUES_LOCK, {"queue": "api"})
+        NamedStatements().run(conn, conn.cursor(), [lock, (statement, params)]).fetchall()
+    else:
+        with conn.transaction():
+            conn.execute(queue_sql.QUEUES_LOCK, {"queue": "api"})
+            conn.execute(statement, params, prepare=True).fetchall()
     conn.execute(
         "INSERT INTO jobs (kind, payload, run_at, queue, limit_key) "
         "SELECT 'noop', '{}', now() - interval '1 hour', 'api', 'key' || (i % 500) "

@@ -15,6 +15,8 @@ import psycopg
 import pytest
 
 import pgbeat
+from pgbeat.db.named_statements import NamedStatements
+from pgbeat.db.named_statements import named as named_statement
 from pgbeat.db.pooler import session_options
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
@@ -238,6 +240,7 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
             "after": None,
             "steps": 1,
         }
+        named = NamedStatements()  # the limited claims' usual way (db/named_statements.py)
         for label, queue in CLAIMS.items():  # each plan is made now, on those statistics
             with conn.transaction():
                 if queue is not None:
@@ -245,6 +248,12 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
                 statement = getattr(limited_sql if queue else claim_sql, label)
                 found = conn.execute(statement, {**params, "queue": queue}, prepare=True)
                 assert all(row[0] is None for row in found.fetchall()), label  # none due
+            if queue is not None:
+                lock = (queue_sql.QUEUES_LOCK, {"queue": queue})
+                found = named.run(
+                    conn, conn.cursor(), [lock, (statement, {**params, "queue": queue})]
+                )
+                assert all(row[0] is None for row in found.fetchall()), label
         position = {"after_priority": 0, "after_run_at": datetime.now(UTC), "after_id": 0}
         for twin in TWINS.values():  # the claims from a position, likewise
             twin_params = {**params, "queue": "default", "kind": "noop", **position}
@@ -262,7 +271,14 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
             name, count = prepared[_shape(statement)]
             arguments = ", ".join(["NULL"] * count)
             plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE {name}({arguments})"))
-            assert not sorts_backlog(plan), (label, plan)
-            assert re.search(r"Index (Only )?Scan using jobs_claim", plan), (label, plan)
-            # keys matched row by row (a nested loop of the head with its keys' budgets)
-            assert not re.search(r"Join Filter: \(.*limit_key", plan), (label, plan)
+            plans = [plan]
+            if module is limited_sql:  # and the same statement kept by name
+                one = named_statement(statement)
+                arguments = ", ".join(["NULL"] * len(one.parameters))
+                explain = conn.execute(f"EXPLAIN EXECUTE {one.name}({arguments})")
+                plans.append("\n".join(r[0] for r in explain))
+            for plan in plans:
+                assert not sorts_backlog(plan), (label, plan)
+                assert re.search(r"Index (Only )?Scan using jobs_claim", plan), (label, plan)
+                # keys matched row by row (a nested loop of the head with its keys' budgets)
+                assert not re.search(r"Join Filter: \(.*limit_key", plan), (label, plan)

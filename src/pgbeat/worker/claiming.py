@@ -19,6 +19,7 @@ import psycopg
 
 from pgbeat.db.kept_cursor import KeptCursor
 from pgbeat.db.literals import names_array
+from pgbeat.db.named_statements import NamedStatements
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_after
@@ -102,6 +103,7 @@ class Claimer:
         self._ready = ReadyParents(ready_heard)  # a fan-out's children claimed where held
         self._cursor = ClaimCursor()  # where the last claim of due jobs stopped in its index
         self._kept = KeptCursor()  # the claims' own cursor (db/kept_cursor.py)
+        self._named = NamedStatements()  # the limited claims' (db/named_statements.py)
 
     @property
     def limited_short(self) -> bool:
@@ -347,7 +349,7 @@ class Claimer:
         else:
             statement = limited_sql.JOBS_CLAIM_LIMITED
         began = time.monotonic()
-        rows, budget = claim_locked(conn, statement, params, self._kept)
+        rows, budget = claim_locked(conn, statement, params, self._kept, self._named)
         if mode == "fair":
             self._steps.claimed(queue, began, time.monotonic())
         if budget is None:  # paused, gone or unlimited since: read the held queues again
@@ -371,7 +373,13 @@ class Claimer:
             self._head_need[queue] = scanned / len(rows)
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += claim_keys(
-                conn, self._rests, self._after_key, params, granted - len(rows), self._kept
+                conn,
+                self._rests,
+                self._after_key,
+                params,
+                granted - len(rows),
+                self._kept,
+                self._named,
             )
             if not rows:  # every key it looked at is full: a completion or a window frees one
                 self._rests.fruitless_walk(queue, now, timed)  # the walk goes on from there

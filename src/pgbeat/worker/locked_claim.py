@@ -12,6 +12,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from pgbeat.db.kept_cursor import KeptCursor
+from pgbeat.db.named_statements import NamedStatements
 from pgbeat.db.sql import queues as queue_sql
 from pgbeat.db.sql import session as session_sql
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
@@ -29,27 +30,38 @@ def claim_locked(
     statement: LiteralString,
     params: dict[str, Any],
     kept: KeptCursor | None = None,
+    named: NamedStatements | None = None,
 ) -> tuple[list[Any], tuple[Any, ...] | None]:
     """Run a limited queue's claim under its row lock, with a plan kept for the connection
     from its first execution (QUEUES_LOCK says why; _prepare), in one round trip.
 
-    The lock and the claim go in one pipeline without BEGIN or COMMIT: the protocol runs
-    the statements up to the pipeline's Sync as one implicit transaction (committed at the
-    Sync, rolled back there if one fails), each statement with a snapshot of its own under
-    READ COMMITTED, so the claim's is taken after the lock was granted. Two statements
-    fewer per claim than a transaction block by hand (session.py). ``conn`` is in
-    autocommit, not inside a pipeline with statements of its own waiting (psycopg syncs
-    those before a nested pipeline starts).
+    The lock and the claim go together without BEGIN or COMMIT, as one implicit
+    transaction (committed at its end, rolled back if one fails), each statement with a
+    snapshot of its own under READ COMMITTED, so the claim's is taken after the lock was
+    granted: two statements fewer per claim than a transaction block by hand (session.py).
+    With ``named`` (and a connection that may keep them: NamedStatements.usable) both are
+    named statements run in one simple query; otherwise they go in a pipeline (the
+    protocol's Sync ends its implicit transaction). ``conn`` is in autocommit, not inside
+    a pipeline with statements of its own waiting (psycopg syncs those before a nested
+    pipeline starts).
 
     Returns the claimed rows (in Job's order) and the budget's columns (BUDGET; None: the
     queue is not limited now). ``kept``: the claim's cursor, kept by the caller
-    (db/kept_cursor.py).
+    (db/kept_cursor.py); ``named``: the caller's named statements (db/named_statements.py).
     """
+    lock_params = {"queue": params["queue"]}
     try:
-        with conn.pipeline():
-            conn.execute(queue_sql.QUEUES_LOCK, {"queue": params["queue"]})
-            on = conn if kept is None else kept.on(conn)
-            cursor = on.execute(statement, params, prepare=_prepare(conn))
+        if named is not None and named.usable(conn):
+            cursor = named.run(
+                conn,
+                conn.cursor() if kept is None else kept.on(conn),
+                ((queue_sql.QUEUES_LOCK, lock_params), (statement, params)),
+            )
+        else:
+            with conn.pipeline():
+                conn.execute(queue_sql.QUEUES_LOCK, lock_params)
+                on = conn if kept is None else kept.on(conn)
+                cursor = on.execute(statement, params, prepare=_prepare(conn))
     except BaseException:
         if not conn.closed and conn.info.transaction_status == TransactionStatus.INERROR:
             conn.execute(session_sql.TRANSACTION_ROLLBACK, prepare=False)  # start clean
@@ -77,6 +89,7 @@ def claim_keys(
     params: dict[str, Any],
     limit: int,
     kept: KeptCursor | None = None,
+    named: NamedStatements | None = None,
 ) -> list[Any]:
     """Past a head clogged by saturated keys of queue ``params["queue"]``: key by key, in a
     transaction of its own, from where the queue's last walk stopped (``after_key``, per
@@ -85,7 +98,7 @@ def claim_keys(
     if rests.keys_resting(queue, now):
         return []
     params = {**params, "limit": limit, "after": after_key.pop(queue, None)}
-    more, budget = claim_locked(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, params, kept)
+    more, budget = claim_locked(conn, limited_sql.JOBS_CLAIM_LIMITED_KEYS, params, kept, named)
     walked, last_key = budget[-2:] if budget else (0, None)
     if more and len(more) == limit:
         after_key[queue] = max(row[LIMIT_KEY] for row in more)

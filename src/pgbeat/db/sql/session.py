@@ -6,10 +6,18 @@ from __future__ import annotations
 from typing import LiteralString
 
 # Ends a transaction a failed statement left open, on a connection in autocommit. A limited
-# queue's claim needs no BEGIN or COMMIT: its statements run in the pipeline's implicit
-# transaction (worker/locked_claim.py says why; psycopg's transaction() in a pipeline syncs
-# before COMMIT, a second round trip per claim).
+# queue's claim needs no BEGIN or COMMIT: its statements run in the implicit transaction of
+# one simple query or of a pipeline (worker/locked_claim.py says why; psycopg's
+# transaction() in a pipeline syncs before COMMIT, a second round trip per claim).
 TRANSACTION_ROLLBACK: LiteralString = "ROLLBACK"
+
+# Keeps a statement by name for the session (db/named_statements.py fills in its name,
+# its parameters' types, as " (text, int)" or nothing, and its text with $n placeholders).
+SESSION_PREPARE: LiteralString = "PREPARE {name}{types} AS {text}"
+
+# Runs a statement kept by name (db/named_statements.py): its values follow in
+# parentheses, as literals, when it takes any.
+SESSION_EXECUTE: LiteralString = "EXECUTE {name}"
 
 # The database's clock: the one time every replica agrees on.
 DATABASE_NOW: LiteralString = "SELECT now()"
