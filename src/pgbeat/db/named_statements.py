@@ -3,12 +3,14 @@ one simple query: what a limited claim sends instead of a pipeline.
 
 A limited claim is two statements in one implicit transaction, the queue's row lock and
 then the claim, each with a snapshot of its own (worker/locked_claim.py says why). Sent in
-a pipeline, psycopg's pipeline machinery cost the claim loop ~300 µs of CPU a claim (its
-entry, two queued executes, the sync and the results' generator loop) against ~100 for one
-plain execute; one simple query of ``EXECUTE lock(...); EXECUTE claim(...)`` does the same
-in one execute (docs/benchmarks.md, "Round four, sixteenth session"). The simple protocol
-runs the statements of one query as one implicit transaction (committed at its end, rolled
-back if one fails), each under READ COMMITTED with a new snapshot, as a pipeline does.
+a pipeline they cost the claim loop 221 µs of CPU for a claim of an empty budget (the
+pipeline's entry, two queued executes, its sync and its results' generator loop); one
+simple query of ``EXECUTE lock(...); EXECUTE claim(...)`` is one execute, 124 µs
+(``python -m bench.named_claims``; docs/benchmarks.md, "Round four, sixteenth session").
+The simple protocol runs the statements of one query as one implicit transaction
+(committed at its end, rolled back if one fails), each under READ COMMITTED with a new
+snapshot, as a pipeline does. For one statement alone psycopg's prepared execute costs
+less (its values bound, not quoted into the query): the plain claims stay so.
 
 Each statement is prepared once per connection, in a statement of its own, its parameters
 typed by PARAMETER_TYPES; its values go into the ``EXECUTE`` as literals quoted by psycopg
