@@ -32,7 +32,7 @@ from pgbeat.db.sql.jobs import claim_limited as limited_sql
 from pgbeat.worker.locked_claim import claim_locked
 from pgbeat.worker.sessions import SESSION_SETTINGS
 
-WARM_UP = 100  # claims of each side not counted (plans made, caches filled)
+WARM_UP = 100  # claims of each way not counted (plans made, caches filled): --warm-up
 PUT_BACK = (
     "UPDATE jobs SET status = 'pending', attempts = 0, locked_until = NULL, started_at = NULL"
     " WHERE status = 'running' AND queue = 'keyed'"
@@ -56,7 +56,7 @@ def plant(conn: psycopg.Connection[Any]) -> None:
     conn.execute("VACUUM ANALYZE jobs")
 
 
-def measure(url: str, claims: int) -> dict[str, Any]:
+def measure(url: str, claims: int, warm_up: int = WARM_UP) -> dict[str, Any]:
     """Alternate the two ways, claim by claim, in both shapes; medians per way and shape."""
     found: dict[str, Any] = {}
     lease = timedelta(minutes=5)
@@ -73,7 +73,7 @@ def measure(url: str, claims: int) -> dict[str, Any]:
         for shape, (statement, queue, expect) in shapes.items():
             params = {"queue": queue, "limit": 100, "lease": lease, "kinds": None, "scan": 128}
             times: dict[str, list[tuple[float, float]]] = {"pipelined": [], "named": []}
-            for i in range(WARM_UP + claims):
+            for i in range(warm_up + claims):
                 order = ("pipelined", "named") if i % 2 else ("named", "pipelined")
                 for way in order:
                     cpu, wall = time.thread_time(), time.perf_counter()
@@ -85,7 +85,7 @@ def measure(url: str, claims: int) -> dict[str, Any]:
                         raise RuntimeError(f"{shape} {way}: claimed {len(rows)}, not {expect}")
                     if expect:
                         other.execute(PUT_BACK)
-                    if i >= WARM_UP:
+                    if i >= warm_up:
                         times[way].append((cpu, wall))
             for way, pairs in times.items():
                 found[f"{shape}_{way}"] = {
@@ -98,6 +98,7 @@ def measure(url: str, claims: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.named_claims", description=__doc__)
     parser.add_argument("--claims", type=int, default=2000, help="of each way and shape")
+    parser.add_argument("--warm-up", type=int, default=WARM_UP, help="claims not counted")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(),
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     with database.fresh_database(database.admin_url(), "named_claims") as url:
         with psycopg.connect(url, autocommit=True) as conn:
             plant(conn)
-        report["claims"] = measure(url, args.claims)
+        report["claims"] = measure(url, args.claims, args.warm_up)
     report["load_average_1m_at_end"] = machine.load()
     for name, one in report["claims"].items():
         print(f"{name:16} loop CPU {one['loop_cpu_us']:7.1f} µs  wall {one['wall_us']:7.1f} µs")

@@ -171,7 +171,7 @@ def test_the_bench_of_named_claims_measures_both_ways(server_url: str, tmp_path:
     checked to take what it should (an empty budget: none; the keyed queue: all 100)."""
     from tests.helpers import run_bench
 
-    done = run_bench(server_url, "bench.named_claims", "--claims", "5")
+    done = run_bench(server_url, "bench.named_claims", "--claims", "3", "--warm-up", "1")
     assert done.returncode == 0, done.stderr[-2000:]
     for name in ("empty_pipelined", "empty_named", "keyed_pipelined", "keyed_named"):
         assert name in done.stdout
