@@ -166,7 +166,7 @@ def test_named_and_pipelined_limited_claims_take_the_same_jobs(
     assert [key for _, key in taken[0]] == ["a", "b", "c", "d"]
 
 
-def test_the_bench_of_named_claims_measures_both_ways(server_url: str, tmp_path: Any) -> None:
+def test_the_bench_of_named_claims_measures_both_ways(server_url: str) -> None:
     """``python -m bench.named_claims``, a few claims: both ways, both shapes, each claim
     checked to take what it should (an empty budget: none; the keyed queue: all 100)."""
     from tests.helpers import run_bench
