@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
@@ -70,18 +71,32 @@ def worker_settings(slots: int) -> pgbeat.WorkerSettings:
 
 
 def run_until(worker: pgbeat.Worker, stop: Any) -> None:
-    """Run ``worker`` on a thread until ``stop`` (an event) is set, then stop it."""
+    """Run ``worker`` on a thread until ``stop`` (an event) is set, then stop it; a worker
+    that ended before (its loop raised) ends the process with an error, so the measuring
+    parent sees it at once instead of waiting out its deadline."""
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    stop.wait()
+    while not stop.wait(0.2):
+        if not thread.is_alive():
+            raise SystemExit("the bench's worker stopped before it was told to")
     worker.stop()
     thread.join(60)
 
 
+@dataclass
+class Fleet:
+    """Running worker processes: the shared count of jobs they ran, and whether all live."""
+
+    done: Synchronized[int]
+    children: list[Any]
+
+    def alive(self) -> bool:
+        return all(child.is_alive() for child in self.children)
+
+
 @contextmanager
-def fleet(url: str, processes: int, slots: int, sleep: float = 0.0) -> Iterator[Any]:
-    """``processes`` worker processes (forked: no interpreter start-up), stopped on exit;
-    yields the shared count of jobs they ran."""
+def fleet(url: str, processes: int, slots: int, sleep: float = 0.0) -> Iterator[Fleet]:
+    """``processes`` worker processes (forked: no interpreter start-up), stopped on exit."""
     context = multiprocessing.get_context("fork")
     done = context.Value("q", 0)
     stop = context.Event()
@@ -92,7 +107,7 @@ def fleet(url: str, processes: int, slots: int, sleep: float = 0.0) -> Iterator[
     for child in children:
         child.start()
     try:
-        yield done
+        yield Fleet(done, children)
     finally:
         stop.set()
         for child in children:
@@ -128,11 +143,13 @@ def child_drain(
         if fair_concurrency is not None:
             pgbeat.configure_queue(conn, "keyed", fair=True, concurrency=fair_concurrency)
         conn.execute("VACUUM ANALYZE jobs")
-    with fleet(url, processes, slots) as done:
+    with fleet(url, processes, slots) as running:
         started = time.perf_counter()
-        while done.value < jobs and time.perf_counter() - started < max_seconds:
+        while running.done.value < jobs and time.perf_counter() - started < max_seconds:
+            if not running.alive():
+                raise RuntimeError("a worker process of the drain ended before it")
             time.sleep(0.005)
-        seconds, ran = time.perf_counter() - started, done.value
+        seconds, ran = time.perf_counter() - started, running.done.value
     return {"seconds": seconds, "ran": ran, "jobs_per_s": ran / seconds, "done": ran >= jobs}
 
 
