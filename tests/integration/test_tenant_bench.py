@@ -7,9 +7,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from bench import tenant_bench
 
 import pgbeat
-from bench import tenant_bench
 
 
 def test_a_drain_whose_worker_dies_fails_at_once(
