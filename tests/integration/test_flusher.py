@@ -25,8 +25,8 @@ from tests.helpers import statuses, wait_for
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1"
 
 
-def finished_runs(conn: psycopg.Connection[Any], count: int) -> list[Run]:
-    pgbeat.enqueue_many(conn, [pgbeat.NewJob("k") for _ in range(count)])
+def finished_runs(conn: psycopg.Connection[Any], count: int, queue: str = "default") -> list[Run]:
+    pgbeat.enqueue_many(conn, [pgbeat.NewJob("k", queue=queue) for _ in range(count)])
     jobs = operations.claim_jobs(conn, count, timedelta(minutes=5), None)
     now = time.monotonic()
     return [Run(job, None, None, now + 60, now, settled=True, finished_at=now) for job in jobs]
@@ -35,7 +35,9 @@ def finished_runs(conn: psycopg.Connection[Any], count: int) -> list[Run]:
 class Writer:
     """An OutcomeFlusher with a recorder, started, and closed at the end of the test."""
 
-    def __init__(self, url: str, batch: int, window: float) -> None:
+    def __init__(
+        self, url: str, batch: int, window: float, freeing_window: float | None = None
+    ) -> None:
         self.recorder = OutcomeBuffer(pgbeat.BackoffPolicy(), random.Random(1), Metrics())
         self.failures: list[str] = []
         self.writer = OutcomeFlusher(
@@ -43,13 +45,15 @@ class Writer:
             self.recorder,
             batch=batch,
             window=window,
+            freeing_window=freeing_window,
             on_failure=lambda: self.failures.append("failed"),
         )
         self.writer.start()
 
     def add(self, runs: list[Run]) -> None:
-        for run in runs:
-            if self.recorder.add(run) == 1:
+        for run in runs:  # as the worker pokes (worker._on_settled)
+            waiting, first_freeing = self.recorder.add_settled(run)
+            if waiting == 1 or first_freeing:
                 self.writer.poke()
         self.writer.poke()
 
@@ -58,8 +62,10 @@ class Writer:
 def make_writer() -> Iterator[Any]:
     made: list[Writer] = []
 
-    def make(url: str, batch: int = 10, window: float = 0.002) -> Writer:
-        made.append(Writer(url, batch, window))
+    def make(
+        url: str, batch: int = 10, window: float = 0.002, freeing_window: float | None = None
+    ) -> Writer:
+        made.append(Writer(url, batch, window, freeing_window))
         return made[-1]
 
     yield make
@@ -91,6 +97,23 @@ def test_a_partial_batch_is_written_when_the_window_ends(
     writer.add(finished_runs(conn, 3))
     wait_for(lambda: statuses(conn) == {"done": 3}, timeout=5, message="partial batch written")
     assert writes(conn) == 1
+
+
+def test_a_limited_queues_outcome_is_written_within_its_own_short_window(
+    database_url: str, conn: psycopg.Connection[Any], make_writer: Any
+) -> None:
+    """A watched (limited) queue's slot is free for a claim only once its job's outcome is
+    written: it waits the short window, not the batch's; other outcomes wait for theirs."""
+    writer = make_writer(database_url, batch=100, window=3600.0, freeing_window=0.001)
+    writer.recorder.watched = frozenset({"limited"})
+    writer.add(finished_runs(conn, 2))  # of an unlimited queue: they wait for the batch
+    assert writer.recorder.freeing_since() is None
+    limited = finished_runs(conn, 1, queue="limited")
+    writer.add(limited)  # the first of a watched queue: written at once, the others with it
+    wait_for(lambda: statuses(conn) == {"done": 3}, timeout=5, message="freeing write")
+    assert writes(conn) == 1 and writer.recorder.freeing_since() is None
+    writer.add(finished_runs(conn, 2))  # unlimited again: they wait for the batch
+    assert statuses(conn) == {"done": 3, "running": 2}
 
 
 def test_close_writes_what_is_left(

@@ -24,7 +24,8 @@ CLOSING_PAUSE = 0.2  # seconds between those tries
 
 
 class OutcomeFlusher:
-    """Flushes ``recorder`` when ``batch`` outcomes wait or the oldest has waited ``window``.
+    """Flushes ``recorder`` when ``batch`` outcomes wait, the oldest has waited ``window``, or
+    the oldest of a watched queue (``recorder.freeing_since``) ``freeing_window``.
 
     An unexpected error (not a lost connection) is kept in ``failure`` for the worker loop
     to raise: a bug must stop the worker loudly, not leave outcomes unwritten in silence.
@@ -43,6 +44,7 @@ class OutcomeFlusher:
         *,
         batch: int,
         window: float,
+        freeing_window: float | None = None,
         on_failure: Callable[[], None],
         on_requeued: Callable[[], None] | None = None,
         on_freed: Callable[[Mapping[str, float]], None] | None = None,
@@ -51,6 +53,7 @@ class OutcomeFlusher:
         self._recorder = recorder
         self._batch = batch
         self._window = window
+        self._freeing_window = window if freeing_window is None else freeing_window
         self._on_failure = on_failure
         self._on_requeued = on_requeued
         self._on_freed = on_freed
@@ -87,7 +90,11 @@ class OutcomeFlusher:
         count, since = self._recorder.waiting()
         if count == 0 or since is None:
             return None if closing else UNTIL_WOKEN
-        wait = since + self._window - time.monotonic()
+        wait = since + self._window
+        freeing = self._recorder.freeing_since()
+        if freeing is not None:  # a limited queue's slot waits for this write
+            wait = min(wait, freeing + self._freeing_window)
+        wait -= time.monotonic()
         if not closing and count < self._batch and wait > 0:
             return wait
         result = self._connector.run(self._recorder.flush)

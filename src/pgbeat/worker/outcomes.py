@@ -55,7 +55,9 @@ class OutcomeBuffer:
     """A thread-safe buffer of settled runs, flushed by the worker loop.
 
     ``watched`` is the queues whose slots the claiming loop waits for (its limited ones,
-    set by that thread): a flush names those its written jobs were of.
+    set by that thread): a flush names those its written jobs were of, and the writer
+    writes their outcomes sooner (``freeing_since``: a slot of such a queue is free for a
+    claim only once its job's outcome is committed).
     """
 
     def __init__(self, backoff: BackoffPolicy, rng: random.Random, metrics: Metrics) -> None:
@@ -68,22 +70,37 @@ class OutcomeBuffer:
         self._lock = threading.Lock()
         self._runs: list[Run] = []
         self._since: float | None = None  # when the oldest unwritten run settled
+        self._freeing_since: float | None = None  # ... the oldest of a watched queue
         self._tally = OutcomeTally()
         self.watched: frozenset[str] = frozenset()
         self._kept = KeptCursor()  # the completions' own cursor (db/kept_cursor.py)
 
     def add(self, run: Run) -> int:
         """Buffer ``run``; return how many runs now wait."""
+        return self.add_settled(run)[0]
+
+    def add_settled(self, run: Run) -> tuple[int, bool]:
+        """Buffer ``run``; return how many runs now wait, and whether it is the first of
+        them to free a watched queue's slot (the writer's deadline just came closer)."""
         with self._lock:
+            now = None
             if not self._runs:
-                self._since = time.monotonic()
+                self._since = now = time.monotonic()
             self._runs.append(run)
-            return len(self._runs)
+            first_freeing = self._freeing_since is None and run.job.queue in self.watched
+            if first_freeing:
+                self._freeing_since = now or time.monotonic()
+            return len(self._runs), first_freeing
 
     def waiting(self) -> tuple[int, float | None]:
         """How many runs wait to be written, and since when (monotonic seconds)."""
         with self._lock:
             return len(self._runs), self._since
+
+    def freeing_since(self) -> float | None:
+        """Since when the oldest waiting run of a watched queue waits (None: there is none)."""
+        with self._lock:
+            return self._freeing_since
 
     def flush(self, conn: psycopg.Connection[Any]) -> Written:
         """Write every waiting run; on failure they wait for the next flush.
@@ -96,6 +113,7 @@ class OutcomeBuffer:
         """
         with self._lock:
             runs, self._runs, self._since = self._runs, [], None
+            freeing, self._freeing_since = self._freeing_since, None
         if not runs:
             return NOTHING_WRITTEN
         watched = self.watched  # one read: the claiming thread replaces it whole
@@ -106,6 +124,8 @@ class OutcomeBuffer:
             with self._lock:  # an outcome is never dropped
                 self._runs[:0] = runs
                 self._since = self._since or time.monotonic()
+                if freeing is not None:
+                    self._freeing_since = self._freeing_since or time.monotonic()
             if isinstance(exc, _TRANSIENT):  # TRANSIENT_TRIES victims in a row: later
                 log.warning("could not record %d outcomes yet: %s", len(runs), first_line(exc))
                 return NOTHING_WRITTEN

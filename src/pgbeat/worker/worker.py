@@ -49,6 +49,9 @@ __all__ = ["SESSION_SETTINGS", "Worker", "WorkerSettings", "resolve_timing"]
 log = logging.getLogger("pgbeat.worker")
 
 BATCH_WINDOW = 0.002  # seconds a freed slot or an outcome may wait to share a round trip
+# ... an outcome of a limited (or fair) queue: its slot is free for a claim once it is
+# written (a fair queue's new key waits for that slot: docs/flow-control.md)
+FREEING_WINDOW = 0.0005
 RECENT_CANCELS = 2.0  # seconds a heard cancel is remembered for runs not yet submitted
 
 
@@ -104,6 +107,7 @@ class Worker:
             self._recorder,
             batch=self._claim_threshold,
             window=BATCH_WINDOW,
+            freeing_window=FREEING_WINDOW,
             on_failure=self._loop.wake,
             on_requeued=self._on_notify,
             on_freed=self._on_freed,
@@ -187,8 +191,8 @@ class Worker:
 
         Waking a thread for each of thousands of runs a second would dominate the work.
         """
-        waiting = self._recorder.add(run)
-        if waiting == 1 or waiting == self._claim_threshold:
+        waiting, first_freeing = self._recorder.add_settled(run)
+        if waiting == 1 or waiting == self._claim_threshold or first_freeing:
             self._writer.poke()
 
     def _on_slot_freed(self, free: int) -> None:
