@@ -52,7 +52,7 @@ class Writer:
 
     def add(self, runs: list[Run]) -> None:
         for run in runs:  # as the worker pokes (worker._on_settled)
-            waiting, first_freeing = self.recorder.add_settled(run)
+            waiting, first_freeing = self.recorder.add(run)
             if waiting == 1 or first_freeing:
                 self.writer.poke()
         self.writer.poke()

@@ -75,11 +75,7 @@ class OutcomeBuffer:
         self.watched: frozenset[str] = frozenset()
         self._kept = KeptCursor()  # the completions' own cursor (db/kept_cursor.py)
 
-    def add(self, run: Run) -> int:
-        """Buffer ``run``; return how many runs now wait."""
-        return self.add_settled(run)[0]
-
-    def add_settled(self, run: Run) -> tuple[int, bool]:
+    def add(self, run: Run) -> tuple[int, bool]:
         """Buffer ``run``; return how many runs now wait, and whether it is the first of
         them to free a watched queue's slot (the writer's deadline just came closer)."""
         with self._lock:

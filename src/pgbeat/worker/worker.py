@@ -191,7 +191,7 @@ class Worker:
 
         Waking a thread for each of thousands of runs a second would dominate the work.
         """
-        waiting, first_freeing = self._recorder.add_settled(run)
+        waiting, first_freeing = self._recorder.add(run)
         if waiting == 1 or waiting == self._claim_threshold or first_freeing:
             self._writer.poke()
 
