@@ -29,7 +29,7 @@ import pgbeat
 from bench import database, machine
 from bench.flow_bench import percentile, plant_fairness
 from bench.tenant_bench import run_until, worker_settings
-from pgbeat.worker import claiming, locked_claim
+from pgbeat.worker import limited_claims, locked_claim
 from pgbeat.worker import worker as worker_module
 
 EVENTS: list[tuple[Any, ...]] = []  # this process's trace: (what, wall time, ...)
@@ -73,7 +73,7 @@ def install() -> None:
     worker_class._on_notify = traced_notify  # type: ignore[method-assign]
     worker_class._on_freed = traced_freed  # type: ignore[method-assign]
     worker_class._step = traced_step  # type: ignore[method-assign]
-    claiming.claim_locked = traced_claim  # type: ignore[attr-defined]
+    limited_claims.claim_locked = traced_claim  # type: ignore[attr-defined]
 
 
 def _serve(url: str, out: str, stop: Any) -> None:

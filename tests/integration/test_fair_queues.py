@@ -299,7 +299,7 @@ def test_a_fair_queue_of_long_jobs_hands_its_slots_out_in_steps(
     pgbeat.configure_queue(conn, "api", fair=True, concurrency=50)
     _enqueue(conn, 100, queue="api", limit_key="A")
     claimer = Claimer(LEASE)
-    claimer._steps = _long_jobs()  # the claimer times its own round trips on top
+    claimer._limited_claims._steps = _long_jobs()  # the claimer times its own round trips on top
     taken = []
     for step in range(STEPS_MAX):
         if step == 10:
@@ -320,7 +320,7 @@ def test_short_jobs_take_every_free_slot_at_once(conn: psycopg.Connection[Any]) 
     paced = FairSteps()
     paced.claimed("api", 0.0, 0.001)
     paced.ran({"api": 0.0015})  # jobs shorter than two round trips: one step
-    claimer._steps = paced
+    claimer._limited_claims._steps = paced
     assert len(claimer.claim(conn, 50)) == 40 and not claimer.stepped
 
 
@@ -336,7 +336,7 @@ def test_a_claim_held_back_by_its_keys_is_no_step(
     for key in "ABC":
         _enqueue(conn, 3, queue="api", limit_key=key)
     claimer = Claimer(LEASE)
-    claimer._steps = _long_jobs()
+    claimer._limited_claims._steps = _long_jobs()
     first = claimer.claim(conn, 60)
     if concurrency is None:  # nothing to step: one job of each key, and no step said
         assert _keys(first) == {"A": 1, "B": 1, "C": 1} and not claimer.stepped

@@ -13,7 +13,7 @@ from psycopg.pq import TransactionStatus
 import pgbeat
 from pgbeat.db.named_statements import NamedStatements
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
-from pgbeat.worker import claiming, locked_claim, operations
+from pgbeat.worker import claiming, limited_claims, locked_claim, operations
 from tests.helpers import noop_registry, wait_for
 from tests.helpers import running_worker as running
 
@@ -377,7 +377,7 @@ def test_a_keyed_head_shrinks_to_what_it_needed_and_a_clogged_one_still_serves_t
             scans.append(params["scan"])
         return locked_claim.claim_locked(c, statement, params, kept, named)
 
-    monkeypatch.setattr(claiming, "claim_locked", claim_locked)
+    monkeypatch.setattr(limited_claims, "claim_locked", claim_locked)
     pgbeat.configure_queue(conn, "api", key_concurrency=1)
     for i in range(20):
         enqueue_many(conn, 1, queue="api", limit_key=f"k{i:02}")
@@ -390,5 +390,5 @@ def test_a_keyed_head_shrinks_to_what_it_needed_and_a_clogged_one_still_serves_t
     assert taken == {"a"} | {f"k{i}" for i in range(10, 19)} and len(second) == 10, taken
     finish(conn, second)
     claimer.claim(conn, 10)
-    full = max(claiming.HEAD_SCAN_MIN, claiming.HEAD_SCAN_FACTOR * 10)
-    assert scans == [full, 10 + claiming.HEAD_SCAN_SLACK, full], scans
+    full = max(limited_claims.HEAD_SCAN_MIN, limited_claims.HEAD_SCAN_FACTOR * 10)
+    assert scans == [full, 10 + limited_claims.HEAD_SCAN_SLACK, full], scans

@@ -15,7 +15,7 @@ import pytest
 
 import pgbeat
 from pgbeat.job import Job
-from pgbeat.worker import claiming, rests
+from pgbeat.worker import claiming, limited_claims, rests
 from pgbeat.worker.claiming import Claimer
 from pgbeat.worker.outcomes import OutcomeBuffer, Written
 from pgbeat.worker.rests import LIMITED_RECHECK
@@ -95,6 +95,7 @@ def test_a_full_queue_rests_until_a_job_of_it_leaves_running_or_jobs_arrive(
     of one of its jobs (slots_freed), or a notification of jobs, ends the rest at once, so
     a fair queue's new key does not wait out LIMITED_RECHECK (made an hour here)."""
     monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    monkeypatch.setattr(limited_claims, "LIMITED_RECHECK", 3600.0)
     monkeypatch.setattr(rests, "LIMITED_RECHECK", 3600.0)
     pgbeat.configure_queue(conn, "api", concurrency=1, fair=True)
     _enqueue(conn, 4, queue="api", limit_key="A")
@@ -133,6 +134,7 @@ def test_a_worker_claims_a_full_queue_again_when_its_own_job_finishes(
     """With the recheck made an hour, a queue of concurrency 1 drains only because each
     written outcome of its jobs wakes the worker's next claim."""
     monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    monkeypatch.setattr(limited_claims, "LIMITED_RECHECK", 3600.0)
     monkeypatch.setattr(rests, "LIMITED_RECHECK", 3600.0)
     pgbeat.configure_queue(conn, "api", concurrency=1)
     _enqueue(conn, 20, queue="api")
@@ -151,6 +153,7 @@ def test_the_first_claims_outcomes_wake_the_next_claim_even_before_the_loop_look
     queue's next job (CI run of 2026-12-07 19:59: the first outcome named no queue, and a
     queue of concurrency 1 waited for its recheck). No notification or poll helps here."""
     monkeypatch.setattr(claiming, "LIMITED_RECHECK", 3600.0)
+    monkeypatch.setattr(limited_claims, "LIMITED_RECHECK", 3600.0)
     monkeypatch.setattr(rests, "LIMITED_RECHECK", 3600.0)
     written = threading.Event()
     flush, start = OutcomeBuffer.flush, Worker._start

@@ -9,7 +9,6 @@ rows are decoded by claimed_rows.py.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -29,8 +28,7 @@ from pgbeat.job import Job
 from pgbeat.worker.claim_cursor import ClaimCursor
 from pgbeat.worker.claimed_rows import decode_rows, fetch_jobs
 from pgbeat.worker.due_queues import DueQueues, kinds_ahead
-from pgbeat.worker.fair_steps import FairSteps
-from pgbeat.worker.locked_claim import claim_keys, claim_locked
+from pgbeat.worker.limited_claims import LimitedClaims
 from pgbeat.worker.ready_parents import ReadyParents
 from pgbeat.worker.rests import LIMITED_RECHECK, Rests
 
@@ -38,9 +36,6 @@ log = logging.getLogger("pgbeat.worker")
 
 FAST_RECHECK = 0.05  # seconds a fast path found short is not asked first again, unless notified
 HELD_REFRESH = 0.5  # seconds between two reads of which queues are paused or limited
-HEAD_SCAN_MIN = 128  # rows of a key-limited queue's backlog head a claim looks at, at least
-HEAD_SCAN_FACTOR = 2  # ... or this many per job it may claim
-HEAD_SCAN_SLACK = 16  # rows beyond what the queue's last head claim needed, when it filled
 HELD_AHEAD = 100  # held queues' pending jobs the fast claim may step over, at most
 KINDS_AHEAD = 50  # foreign kinds' jobs among the first HELD_AHEAD due: claim by queue and kind
 # The claims of due jobs that may go on from where the last one stopped (claim_cursor.py).
@@ -85,15 +80,9 @@ class Claimer:
         self._limited_pending: list[str] = []  # the limited ones with pending jobs, likewise
         self._rests = Rests()
         self._turn = 0
-        self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
-        self._head_need: dict[str, float] = {}  # per keyed queue: head rows per job it took
-        self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
-        self._steps = FairSteps()  # per fair queue: in how many claims its slots go out
-        self.stepped = False  # the last claim stopped at a fair queue's step: claim again now
         self._held_until = 0.0  # monotonic: when to read the held queues again
         self._fast_short_until = 0.0  # monotonic: the fast path gave too few a moment ago
         self._due_short_until = 0.0  # ... the same, whatever was announced since
-        self._mode: dict[str, str] = {}  # per limited queue: 'whole', 'keyed' or 'fair'
         self._updated: dict[str, Any] = {}  # per held queue: its settings' updated_at
         self._invalid: set[str] = set()  # rows the constraints refuse, logged once
         self._held_ahead = 0  # the held queues' pending jobs (each counted to HELD_AHEAD)
@@ -103,7 +92,13 @@ class Claimer:
         self._ready = ReadyParents(ready_heard)  # a fan-out's children claimed where held
         self._cursor = ClaimCursor()  # where the last claim of due jobs stopped in its index
         self._kept = KeptCursor()  # the claims' own cursor (db/kept_cursor.py)
-        self._named = NamedStatements()  # the limited claims' (db/named_statements.py)
+        # Each limited queue's claim, with what it remembers between two (limited_claims.py).
+        self._limited_claims = LimitedClaims(self._rests, self._kept, NamedStatements())
+
+    @property
+    def stepped(self) -> bool:
+        """The last claim stopped at a fair queue's step: claim again now."""
+        return self._limited_claims.stepped
 
     @property
     def limited_short(self) -> bool:
@@ -125,7 +120,7 @@ class Claimer:
             self._note_held(*held)
         rows: list[Any] = []
         self._rests.begin()
-        self.stepped = False
+        self._limited_claims.stepped = False
         self._turn += 1
         # Every other claim the unlimited queues go first: limited queues with room for
         # every slot do not starve them, nor they the limited ones.
@@ -167,7 +162,7 @@ class Claimer:
         with its jobs' longest run: the ones that rest because their slots were full are
         asked again (a claim whose budget is 0 is one cheap round trip: no key is walked)."""
         self._rests.slots_freed(queues.keys())
-        self._steps.ran(queues)
+        self._limited_claims.ran(queues)
 
     def settings_changed(self) -> None:
         """A queue's settings changed (a notification): the next claim reads the held
@@ -323,7 +318,7 @@ class Claimer:
             if self._updated.get(name, updated_at) != updated_at:
                 self._rests.forget(name)
             self._updated[name] = updated_at
-            self._mode[name] = mode
+            self._limited_claims.noted(name, mode)
             if problem is not None:
                 if name not in self._invalid:
                     self._invalid.add(name)
@@ -333,71 +328,10 @@ class Claimer:
         self._limited_pending = [name for name in self.limited if name not in empty]
 
     def _claim_limited(self, conn: psycopg.Connection[Any], queue: str, limit: int) -> list[Any]:
-        """Claim from one limited queue: its budget, from the head or key by key, or fair."""
-        mode = self._mode.get(queue, "keyed")
-        params = {**self._params(limit), "queue": queue}
-        params["scan"] = params["keys"] = max(HEAD_SCAN_MIN, HEAD_SCAN_FACTOR * limit)
-        need = self._head_need.pop(queue, None)
-        if need is not None and mode == "keyed":  # most keys free: a head the size it needs
-            params["scan"] = min(params["scan"], math.ceil(need * limit) + HEAD_SCAN_SLACK)
-        if mode == "fair":
-            params["after"] = self._fair_after.get(queue)
-            params["steps"] = steps = self._steps.steps(queue)
-            statement = limited_sql.JOBS_CLAIM_FAIR
-        elif mode == "keyed":
-            statement = limited_sql.JOBS_CLAIM_LIMITED_HEAD
-        else:
-            statement = limited_sql.JOBS_CLAIM_LIMITED
-        began = time.monotonic()
-        rows, budget = claim_locked(conn, statement, params, self._kept, self._named)
-        if mode == "fair":
-            self._steps.claimed(queue, began, time.monotonic())
-        if budget is None:  # paused, gone or unlimited since: read the held queues again
+        """Claim from one limited queue (limited_claims.py); one that is not limited now
+        (paused, gone or unlimited since) has the held queues read again."""
+        rows = self._limited_claims.claim(conn, queue, self._params(limit))
+        if rows is None:
             self._held_until = 0.0
             return []
-        granted, rate_left, rate_wait, mode_now, timed, scanned, last_key = budget
-        self._mode[queue] = mode_now
-        now = time.monotonic()
-        if mode_now != mode:
-            self._rests.held_back(now + LIMITED_RECHECK)  # claimed with the other statement next
-            return rows
-        if mode == "fair" and rows:  # a claim that took nothing stopped nowhere: keep the
-            self._fair_after[queue] = last_key  # round (reset, key order's first key won)
-        if granted == 0:
-            spent = rate_left is not None and rate_left <= 0 and rate_wait is not None
-            pause = max(LIMITED_RECHECK, float(rate_wait)) if spent else LIMITED_RECHECK
-            self._rests.rest(queue, now + pause, full=not spent)
-            return rows
-        keyed = mode == "keyed"
-        if keyed and rows and len(rows) >= granted:  # filled: ``scanned`` is the rows it needed
-            self._head_need[queue] = scanned / len(rows)
-        if keyed and scanned == params["scan"] and len(rows) < granted:
-            rows += claim_keys(
-                conn,
-                self._rests,
-                self._after_key,
-                params,
-                granted - len(rows),
-                self._kept,
-                self._named,
-            )
-            if not rows:  # every key it looked at is full: a completion or a window frees one
-                self._rests.fruitless_walk(queue, now, timed)  # the walk goes on from there
-                return rows
-        if rows:
-            self._rests.fruitful(queue)
-        if mode == "fair" and rows:  # ``scanned``: the step's size (claim_limited.py)
-            free = min(granted, limit)
-            stepped = steps > 1 and scanned is not None and scanned <= len(rows) < free
-            self._steps.took(queue, free, stepped=stepped)
-            if stepped:
-                self.stepped = True  # a step's worth: the next step at the loop's next turn
-                self._rests.held_back(now)
-                return rows
-        if len(rows) >= limit:
-            return rows
-        if not rows and (not keyed or scanned == 0):
-            self._rests.went_dry(queue, now)  # out of due jobs: until jobs or its next due one
-        else:  # its limits, or saturated keys: a completion may free a slot
-            self._rests.held_back(now + LIMITED_RECHECK)
         return rows
