@@ -6,14 +6,15 @@ issue 34's table (``flow_bench.SHAPES``: what the worker cannot take), against t
 drain alone, in ``--repeat`` pairs (jobs/s beside; the ratio column is the median of the
 pairs' beside / alone); and key B's
 start (one job every 20 ms) beside key A's backlog in a queue of concurrency 50, with the
-queue otherwise empty, without ``fair`` and with it (p50/p99 ms, one worker x 50 slots).
+queue otherwise empty, without ``fair`` and with it (p50/p99 ms; 4 worker processes x 50
+slots, issue 34's shape, and one worker x 50: FAIRNESS_RUNS).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from bench import database, flow_bench
+from bench import database, flow_bench, tenant_bench
 from bench.measure import (
     FAIRNESS,
     SHAPES,
@@ -58,24 +59,45 @@ def shape_rows(admin: str, jobs: int, shapes: str, repeat: int) -> list[Result]:
     ]
 
 
+# The fairness rows: (variant, A's backlog or 0, fair, worker processes). The first three
+# are issue 34's shape (concurrency 50 over 4 worker processes x 50 slots; B's wait is its
+# claim's started_at less its created_at, the database's clock); the last two are one
+# worker x 50 slots, timed from B's enqueue to its handler's start (the rows of the runs
+# before 2026-12-08, kept to compare with them).
+FAIRNESS_RUNS: tuple[tuple[str, bool, bool, int], ...] = (
+    ("empty", False, True, 4),
+    ("not_fair", True, False, 4),
+    ("fair", True, True, 4),
+    ("empty_one_worker", False, True, 1),
+    ("fair_one_worker", True, True, 1),
+)
+
+
 def fairness_rows(admin: str, backlog: int, samples: int) -> list[Result]:
-    """Key B's start beside key A's ``backlog``: none, not fair, fair."""
+    """Key B's start beside key A's ``backlog``: none, not fair, fair (FAIRNESS_RUNS)."""
     rows = []
-    for name, size, fair in (
-        ("empty", 0, True),
-        ("not_fair", backlog, False),
-        ("fair", backlog, True),
-    ):
-        log(f"{SYSTEM}: fairness, {name} (A's backlog {size:,})")
-        waits = flow_bench.run_child(
-            SRC, admin, "fairness", backlog=size, samples=samples, fair=fair
-        )["waits"]
+    for name, behind, fair, processes in FAIRNESS_RUNS:
+        size = backlog if behind else 0
+        log(f"{SYSTEM}: fairness, {name} (A's backlog {size:,}, {processes} x 50 slots)")
+        if processes == 1:
+            waits = flow_bench.run_child(
+                SRC, admin, "fairness", backlog=size, samples=samples, fair=fair
+            )["waits"]
+        else:
+            waits = tenant_bench.run_child(
+                SRC, admin, "fairness", backlog=size, samples=samples, fair=fair,
+                processes=processes,
+            )["waits"]  # fmt: skip
         millis = sorted(1000 * w for w in waits)
         p50, p99 = round(percentile(millis, 50), 1), round(percentile(millis, 99), 1)
-        config = f"B's start, 1 every 20 ms, beside A's {size:,} due 20 ms jobs; 1 Worker x 50"
+        config = (
+            f"B's start, 1 every 20 ms, beside A's {size:,} due 20 ms jobs; "
+            f"{processes} Worker{'s' if processes > 1 else ''} x 50"
+        )
         detail = {
             "backlog": size,
             "fair": fair,
+            "processes": processes,
             "samples": len(millis),
             "p50_ms": p50,
             "p99_ms": p99,

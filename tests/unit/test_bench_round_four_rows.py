@@ -96,7 +96,7 @@ def test_the_fairness_target_compares_fair_p99_with_the_empty_queues(
     fair_p99: float, ratio: float, met: bool
 ) -> None:
     found = verdicts(fairness_rows(50.0, fair_p99))
-    assert found == {"fair: B's p99 <= 2x its p99 alone": (ratio, met)}
+    assert found == {"fair, 4 x 50: B's p99 <= 2x its p99 alone": (ratio, met)}
 
 
 def test_no_rows_no_targets_of_theirs() -> None:
@@ -114,7 +114,7 @@ def test_the_table_prints_each_section_with_fairness_as_p50_and_p99() -> None:
     assert "30.00/60.00 ms p50/99" in text
     shape_line = next(line for line in text.splitlines() if "foreign_kind" in line)
     assert "0.42" in shape_line
-    assert "met      fair: B's p99 <= 2x its p99 alone" in text
+    assert "met      fair, 4 x 50: B's p99 <= 2x its p99 alone" in text
 
 
 def keys(argv: list[str]) -> set[str]:
