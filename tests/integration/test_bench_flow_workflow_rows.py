@@ -42,8 +42,8 @@ def test_the_workflow_shape_and_fairness_rows_are_in_one_run(
     assert rows["pgbeat_workflows", "workflow", "fan_in_advance"]["value"] >= 0
     shape = rows["pgbeat_flow", "beside_shapes", "limited_empty_20"]
     assert shape["value"] > 0 and shape["ratio"] > 0 and shape["detail"]["alone_jobs_per_s"] > 0
-    runs = (("empty", 0, 4), ("not_fair", 300, 4), ("fair", 300, 4))
-    runs += (("empty_one_worker", 0, 1), ("fair_one_worker", 300, 1))
+    runs: tuple[tuple[str, int, int], ...] = (("empty", 0, 4), ("not_fair", 300, 4))
+    runs += (("fair", 300, 4), ("empty_one_worker", 0, 1), ("fair_one_worker", 300, 1))
     for mode, backlog, processes in runs:  # issue 34's shape: 4 processes x 50 slots
         fairness = rows["pgbeat_flow", "fairness", mode]["detail"]
         assert fairness["backlog"] == backlog and fairness["processes"] == processes
