@@ -385,6 +385,7 @@ def test_a_keyed_head_shrinks_to_what_it_needed_and_a_clogged_one_still_serves_t
     first = claimer.claim(conn, 10)
     assert len({job.limit_key for job in first}) == 10
     enqueue_many(conn, 100, queue="api", limit_key="a", priority=1)  # ahead of every k
+    claimer.jobs_arrived()  # the listener's notification: the next claim reads the head
     second = claimer.claim(conn, 10)
     taken = {job.limit_key for job in second}
     assert taken == {"a"} | {f"k{i}" for i in range(10, 19)} and len(second) == 10, taken

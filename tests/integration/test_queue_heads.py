@@ -187,8 +187,9 @@ def test_the_keyed_head_claim_joins_nothing_to_its_head(
     """JOBS_CLAIM_LIMITED_HEAD under the worker's settings: each head row's key budget is a
     scalar subquery of the row, never a join a kept plan could turn into head x keys
     comparisons; a key's starts are one bounded probe of pgbeat_queue_starts_key_window;
-    the head (numbered by a window) is a bounded read, never a sort of the backlog; the
-    picked rows are updated by tuple address."""
+    a key's running jobs one probe of jobs_running_key; the head (numbered by a window) is
+    a bounded read, never a sort of the backlog; the picked rows are updated by tuple
+    address."""
     options = session_options(database_url, SESSION_SETTINGS)
     with psycopg.connect(database_url, autocommit=True, options=options) as conn:
         conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
@@ -216,6 +217,20 @@ def test_the_keyed_head_claim_joins_nothing_to_its_head(
         assert all(n["Node Type"] != "Seq Scan" for n in starts), starts
         per_key = {n.get("Index Name") for n in starts if "limit_key" in n.get("Index Cond", "")}
         assert per_key == {"pgbeat_queue_starts_key_window"}, starts
+        # a key's running jobs: one probe of jobs_running_key, never every running job
+        per_key = {
+            n.get("Index Name")
+            for n in plan_nodes(plan)
+            if n.get("Relation Name") == "jobs"
+            and "running" in (n.get("Index Name") or "")
+            and "limit_key" in n.get("Index Cond", "")
+        }
+        assert per_key == {"jobs_running_key"}, per_key
+        assert not [
+            n
+            for n in plan_nodes(plan)
+            if n.get("Index Name") == "jobs_running" and "limit_key" in n.get("Filter", "")
+        ], plan
         (update,) = [n for n in plan_nodes(plan) if n.get("Operation") == "Update"]
         scans = [n["Node Type"] for n in update["Plans"] if n["Parent Relationship"] == "Outer"]
         assert scans == ["Tid Scan"], update  # the picked rows by address, as the plain claim

@@ -160,7 +160,13 @@ def test_the_claim_reads_the_head_of_an_index_never_sorts_the_backlog(
 @pytest.mark.parametrize("kept_by", ["name", "psycopg"])
 @pytest.mark.parametrize(
     "name",
-    ["JOBS_CLAIM_LIMITED", "JOBS_CLAIM_LIMITED_HEAD", "JOBS_CLAIM_LIMITED_KEYS", "JOBS_CLAIM_FAIR"],
+    [
+        "JOBS_CLAIM_LIMITED",
+        "JOBS_CLAIM_LIMITED_HEAD",
+        "JOBS_CLAIM_LIMITED_HEAD_AFTER",
+        "JOBS_CLAIM_LIMITED_KEYS",
+        "JOBS_CLAIM_FAIR",
+    ],
 )
 def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_scale(
     conn: psycopg.Connection[Any], name: str, kept_by: str
@@ -171,9 +177,10 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
     backlog, once 100,000 jobs are pending and no ANALYZE has run since."""
     from pgbeat.db.named_statements import NamedStatements
     from pgbeat.db.sql import queues as queue_sql
+    from pgbeat.db.sql.jobs import claim_after
     from pgbeat.db.sql.jobs import claim_limited as limited_sql
 
-    statement = getattr(limited_sql, name)
+    statement = getattr(claim_after if name.endswith("_AFTER") else limited_sql, name)
     conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
     conn.execute("ANALYZE jobs")  # empty
     keyed = name != "JOBS_CLAIM_LIMITED"
@@ -185,6 +192,7 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         fair=name.endswith("FAIR"),
     )
     params = {**PARAMS, "queue": "api", "scan": 256, "keys": 256, "after": None, "steps": 1}
+    params |= {"after_priority": 0, "after_run_at": "2000-01-01T00:00:00Z", "after_id": 0}
     if kept_by == "name":  # the plan is made now
         lock = (queue_sql.QUEUES_LOCK, {"queue": "api"})
         NamedStatements().run(conn, conn.cursor(), [lock, (statement, params)]).fetchall()
@@ -218,6 +226,8 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
     assert "Seq Scan on jobs" not in plan and not sorts_backlog(plan), plan
     index = "jobs_claim_key" if name.endswith(("KEYS", "FAIR")) else "jobs_claim_queue_keyed"
     assert index in plan, plan
+    if name.endswith("_AFTER"):  # the index scan starts at the position
+        assert re.search(r"Index Cond: \(.*ROW\(run_at, id\) > ROW\(", plan), plan
 
 
 def test_the_dashboard_names_the_same_kinds(

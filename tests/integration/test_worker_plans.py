@@ -73,6 +73,7 @@ NEVER_KEPT = {
 ELSEWHERE = {
     "JOBS_CLAIM_LIMITED",
     "JOBS_CLAIM_LIMITED_HEAD",
+    "JOBS_CLAIM_LIMITED_HEAD_AFTER",
     "JOBS_CLAIM_LIMITED_KEYS",
     "JOBS_CLAIM_FAIR",
     "JOBS_STATE",
@@ -258,6 +259,15 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
         for twin in TWINS.values():  # the claims from a position, likewise
             twin_params = {**params, "queue": "default", "kind": "noop", **position}
             assert conn.execute(twin, twin_params, prepare=True).fetchall() == []
+        keyed_twin = claim_after.JOBS_CLAIM_LIMITED_HEAD_AFTER  # and the keyed head's
+        keyed_params = {**params, "queue": "keyed", **position}
+        with conn.transaction():
+            conn.execute(queue_sql.QUEUES_LOCK, {"queue": "keyed"})
+            found = conn.execute(keyed_twin, keyed_params, prepare=True)
+            assert all(row[0] is None for row in found.fetchall())
+        lock = (queue_sql.QUEUES_LOCK, {"queue": "keyed"})
+        found = named.run(conn, conn.cursor(), [lock, (keyed_twin, keyed_params)])
+        assert all(row[0] is None for row in found.fetchall())
         conn.execute("UPDATE jobs SET run_at = run_at - interval '2 days'")  # the burst
         prepared = {
             _shape(text): (name, params)
@@ -272,7 +282,7 @@ def test_no_claim_plan_kept_after_analyze_saw_only_delayed_jobs_sorts_the_burst(
             arguments = ", ".join(["NULL"] * count)
             plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE {name}({arguments})"))
             plans = [plan]
-            if module is limited_sql:  # and the same statement kept by name
+            if module is limited_sql or "budget" in statement:  # also kept by name
                 one = named_statement(statement)
                 arguments = ", ".join(["NULL"] * len(one.parameters))
                 explain = conn.execute(f"EXPLAIN EXECUTE {one.name}({arguments})")

@@ -46,6 +46,9 @@ PARAMETER_TYPES: dict[str, str] = {
     "keys": "int",
     "after": "text",
     "steps": "int",
+    "after_priority": "smallint",
+    "after_run_at": "timestamptz",
+    "after_id": "bigint",
 }
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
 

@@ -154,6 +154,7 @@ class Claimer:
         self._rests.jobs_arrived()
         self._due.stale()
         self._cursor.reset()
+        self._limited_claims.jobs_arrived()
         if self._empty:
             self._held_until = 0.0
 

@@ -20,7 +20,9 @@ import psycopg
 
 from pgbeat.db.kept_cursor import KeptCursor
 from pgbeat.db.named_statements import NamedStatements
+from pgbeat.db.sql.jobs import claim_after
 from pgbeat.db.sql.jobs import claim_limited as limited_sql
+from pgbeat.worker.claim_cursor import ClaimCursor
 from pgbeat.worker.fair_steps import FairSteps
 from pgbeat.worker.locked_claim import claim_keys, claim_locked
 from pgbeat.worker.rests import LIMITED_RECHECK, Rests
@@ -46,12 +48,19 @@ class LimitedClaims:
         self._after_key: dict[str, str] = {}  # per queue: where the key-by-key claim goes on
         self._head_need: dict[str, float] = {}  # per keyed queue: head rows per job it took
         self._fair_after: dict[str, str] = {}  # per fair queue: where its round goes on
+        self._cursors: dict[str, ClaimCursor] = {}  # per keyed queue: where its head goes on
         self._steps = FairSteps()  # per fair queue: in how many claims its slots go out
         self.stepped = False
 
     def noted(self, queue: str, mode: str) -> None:
         """The claim ``queue`` needs, as the read of the held queues saw it."""
         self._mode[queue] = mode
+
+    def jobs_arrived(self) -> None:
+        """New jobs (or settings) were announced: one may come before a keyed queue's
+        position, and its next claim reads from the head."""
+        for cursor in self._cursors.values():
+            cursor.reset()
 
     def ran(self, queues: Mapping[str, float]) -> None:
         """Jobs of these queues ended, each with its jobs' longest run (a fair queue's pace)."""
@@ -75,7 +84,12 @@ class LimitedClaims:
             params["steps"] = steps = self._steps.steps(queue)
             statement = limited_sql.JOBS_CLAIM_FAIR
         elif mode == "keyed":
-            statement = limited_sql.JOBS_CLAIM_LIMITED_HEAD
+            statement = self._cursors.setdefault(queue, ClaimCursor()).statement(
+                limited_sql.JOBS_CLAIM_LIMITED_HEAD,
+                claim_after.JOBS_CLAIM_LIMITED_HEAD_AFTER,
+                params,
+                time.monotonic(),
+            )
         else:
             statement = limited_sql.JOBS_CLAIM_LIMITED
         began = time.monotonic()
@@ -100,6 +114,10 @@ class LimitedClaims:
         keyed = mode == "keyed"
         if keyed and rows and len(rows) >= granted:  # filled: ``scanned`` is the rows it needed
             self._head_need[queue] = scanned / len(rows)
+        if keyed:
+            went_on = statement is not limited_sql.JOBS_CLAIM_LIMITED_HEAD
+            if self._went_on(queue, rows, granted, scanned, now, went_on, params["scan"]):
+                return rows
         if keyed and scanned == params["scan"] and len(rows) < granted:
             rows += claim_keys(
                 conn,
@@ -130,3 +148,28 @@ class LimitedClaims:
         else:  # its limits, or saturated keys: a completion may free a slot
             self._rests.held_back(now + LIMITED_RECHECK)
         return rows
+
+    def _went_on(
+        self,
+        queue: str,
+        rows: list[Any],
+        granted: int,
+        scanned: int,
+        now: float,
+        went_on: bool,
+        scan: int,
+    ) -> bool:
+        """Keep where a keyed queue's head claim stopped, when every head row up to its last
+        was taken (``scanned``, claim_limited.py: no saturated key's row passed over before
+        it): its next claim goes on from there (claim_cursor.py), past the entries of the
+        jobs claimed since the last vacuum, which a claim from the head steps over. True: a
+        claim that went on found the rows after the position run out before its budget (of
+        that priority, or due ones): not dry, the queue is claimed from the head at once."""
+        whole = bool(rows) and scanned == len(rows)
+        self._cursors[queue].claimed(rows if whole else [], granted, now, not went_on)
+        if went_on and len(rows) < granted and scanned < scan:
+            if rows:
+                self._rests.fruitful(queue)
+            self._rests.held_back(now)
+            return True
+        return False

@@ -20,6 +20,7 @@ from typing import LiteralString
 
 from pgbeat.db.sql.jobs import claim as claim_sql
 from pgbeat.db.sql.jobs import claim_heads as heads_sql
+from pgbeat.db.sql.jobs import claim_limited as limited_sql
 
 # The position after the last row taken, for an index ordered (..., priority DESC, run_at,
 # id): equal priority, then a row comparison the index scan starts from (an index
@@ -43,6 +44,15 @@ JOBS_CLAIM_ONE_HEAD_AFTER: LiteralString = heads_sql.JOBS_CLAIM_ONE_HEAD.replace
 JOBS_CLAIM_ONE_KEYED_HEAD_AFTER: LiteralString = heads_sql.JOBS_CLAIM_ONE_KEYED_HEAD.replace(
     _KEYED, _KEYED_AFTER
 )
+
+# A key-limited queue's head claim (claim_limited.py) on from the position, in each kind's
+# head of both indexes: the worker keeps a position only after a claim that took every
+# head row up to its last (no row of a saturated key passed over before it), so the rows
+# before it are the ones it took (worker/limited_claims.py).
+JOBS_CLAIM_LIMITED_HEAD_AFTER: LiteralString = limited_sql.JOBS_CLAIM_LIMITED_HEAD.replace(
+    _UNKEYED, _UNKEYED_AFTER
+).replace(_KEYED, _KEYED_AFTER)
+assert JOBS_CLAIM_LIMITED_HEAD_AFTER.count("%(after_id)s") == 2
 
 assert all(
     twin.count("%(after_id)s") == 1

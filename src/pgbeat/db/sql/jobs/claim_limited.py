@@ -17,10 +17,10 @@ from pgbeat.db.sql.jobs.claim_parts import (
     _CLAIM_PICKED_BY_TID,
     _KEY_LEFT,
     _KEY_LEFT_N,
+    _KEY_RUNNING,
     _KINDS,
     _LIMITED_OPENING,
     _PENDING_KEYS_AFTER,
-    _RUNNING_KEYS,
     _RUNNING_KEYS_FAIR,
 )
 from pgbeat.db.sql.jobs.queue_heads import (
@@ -65,7 +65,8 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # %(scan)s due jobs in claim order (the best of its kinds' heads, queue_heads.py; the worker
 # asks for about what the queue's last head claim needed, claiming.py), numbered in that
 # order (``pos``) and per key (``nth``); a row is taken while its key's budget allows:
-# ``nth`` at most key_concurrency less the key's running jobs (running_keys) and at most
+# ``nth`` at most key_concurrency less the key's running jobs (one probe of jobs_running_key
+# per head row, claim_parts.py's _KEY_RUNNING) and at most
 # key_rate less the key's starts in the window (one probe of pgbeat_queue_starts_key_window
 # per head row, in key order, at most key_rate_count entries: only for a queue with a
 # key_rate). A saturated key gets none, so a batch never holds more of a key than it may
@@ -74,9 +75,9 @@ FROM budget AS b LEFT JOIN claimed ON true"""
 # when the budget was met, else the whole head: a full head that gave less than the budget
 # means saturated keys clog it, and the worker goes on with JOBS_CLAIM_LIMITED_KEYS. Nothing
 # is joined to the head: each budget is a scalar subquery of the row (a kept plan cannot
-# choose a join), the running keys one jsonb object looked up by key (with the sort
-# penalty of the worker's sessions, enable_sort off, a kept plan joined the keys to the head
-# by a nested loop, every head row compared with every key: docs/flow-control.md).
+# choose a join: with the sort penalty of the worker's sessions, enable_sort off, a kept
+# plan joined the keys to the head by a nested loop, every head row compared with every
+# key: docs/flow-control.md).
 JOBS_CLAIM_LIMITED_HEAD: LiteralString = (
     _LIMITED_OPENING
     + """,
@@ -94,28 +95,27 @@ head AS (
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT n FROM lim)) AS first
 ),
-"""
-    + _RUNNING_KEYS
-    + """,
 ranked AS (
     SELECT tid, id, limit_key, pos,
            row_number() OVER (PARTITION BY limit_key ORDER BY pos) AS nth
     FROM head
 ),
 picked AS (
-    SELECT tid, id, pos FROM ranked
-    WHERE limit_key IS NULL
-       OR (nth <= coalesce((SELECT key_concurrency FROM budget)
-                           - coalesce(((SELECT n FROM running_keys) ->> limit_key)::int, 0), nth)
+    SELECT k.tid, k.id, k.pos FROM ranked AS k
+    WHERE k.limit_key IS NULL
+       OR (CASE WHEN (SELECT key_concurrency FROM budget) IS NULL THEN true
+                ELSE k.nth <= (SELECT key_concurrency FROM budget) - """
+    + _KEY_RUNNING
+    + """ END
            AND CASE WHEN (SELECT key_rate_count FROM budget) IS NULL THEN true
-                    ELSE nth <= (SELECT key_rate_count FROM budget) - (SELECT count(*) FROM (
+                    ELSE k.nth <= (SELECT key_rate_count FROM budget) - (SELECT count(*) FROM (
                         SELECT FROM pgbeat_queue_starts AS s
                         WHERE s.queue = %(queue)s
-                          AND s.limit_key >= ranked.limit_key AND s.limit_key <= ranked.limit_key
+                          AND s.limit_key >= k.limit_key AND s.limit_key <= k.limit_key
                           AND s.started_at > (SELECT t - key_rate_period FROM budget)
                         ORDER BY s.limit_key, s.started_at
                         LIMIT (SELECT key_rate_count FROM budget)) AS in_window) END)
-    ORDER BY pos
+    ORDER BY k.pos
     LIMIT coalesce((SELECT n FROM budget), 0)
 ),"""
     + _CLAIM_PICKED_BY_TID
@@ -135,8 +135,6 @@ JOBS_CLAIM_LIMITED_KEYS: LiteralString = (
     _LIMITED_OPENING
     + ","
     + _PENDING_KEYS_AFTER
-    + ","
-    + _RUNNING_KEYS
     + """,
 picked AS (
     SELECT head.id
@@ -236,7 +234,7 @@ keys AS MATERIALIZED (
 candidates AS (
     SELECT c.id, c.priority, c.nth, coalesce((r.n ->> k.limit_key)::int, 0) AS running,
            k.pos, k.limit_key
-    FROM keys AS k CROSS JOIN budget AS b"""
+    FROM keys AS k CROSS JOIN budget AS b CROSS JOIN running_keys AS r"""
     + _KEY_LEFT
     + """
     CROSS JOIN LATERAL (

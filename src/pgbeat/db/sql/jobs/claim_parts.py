@@ -104,20 +104,21 @@ w(q) AS (
 )"""
 )
 
-# The running jobs of the queue per limit key (jobs_running: at most the cluster's slots),
-# counted once per claim (MATERIALIZED: inlined, it ran once per row), as one row: a jsonb
-# object of key -> count, looked up by key. Not a row per key joined to the keys: a plan
-# kept after ANALYZE saw no due job (so few rows expected) joined them by a nested loop,
-# every key compared with every running key, and the worker's sorts off leave the planner
-# no choice to see there (docs/flow-control.md).
-_RUNNING_KEYS: LiteralString = """
-running_keys AS MATERIALIZED (
-    SELECT coalesce(jsonb_object_agg(limit_key, n), '{}') AS n FROM (
-        SELECT limit_key, count(*) AS n FROM jobs
-        WHERE status = 'running' AND queue = %(queue)s AND limit_key IS NOT NULL
-          AND (SELECT key_concurrency FROM budget) IS NOT NULL
-        GROUP BY limit_key) AS per_key
-)"""
+# The running jobs of key ``k.limit_key`` in the queue, counted up to its key_concurrency
+# (all a budget needs): one probe of
+# jobs_running_key (migration 0035) per key the claim may take, so its cost does not grow
+# with the jobs running elsewhere (counting every running job of the queue, read through
+# jobs_running, cost a claim in proportion to the cluster's running jobs). A scalar
+# subquery of the row: a kept plan cannot choose a join (with the sort penalty of the
+# worker's sessions, enable_sort off, a plan kept after ANALYZE saw no due job joined the
+# keys to the head by a nested loop, every head row compared with every running key:
+# docs/flow-control.md). The key is matched by a range, as _PENDING_KEYS_AFTER says why.
+_KEY_RUNNING: LiteralString = """(SELECT count(*) FROM (
+            SELECT FROM jobs AS running
+            WHERE running.status = 'running' AND running.limit_key IS NOT NULL
+              AND running.queue = %(queue)s
+              AND running.limit_key >= k.limit_key AND running.limit_key <= k.limit_key
+            LIMIT (SELECT key_concurrency FROM budget)) AS held)"""
 
 # The same for a fair claim that found a free slot, whatever its per-key limits: the keys'
 # running jobs order a round (claim_limited.py's JOBS_CLAIM_FAIR), ``unkeyed`` the running
@@ -134,8 +135,8 @@ running_keys AS MATERIALIZED (
         GROUP BY limit_key) AS per_key
 )"""
 
-# A limit key's budget: key_concurrency less its running jobs (looked up in running_keys),
-# key_rate less its starts in the window, counted for this key alone
+# A limit key's budget: key_concurrency less its running jobs (_KEY_RUNNING), key_rate
+# less its starts in the window, counted for this key alone
 # (pgbeat_queue_starts_key_window: one probe, so the cost does not grow with the other
 # keys' starts; in key order, read by a range on the key, as _PENDING_KEYS_AFTER says why:
 # a kept plan counted every key's starts of the window through pgbeat_queue_starts_window,
@@ -143,8 +144,13 @@ running_keys AS MATERIALIZED (
 # at most key_rate_count of them, all the budget needs);
 # _KEY_LEFT_N is NULL when the queue has no per-key limit. Joined to a row
 # ``k`` carrying the key, beside ``budget AS b``.
-_KEY_LEFT: LiteralString = """
-    CROSS JOIN running_keys AS r
+_KEY_LEFT: LiteralString = (
+    """
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN b.key_concurrency IS NOT NULL THEN """
+    + _KEY_RUNNING
+    + """ END AS n
+    ) AS held
     CROSS JOIN LATERAL (
         SELECT count(*) AS n FROM (
             SELECT FROM pgbeat_queue_starts AS s
@@ -154,10 +160,8 @@ _KEY_LEFT: LiteralString = """
             ORDER BY s.limit_key, s.started_at
             LIMIT b.key_rate_count) AS in_window
     ) AS started"""
-_KEY_LEFT_N: LiteralString = (
-    "least(b.key_concurrency - coalesce((r.n ->> k.limit_key)::int, 0),"
-    " b.key_rate_count - started.n)"
 )
+_KEY_LEFT_N: LiteralString = "least(b.key_concurrency - held.n, b.key_rate_count - started.n)"
 
 # A limited claim's update of the rows it picked (by id, re-checking they are pending: the
 # claims of one queue are serialised by its row lock, so rows are not skipped; in a CASE:
