@@ -173,8 +173,9 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
 ) -> None:
     """The limited claims keep one generic plan per connection (QUEUES_LOCK's settings),
     as a named statement (db/named_statements.py) or, run in a pipeline, as psycopg's:
-    made while the table was empty, it must still read the claim indexes, not sort the
-    backlog, once 100,000 jobs are pending and no ANALYZE has run since."""
+    made while the tables were empty, it must still read the claim indexes, not sort the
+    backlog, once 100,000 jobs are pending and no ANALYZE has run since, and prune a
+    rate's old starts from the window's cutoff (5,000 starts)."""
     from pgbeat.db.named_statements import NamedStatements
     from pgbeat.db.sql import queues as queue_sql
     from pgbeat.db.sql.jobs import claim_after
@@ -182,7 +183,7 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
 
     statement = getattr(claim_after if name.endswith("_AFTER") else limited_sql, name)
     conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    conn.execute("ANALYZE jobs")  # empty
+    conn.execute("ANALYZE jobs, pgbeat_queue_starts")  # empty
     keyed = name != "JOBS_CLAIM_LIMITED"
     pgbeat.configure_queue(
         conn,
@@ -205,6 +206,10 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
         "SELECT 'noop', '{}', now() - interval '1 hour', 'api', 'key' || (i % 500) "
         "FROM generate_series(1, 100000) AS i"
     )
+    conn.execute(  # a rate's window of starts
+        "INSERT INTO pgbeat_queue_starts (queue, limit_key, started_at) "
+        "SELECT 'api', 'key' || i, now() - i * interval '1 ms' FROM generate_series(1, 5000) AS i"
+    )
     prepared = conn.execute(
         "SELECT name, parameter_types::text[] FROM pg_prepared_statements WHERE statement LIKE %s",
         ("%budget AS MATERIALIZED%",),
@@ -226,6 +231,9 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
     assert "Seq Scan on jobs" not in plan and not sorts_backlog(plan), plan
     index = "jobs_claim_key" if name.endswith(("KEYS", "FAIR")) else "jobs_claim_queue_keyed"
     assert index in plan, plan
+    # the old starts are read from the window's cutoff on, not all of the queue's
+    scan_of_starts = r"Scan using pgbeat_queue_starts_window on pgbeat_queue_starts old .*\n"
+    assert re.search(scan_of_starts + r"\s+Index Cond: \(.*started_at <=", plan), plan
     if name.endswith("_AFTER"):  # the index scan starts at the position
         assert re.search(r"Index Cond: \(.*ROW\(run_at, id\) > ROW\(", plan), plan
 
