@@ -234,6 +234,8 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
     # the old starts are read from the window's cutoff on, not all of the queue's
     scan_of_starts = r"Scan using pgbeat_queue_starts_window on pgbeat_queue_starts old .*\n"
     assert re.search(scan_of_starts + r"\s+Index Cond: \(.*started_at <=", plan), plan
+    if name.endswith(("HEAD", "_AFTER", "KEYS", "FAIR")):  # a key's running jobs by key
+        assert "Scan using jobs_running_key" in plan, plan
     if name.endswith("_AFTER"):  # the index scan starts at the position
         assert re.search(r"Index Cond: \(.*ROW\(run_at, id\) > ROW\(", plan), plan
 

@@ -251,7 +251,7 @@ candidates AS (
     + """, b.n))) AS j
     ) AS c
     UNION ALL
-    SELECT c.id, c.priority, c.nth, (SELECT unkeyed FROM running_keys), %(keys)s::int + 1, NULL
+    SELECT c.id, c.priority, c.nth, (SELECT n FROM running_unkeyed), %(keys)s::int + 1, NULL
     FROM (SELECT id, priority, row_number() OVER (ORDER BY priority DESC, run_at, id) AS nth
           FROM (SELECT id, priority, run_at FROM (
                 """

@@ -125,19 +125,23 @@ _KEY_RUNNING: LiteralString = """(SELECT count(*) FROM (
               AND running.limit_key >= k.limit_key AND running.limit_key <= k.limit_key
             LIMIT (SELECT key_concurrency FROM budget)) AS held)"""
 
-# The same for a fair claim that found a free slot, whatever its per-key limits: the keys'
-# running jobs order a round (claim_limited.py's JOBS_CLAIM_FAIR), ``unkeyed`` the running
-# jobs without a key (the key of their own).
+# The running jobs of each limit key of the queue, for a fair claim that found a free slot
+# (whatever its per-key limits): the keys' running jobs order a round (claim_limited.py's
+# JOBS_CLAIM_FAIR), one jsonb object of key -> count, read through jobs_running_key
+# (the queue's running keyed jobs only: at most its concurrency); and, apart, the running
+# jobs without a key (the key of their own), read only when unkeyed jobs are candidates:
+# no index holds them by queue, so that count reads every running job of the cluster.
 _RUNNING_KEYS_FAIR: LiteralString = """
 running_keys AS MATERIALIZED (
-    SELECT coalesce(jsonb_object_agg(limit_key, n) FILTER (WHERE limit_key IS NOT NULL), '{}')
-               AS n,
-           coalesce(sum(n) FILTER (WHERE limit_key IS NULL), 0)::int AS unkeyed
-    FROM (
+    SELECT coalesce(jsonb_object_agg(limit_key, n), '{}') AS n FROM (
         SELECT limit_key, count(*) AS n FROM jobs
-        WHERE status = 'running' AND queue = %(queue)s
+        WHERE status = 'running' AND limit_key IS NOT NULL AND queue = %(queue)s
           AND (SELECT n FROM budget WHERE mode = 'fair') > 0
         GROUP BY limit_key) AS per_key
+),
+running_unkeyed AS MATERIALIZED (
+    SELECT count(*)::int AS n FROM jobs
+    WHERE status = 'running' AND limit_key IS NULL AND queue = %(queue)s
 )"""
 
 # A limit key's budget: key_concurrency less its running jobs (_KEY_RUNNING), key_rate
