@@ -232,8 +232,9 @@ def test_a_limited_claims_kept_plan_made_on_an_empty_table_reads_the_index_at_sc
     index = "jobs_claim_key" if name.endswith(("KEYS", "FAIR")) else "jobs_claim_queue_keyed"
     assert index in plan, plan
     # the old starts are read from the window's cutoff on, not all of the queue's
-    scan_of_starts = r"Scan using pgbeat_queue_starts_window on pgbeat_queue_starts old .*\n"
-    assert re.search(scan_of_starts + r"\s+Index Cond: \(.*started_at <=", plan), plan
+    # (an index or bitmap scan, as the statistics chose; a join filter read them all)
+    pruning = r"pgbeat_queue_starts_window.*\n\s+Index Cond: \(.*started_at <="
+    assert re.search(pruning, plan), plan
     if name.endswith(("HEAD", "_AFTER", "KEYS", "FAIR")):  # a key's running jobs by key
         assert "Scan using jobs_running_key" in plan, plan
     if name.endswith("_AFTER"):  # the index scan starts at the position
