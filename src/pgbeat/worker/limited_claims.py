@@ -112,25 +112,25 @@ class LimitedClaims:
             self._rests.rest(queue, now + pause, full=not spent)
             return rows
         keyed = mode == "keyed"
-        if keyed and rows and len(rows) >= granted:  # filled: ``scanned`` is the rows it needed
-            self._head_need[queue] = scanned / len(rows)
         if keyed:
+            if rows and len(rows) >= granted:  # filled: ``scanned`` is the rows it needed
+                self._head_need[queue] = scanned / len(rows)
             went_on = statement is not limited_sql.JOBS_CLAIM_LIMITED_HEAD
-            if self._went_on(queue, rows, granted, scanned, now, went_on, params["scan"]):
+            if self._note_position(queue, rows, granted, scanned, now, went_on, params["scan"]):
                 return rows
-        if keyed and scanned == params["scan"] and len(rows) < granted:
-            rows += claim_keys(
-                conn,
-                self._rests,
-                self._after_key,
-                params,
-                granted - len(rows),
-                self._kept,
-                self._named,
-            )
-            if not rows:  # every key it looked at is full: a completion or a window frees one
-                self._rests.fruitless_walk(queue, now, timed)  # the walk goes on from there
-                return rows
+            if scanned == params["scan"] and len(rows) < granted:
+                rows += claim_keys(
+                    conn,
+                    self._rests,
+                    self._after_key,
+                    params,
+                    granted - len(rows),
+                    self._kept,
+                    self._named,
+                )
+                if not rows:  # every key it looked at is full: a completion or a window frees one
+                    self._rests.fruitless_walk(queue, now, timed)  # the walk goes on from there
+                    return rows
         if rows:
             self._rests.fruitful(queue)
         if mode == "fair" and rows:  # ``scanned``: the step's size (claim_limited.py)
@@ -149,7 +149,7 @@ class LimitedClaims:
             self._rests.held_back(now + LIMITED_RECHECK)
         return rows
 
-    def _went_on(
+    def _note_position(
         self,
         queue: str,
         rows: list[Any],
